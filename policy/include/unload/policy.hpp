@@ -1,0 +1,102 @@
+// unload's per-write decision engine: which path an RDMA WRITE takes (DESIGN.md section 6).
+//
+// A pure library: no verbs, no syscalls, no clock reads, no allocation after
+// construction, no exceptions. The runtime calls decide() before posting each WRITE and
+// observe() when it knows what the write cost.
+//
+// Thread-safety: a Policy is single-threaded. The runtime keeps one per thread that posts
+// writes (thread_local); decide() and observe() take no locks and must not run
+// concurrently on one instance. What each instance learns is therefore per thread, and so
+// is the CPU budget: each thread may spend cpu_budget_pct of its own wall time copying.
+#pragma once
+
+#include <cstdint>
+
+#include "unload/policy/cost_estimate.hpp"
+#include "unload/policy/cpu_budget.hpp"
+#include "unload/policy/hotness_sketch.hpp"
+#include "unload/policy/path.hpp"
+#include "unload/policy/prng.hpp"
+#include "unload/policy/tunables.hpp"
+#include "unload/policy/write_features.hpp"
+
+namespace unload::policy {
+
+// What the policy did, for sysfs-style statistics and for tests.
+struct PolicyStats {
+  uint64_t decisions = 0;       // adaptive decisions
+  uint64_t warmups = 0;         // ... taken to fill a path's first estimate
+  uint64_t explorations = 0;    // ... sent to a non-chosen path at random
+  uint64_t trials = 0;          // ... sent to a path whose last sample looked better
+  uint64_t switches = 0;        // changes of a write class's chosen path
+  uint64_t budget_denials = 0;  // CPU paths turned into offload by the CPU budget
+};
+
+// The paths the tunables' length caps allow for this write, plus offload, which is always
+// eligible.
+PathSet effective_eligible(const WriteFeatures& f, const Tunables& t);
+
+// The cheapest eligible CPU path by construction, or offload if none is eligible. Direct
+// first: one CPU copy and no NIC or wire at all. Inline next: one copy into the work
+// request, and the NIC skips the payload fetch and local translation. Stage last: the
+// same copy plus the NIC's DMA read of the staging slot.
+Path cheapest_cpu_path(PathSet eligible);
+
+class Policy {
+ public:
+  // Write classes: peer locality x target-page hotness x scattered (sge_count > 1) x
+  // log2 size class, where class c holds lengths in [2^(c-1), 2^c) and the last class
+  // everything from 4 MiB up.
+  static constexpr unsigned kSizeClasses = 24;
+  static constexpr unsigned kClasses = 2 * 2 * 2 * kSizeClasses;
+  // Consecutive writes a promising exploration buys the explored path, so that a path
+  // that really became cheaper fills its recent window in one go.
+  static constexpr uint8_t kTrialWrites = 8;
+
+  explicit Policy(uint64_t seed = 0x756E6C6F6164ULL);
+
+  // The path for this write. Always one of effective_eligible(f, t).
+  Path decide(const WriteFeatures& f, const Tunables& t);
+
+  // The measured cost of a write decide() routed to `path` (latency to completion, the
+  // quantity adaptive minimises), and `cpu_ns`, the part of it the CPU spent copying,
+  // which is charged to the CPU budget. Pass the same features decide() saw.
+  void observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns);
+  // As above, with all of a CPU path's cost charged as CPU time.
+  void observe(Path path, const WriteFeatures& f, uint64_t cost_ns) {
+    observe(path, f, cost_ns, is_cpu_path(path) ? cost_ns : 0);
+  }
+
+  // Introspection for statistics and tests; never needed on the fast path.
+  const PolicyStats& stats() const { return stats_; }
+  Path chosen_path(const WriteFeatures& f) const;  // the write class's current choice
+  const CostEstimate& estimate(const WriteFeatures& f, Path p) const;
+  bool is_hot(const WriteFeatures& f) const;
+
+ private:
+  struct WriteClass {
+    CostEstimate estimate[kPathCount];
+    Path chosen = Path::offload;
+    bool has_chosen = false;  // set once every eligible path has a warm estimate
+    Path trial_path = Path::offload;
+    uint8_t trial_left = 0;
+  };
+
+  Path decide_adaptive(const WriteFeatures& f, const Tunables& t);
+  Path choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet eligible,
+              bool cpu_allowed);
+  WriteClass& class_of(const WriteFeatures& f, bool hot) { return classes_[class_index(f, hot)]; }
+  const WriteClass& class_of(const WriteFeatures& f, bool hot) const {
+    return classes_[class_index(f, hot)];
+  }
+  static unsigned class_index(const WriteFeatures& f, bool hot);
+
+  WriteClass classes_[kClasses];
+  HotnessSketch hotness_;
+  CpuBudget budget_;
+  Prng prng_;
+  PolicyStats stats_;
+  bool budget_enforced_ = false;  // the last decision ran under a CPU cap
+};
+
+}  // namespace unload::policy

@@ -1,0 +1,66 @@
+// A fixed-size heavy-hitter sketch over target pages (rkey, page).
+#pragma once
+
+#include <cstdint>
+
+namespace unload::policy {
+
+// Count-min sketch with a sweeping decay.
+//
+// Why count-min and not space-saving: the sketch is touched on every adaptive decision, so
+// an update must be O(1) with no data-dependent search; space-saving needs a min-heap or a
+// stream-summary list for that, count-min needs two hashed increments. Its error is
+// one-sided (collisions only overcount), and the minimum over two rows keeps it small
+// while the hot set is far smaller than the width.
+//
+// Why a sweeping decay: "hot" must mean hot recently (a page the target NIC is likely to
+// still have in its translation cache). Halving the whole table every N writes would put
+// a 2 K-counter stall on one unlucky write; instead each touch halves the counter under a
+// cursor in each row and advances it, so every counter is halved once per kWidth touches
+// and the cost is spread evenly. A page receiving a fraction f of recent writes settles
+// between kWidth*f and 2*kWidth*f; with kHotCount = 8 a page is hot from roughly one
+// write in 200 (f ~ 1/256..1/128), far above the ~1-2 a counter collects from
+// collisions with uniformly spread cold traffic.
+class HotnessSketch {
+ public:
+  static constexpr unsigned kWidth = 1024;  // power of two
+  static constexpr unsigned kHotCount = 8;
+
+  // Counts one write to (rkey, page) and says whether that page is hot.
+  bool touch(uint32_t rkey, uint64_t page) {
+    const uint64_t h = hash(rkey, page);
+    uint16_t& a = rows_[0][h & kMask];
+    uint16_t& b = rows_[1][(h >> 32) & kMask];
+    if (a != UINT16_MAX) ++a;
+    if (b != UINT16_MAX) ++b;
+    const bool hot = (a < b ? a : b) >= kHotCount;
+    rows_[0][cursor_] >>= 1;
+    rows_[1][cursor_] >>= 1;
+    cursor_ = (cursor_ + 1) & kMask;
+    return hot;
+  }
+
+  bool is_hot(uint32_t rkey, uint64_t page) const { return count(rkey, page) >= kHotCount; }
+
+  unsigned count(uint32_t rkey, uint64_t page) const {
+    const uint64_t h = hash(rkey, page);
+    const uint16_t a = rows_[0][h & kMask];
+    const uint16_t b = rows_[1][(h >> 32) & kMask];
+    return a < b ? a : b;
+  }
+
+ private:
+  static constexpr unsigned kMask = kWidth - 1;
+
+  // Two independent-enough 32-bit halves of one 64-bit mix, one per row.
+  static uint64_t hash(uint32_t rkey, uint64_t page) {
+    uint64_t x = page ^ (static_cast<uint64_t>(rkey) * 0x9E3779B97F4A7C15ULL);
+    x = (x ^ (x >> 31)) * 0xBF58476D1CE4E5B9ULL;
+    return x ^ (x >> 29);
+  }
+
+  uint16_t rows_[2][kWidth] = {};
+  unsigned cursor_ = 0;
+};
+
+}  // namespace unload::policy

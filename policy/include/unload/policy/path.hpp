@@ -1,0 +1,56 @@
+// The ways a write can execute (DESIGN.md section 2) and sets of them.
+#pragma once
+
+#include <cstdint>
+
+namespace unload::policy {
+
+// Values are stable: they index per-path tables and appear in statistics.
+enum class Path : uint8_t {
+  offload = 0,        // the NIC does everything
+  unload_inline = 1,  // CPU copies the payload into the work request (IBV_SEND_INLINE)
+  unload_stage = 2,   // CPU copies into a pinned staging slot; the NIC sends from it
+  unload_direct = 3,  // the kmod copies straight into a same-host peer's region
+};
+
+inline constexpr unsigned kPathCount = 4;
+
+constexpr unsigned index_of(Path p) { return static_cast<unsigned>(p); }
+
+// CPU paths spend CPU time copying, which the CPU budget accounts for.
+constexpr bool is_cpu_path(Path p) { return p != Path::offload; }
+
+// Only the direct path leaves the QP's send queue, so only it needs the ordering fence
+// against NIC requests still outstanding on the QP (DESIGN.md section 3).
+constexpr bool needs_fence_after_nic(Path p) { return p == Path::unload_direct; }
+
+const char* name_of(Path p);
+
+// A bitmask of paths, one bit per Path value.
+class PathSet {
+ public:
+  constexpr PathSet() = default;
+  constexpr PathSet(Path p) : bits_(bit(p)) {}  // NOLINT: a path is a one-path set
+
+  static constexpr PathSet from_bits(uint8_t bits) { return PathSet(bits & kAllBits, 0); }
+  static constexpr PathSet all() { return from_bits(kAllBits); }
+  static constexpr PathSet cpu_paths() { return all().without(Path::offload); }
+
+  constexpr uint8_t bits() const { return bits_; }
+  constexpr bool empty() const { return bits_ == 0; }
+  constexpr bool contains(Path p) const { return (bits_ & bit(p)) != 0; }
+  constexpr PathSet with(Path p) const { return PathSet(bits_ | bit(p), 0); }
+  constexpr PathSet without(Path p) const { return PathSet(bits_ & ~bit(p), 0); }
+  constexpr PathSet operator|(PathSet o) const { return PathSet(bits_ | o.bits_, 0); }
+  constexpr PathSet operator&(PathSet o) const { return PathSet(bits_ & o.bits_, 0); }
+  constexpr bool operator==(const PathSet&) const = default;
+
+ private:
+  static constexpr uint8_t kAllBits = (1u << kPathCount) - 1;
+  static constexpr uint8_t bit(Path p) { return static_cast<uint8_t>(1u << index_of(p)); }
+  constexpr PathSet(unsigned bits, int) : bits_(static_cast<uint8_t>(bits)) {}
+
+  uint8_t bits_ = 0;
+};
+
+}  // namespace unload::policy

@@ -1,0 +1,111 @@
+// Adaptive mode: per write class, keep a chosen path, leave it only for a clear and
+// fence-aware gain, and keep sampling the others.
+#include <bit>
+
+#include "unload/policy.hpp"
+
+namespace unload::policy {
+namespace {
+
+// The k-th (0-based) path in a set.
+Path nth_path(PathSet set, unsigned k) {
+  unsigned bits = set.bits();
+  for (; k > 0; --k) bits &= bits - 1;
+  return static_cast<Path>(std::countr_zero(bits));
+}
+
+}  // namespace
+
+Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
+  ++stats_.decisions;
+  // Every write counts toward hotness, including those only the NIC can take, or the
+  // sketch would misjudge how hot a page is.
+  const bool hot = hotness_.touch(f.rkey, f.remote_addr >> kTargetPageShift);
+  const PathSet eligible = effective_eligible(f, t);
+  if (eligible == PathSet(Path::offload)) return Path::offload;
+
+  budget_enforced_ = t.cpu_budget_pct < 100;
+  budget_.refill(f.now_ns, t.cpu_budget_pct);
+  const bool cpu_allowed = budget_.allows_cpu(t.cpu_budget_pct);
+
+  const Path p = choose(class_of(f, hot), f, t, eligible, cpu_allowed);
+  if (is_cpu_path(p) && !cpu_allowed) {
+    ++stats_.budget_denials;
+    return Path::offload;
+  }
+  return p;
+}
+
+Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t,
+                    PathSet eligible, bool cpu_allowed) {
+  // Paths this write may take other than the class's choice: never a direct write that
+  // would have to fence behind the QP's NIC requests just to take a sample, never a CPU
+  // path the budget forbids.
+  PathSet explorable = eligible;
+  if (f.nic_outstanding) explorable = explorable.without(Path::unload_direct);
+  if (!cpu_allowed) explorable = explorable & PathSet(Path::offload);
+
+  // Warm-up: every path gets a full window of samples before it is compared.
+  for (unsigned bits = explorable.bits(); bits != 0; bits &= bits - 1) {
+    const unsigned i = static_cast<unsigned>(std::countr_zero(bits));
+    if (!wc.estimate[i].warm()) {
+      ++stats_.warmups;
+      return static_cast<Path>(i);
+    }
+  }
+
+  // The cheapest eligible path by settled estimate (unsampled paths cannot compete).
+  Path best = Path::offload;
+  uint64_t best_ns = UINT64_MAX;
+  for (unsigned bits = eligible.bits(); bits != 0; bits &= bits - 1) {
+    const unsigned i = static_cast<unsigned>(std::countr_zero(bits));
+    const CostEstimate& e = wc.estimate[i];
+    if (e.warm() && e.settled_ns() < best_ns) {
+      best_ns = e.settled_ns();
+      best = static_cast<Path>(i);
+    }
+  }
+
+  if (!wc.has_chosen) {
+    // The first choice has no incumbent to protect: take the cheapest outright.
+    wc.chosen = best;
+    wc.has_chosen = true;
+  } else if (best != wc.chosen && eligible.contains(wc.chosen)) {
+    // Switch only for a gain above hysteresis_pct, and, when going direct would have to
+    // fence behind NIC requests still in flight on this QP, above the fence too. The
+    // fence waits for those requests to complete: about one NIC write of this class,
+    // whose cost the offload estimate already tracks.
+    const uint64_t chosen_ns = wc.estimate[index_of(wc.chosen)].settled_ns();
+    const uint64_t fence_ns =
+        needs_fence_after_nic(best) && f.nic_outstanding && !needs_fence_after_nic(wc.chosen)
+            ? wc.estimate[index_of(Path::offload)].settled_ns()
+            : 0;
+    if (best_ns * (100 + t.hysteresis_pct) + fence_ns * 100 < chosen_ns * 100) {
+      wc.chosen = best;
+      wc.trial_left = 0;
+      ++stats_.switches;
+    }
+  }
+  // A write the class's choice cannot take (e.g. longer than a cap inside the size class)
+  // takes the cheapest path it can, without changing the class's choice.
+  const Path chosen = eligible.contains(wc.chosen) ? wc.chosen : best;
+
+  if (wc.trial_left != 0 && wc.trial_path != chosen && explorable.contains(wc.trial_path)) {
+    --wc.trial_left;
+    ++stats_.trials;
+    return wc.trial_path;
+  }
+
+  const uint64_t draw = prng_.next();
+  if (prng_.one_in_pow2(draw, t.explore_shift)) {
+    const PathSet others = explorable.without(chosen);
+    const unsigned n = static_cast<unsigned>(std::popcount(others.bits()));
+    if (n != 0) {
+      ++stats_.explorations;
+      return nth_path(others, static_cast<unsigned>(draw & 0xFFFF) % n);
+    }
+  }
+  return chosen;
+}
+
+}  // namespace unload::policy

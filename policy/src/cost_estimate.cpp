@@ -1,0 +1,53 @@
+#include "unload/policy/cost_estimate.hpp"
+
+#include <bit>
+
+namespace unload::policy {
+namespace {
+
+uint32_t median_of(const uint32_t* values, unsigned n) {
+  uint32_t sorted[CostEstimate::kWindow];
+  for (unsigned i = 0; i < n; ++i) {  // insertion sort: n <= 8
+    uint32_t v = values[i];
+    unsigned j = i;
+    for (; j > 0 && sorted[j - 1] > v; --j) sorted[j] = sorted[j - 1];
+    sorted[j] = v;
+  }
+  return static_cast<uint32_t>((uint64_t{sorted[(n - 1) / 2]} + sorted[n / 2]) / 2);
+}
+
+bool differs_by_more_than_pct(uint32_t a, uint32_t reference, unsigned pct) {
+  const uint64_t diff = a > reference ? a - reference : reference - a;
+  return diff * 100 > uint64_t{reference} * pct;
+}
+
+}  // namespace
+
+void CostEstimate::add(uint64_t cost_ns) {
+  const uint32_t x = cost_ns < UINT32_MAX ? static_cast<uint32_t>(cost_ns) : UINT32_MAX;
+  window_[head_] = x;
+  head_ = static_cast<uint8_t>((head_ + 1) % kWindow);
+  if (samples_ != UINT16_MAX) ++samples_;
+
+  const unsigned n = samples_ < kWindow ? samples_ : kWindow;
+  recent_ns_ = median_of(window_, n);
+  if (samples_ == 1) {
+    settled_ns_ = x;
+    return;
+  }
+  if (n >= kWindow / 2 && differs_by_more_than_pct(recent_ns_, settled_ns_, kChangePct)) {
+    settled_ns_ = recent_ns_;
+    samples_ = samples_ > kWindow ? kWindow : samples_;  // weigh new samples as a fresh mean
+    return;
+  }
+  const uint64_t lo = recent_ns_ / 2;
+  const uint64_t hi = uint64_t{recent_ns_} + recent_ns_ / 2;
+  const uint64_t clipped = x < lo ? lo : (x > hi ? hi : x);
+  // Weight 2^-k with 2^k <= samples, capped at 1/32: a running mean that becomes an EWMA.
+  const unsigned k = std::bit_width(static_cast<unsigned>(samples_)) - 1;
+  const unsigned shift = k < 5 ? k : 5;
+  const int64_t delta = static_cast<int64_t>(clipped) - static_cast<int64_t>(settled_ns_);
+  settled_ns_ = static_cast<uint32_t>(static_cast<int64_t>(settled_ns_) + (delta >> shift));
+}
+
+}  // namespace unload::policy

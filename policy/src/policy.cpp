@@ -1,0 +1,71 @@
+// Mode dispatch, observation and introspection; the adaptive choice is in adaptive.cpp.
+#include "unload/policy.hpp"
+
+#include <bit>
+
+namespace unload::policy {
+
+Policy::Policy(uint64_t seed) : prng_(seed) {}
+
+Path Policy::decide(const WriteFeatures& f, const Tunables& t) {
+  if (t.enabled == 0) return Path::offload;
+  switch (mode_of(t)) {
+    case Mode::offload:
+      return Path::offload;
+    case Mode::unload:
+      budget_enforced_ = false;
+      return cheapest_cpu_path(effective_eligible(f, t));
+    case Mode::threshold:
+      budget_enforced_ = false;
+      return f.length <= t.threshold_bytes ? cheapest_cpu_path(effective_eligible(f, t))
+                                           : Path::offload;
+    case Mode::adaptive:
+      return decide_adaptive(f, t);
+  }
+  return Path::offload;
+}
+
+void Policy::observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns) {
+  // Only a capped decision charges: CPU time spent in unload or threshold mode is not a
+  // debt adaptive mode should repay when an administrator switches to it.
+  if (budget_enforced_ && cpu_ns != 0) budget_.charge(cpu_ns);
+
+  WriteClass& wc = class_of(f, is_hot(f));
+  wc.estimate[index_of(path)].add(cost_ns);
+  if (!wc.has_chosen || path == wc.chosen) return;
+
+  // A sample of another path that beats the chosen path's estimate buys that path a trial
+  // (decide() sends it the next few writes of this class), so one lucky exploration is
+  // quickly confirmed or refuted instead of waiting 8 more explorations. Under noise alone
+  // a worse path's sample rarely beats the estimate and the trial ends at its first
+  // losing sample, so trials cost little.
+  const bool promising = cost_ns < wc.estimate[index_of(wc.chosen)].settled_ns();
+  if (promising) {
+    if (wc.trial_path != path || wc.trial_left == 0) {
+      wc.trial_path = path;
+      wc.trial_left = kTrialWrites;
+    }
+  } else if (wc.trial_path == path) {
+    wc.trial_left = 0;
+  }
+}
+
+unsigned Policy::class_index(const WriteFeatures& f, bool hot) {
+  unsigned size_class = static_cast<unsigned>(std::bit_width(f.length));
+  if (size_class >= kSizeClasses) size_class = kSizeClasses - 1;
+  const unsigned local = f.peer_local ? 1 : 0;
+  const unsigned scattered = f.sge_count > 1 ? 1 : 0;
+  return ((local * 2 + (hot ? 1 : 0)) * 2 + scattered) * kSizeClasses + size_class;
+}
+
+bool Policy::is_hot(const WriteFeatures& f) const {
+  return hotness_.is_hot(f.rkey, f.remote_addr >> kTargetPageShift);
+}
+
+Path Policy::chosen_path(const WriteFeatures& f) const { return class_of(f, is_hot(f)).chosen; }
+
+const CostEstimate& Policy::estimate(const WriteFeatures& f, Path p) const {
+  return class_of(f, is_hot(f)).estimate[index_of(p)];
+}
+
+}  // namespace unload::policy
