@@ -80,6 +80,7 @@ class Policy {
     bool has_chosen = false;  // set once every eligible path has a warm estimate
     Path trial_path = Path::offload;
     uint8_t trial_left = 0;
+    uint8_t explored_last = 0;  // exploration's round-robin cursor
   };
 
   Path decide_adaptive(const WriteFeatures& f, const Tunables& t);
