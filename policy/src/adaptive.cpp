@@ -14,6 +14,7 @@ Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
   if (eligible == PathSet(Path::offload)) return Path::offload;
 
   budget_enforced_ = t.cpu_budget_pct < 100;
+  hysteresis_pct_ = t.hysteresis_pct;
   budget_.refill(f.now_ns, t.cpu_budget_pct);
   const bool cpu_allowed = budget_.allows_cpu(t.cpu_budget_pct);
 

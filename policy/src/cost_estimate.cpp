@@ -47,7 +47,10 @@ void CostEstimate::add(uint64_t cost_ns) {
   const unsigned k = std::bit_width(static_cast<unsigned>(samples_)) - 1;
   const unsigned shift = k < 5 ? k : 5;
   const int64_t delta = static_cast<int64_t>(clipped) - static_cast<int64_t>(settled_ns_);
-  settled_ns_ = static_cast<uint32_t>(static_cast<int64_t>(settled_ns_) + (delta >> shift));
+  // Round to nearest: a plain shift floors, and at 1/32 that biases the estimate 16 ns
+  // low, 5% of a 300 ns inline write.
+  const int64_t half = (int64_t{1} << shift) >> 1;
+  settled_ns_ = static_cast<uint32_t>(static_cast<int64_t>(settled_ns_) + ((delta + half) >> shift));
 }
 
 }  // namespace unload::policy

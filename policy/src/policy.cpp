@@ -34,12 +34,15 @@ void Policy::observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64
   wc.estimate[index_of(path)].add(cost_ns);
   if (!wc.has_chosen || path == wc.chosen) return;
 
-  // A sample of another path that beats the chosen path's estimate buys that path a trial
-  // (decide() sends it the next few writes of this class), so one lucky exploration is
-  // quickly confirmed or refuted instead of waiting 8 more explorations. Under noise alone
-  // a worse path's sample rarely beats the estimate and the trial ends at its first
-  // losing sample, so trials cost little.
-  const bool promising = cost_ns < wc.estimate[index_of(wc.chosen)].settled_ns();
+  // A sample of another path that beats the chosen path's estimate by the hysteresis
+  // margin buys that path a trial (decide() sends it the next few writes of this class),
+  // so one lucky exploration is quickly confirmed or refuted instead of waiting 8 more
+  // explorations. Under noise alone a worse path's sample rarely clears the margin and a
+  // trial ends at its first sample that does not, so trials cost little; a gain too small
+  // to switch for never starts one.
+  const uint64_t chosen_ns = wc.estimate[index_of(wc.chosen)].settled_ns();
+  const uint64_t sample_ns = cost_ns < UINT32_MAX ? cost_ns : UINT32_MAX;
+  const bool promising = sample_ns * (100 + uint64_t{hysteresis_pct_}) < chosen_ns * 100;
   if (promising) {
     if (wc.trial_path != path || wc.trial_left == 0) {
       wc.trial_path = path;

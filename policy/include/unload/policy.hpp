@@ -98,6 +98,7 @@ class Policy {
   Prng prng_;
   PolicyStats stats_;
   bool budget_enforced_ = false;  // the last decision ran under a CPU cap
+  uint32_t hysteresis_pct_ = 0;   // the last adaptive decision's, for observe()
 };
 
 }  // namespace unload::policy

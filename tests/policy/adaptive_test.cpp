@@ -1,0 +1,195 @@
+// Adaptive mode's rules in isolation: warm-up then the cheapest path, hysteresis, the fence cost of going direct, exploration rate, write classes kept apart, and seeded determinism.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "test_support.hpp"
+
+namespace unload::policy {
+namespace {
+
+using testing::tunables_in;
+using testing::write_of;
+
+using CostOf = std::function<uint64_t(Path, uint64_t index)>;
+
+// Runs `writes` noise-free decisions of one write shape; returns how many took `counted`.
+// Each write targets a different page, so every one stays in the cold class of its shape.
+uint64_t run(Policy& policy, const Tunables& t, WriteFeatures f, uint64_t writes,
+             const CostOf& cost, Path counted = Path::offload, uint64_t* index = nullptr) {
+  uint64_t local_index = 0;
+  uint64_t& i = index ? *index : local_index;
+  uint64_t hits = 0;
+  for (uint64_t n = 0; n < writes; ++n, ++i) {
+    f.now_ns = i * 1000;
+    f.remote_addr = (i % (1u << 24)) << kTargetPageShift;
+    const Path p = policy.decide(f, t);
+    hits += p == counted;
+    policy.observe(p, f, cost(p, i));
+  }
+  return hits;
+}
+
+TEST(PolicyAdaptive, WarmsEveryEligiblePathThenPicksTheCheapest) {
+  Policy policy;
+  const Tunables t = tunables_in(Mode::adaptive);
+  const WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
+  const CostOf cost = [](Path p, uint64_t) { return p == Path::offload ? 3000 : 2000; };
+  uint64_t i = 0;
+  run(policy, t, f, 2 * CostEstimate::kWindow, cost, Path::offload, &i);
+  EXPECT_EQ(policy.estimate(f, Path::offload).samples(), CostEstimate::kWindow);
+  EXPECT_EQ(policy.estimate(f, Path::unload_stage).samples(), CostEstimate::kWindow);
+  EXPECT_EQ(policy.stats().warmups, 2 * CostEstimate::kWindow);
+  EXPECT_EQ(policy.stats().switches, 0u);
+  run(policy, t, f, 1, cost, Path::offload, &i);
+  EXPECT_EQ(policy.chosen_path(f), Path::unload_stage);
+  EXPECT_EQ(policy.stats().switches, 0u);  // a first choice is not a switch
+}
+
+// Offload is chosen; then stage becomes 15% cheaper than it.
+uint64_t stage_writes_after_a_15pct_gain(uint32_t hysteresis_pct, Path* chosen_at_end) {
+  Policy policy;
+  Tunables t = tunables_in(Mode::adaptive);
+  t.hysteresis_pct = hysteresis_pct;
+  const WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
+  const CostOf cost = [](Path p, uint64_t i) -> uint64_t {
+    if (p == Path::offload) return 2000;
+    return i < 1000 ? 2600 : 1700;
+  };
+  uint64_t i = 0;
+  run(policy, t, f, 1000, cost, Path::unload_stage, &i);
+  EXPECT_EQ(policy.chosen_path(f), Path::offload);
+  const uint64_t stage = run(policy, t, f, 20'000, cost, Path::unload_stage, &i);
+  *chosen_at_end = policy.chosen_path(f);
+  return stage;
+}
+
+TEST(PolicyAdaptive, AGainBelowTheHysteresisDoesNotMoveIt) {
+  Path chosen;
+  const uint64_t stage_writes = stage_writes_after_a_15pct_gain(20, &chosen);
+  EXPECT_EQ(chosen, Path::offload);
+  EXPECT_LT(stage_writes, 20'000u / 16);  // exploration only, no trials
+}
+
+TEST(PolicyAdaptive, AGainAboveTheHysteresisMovesIt) {
+  Path chosen;
+  stage_writes_after_a_15pct_gain(10, &chosen);
+  EXPECT_EQ(chosen, Path::unload_stage);
+}
+
+// Same-host writes: offload chosen, then direct becomes 25% cheaper, less than the fence
+// (about one offload write) it would have to wait for when the QP has NIC requests out.
+TEST(PolicyAdaptive, GoingDirectMustAlsoPayTheFence) {
+  for (bool outstanding : {true, false}) {
+    Policy policy;
+    const Tunables t = tunables_in(Mode::adaptive);
+    WriteFeatures f = write_of(64, PathSet(Path::unload_direct), true);
+    const CostOf cost = [](Path p, uint64_t i) -> uint64_t {
+      if (p == Path::offload) return 2000;
+      return i < 1000 ? 2600 : 1500;
+    };
+    uint64_t i = 0;
+    run(policy, t, f, 1000, cost, Path::offload, &i);  // warm-up needs direct samples
+    ASSERT_EQ(policy.chosen_path(f), Path::offload);
+    f.nic_outstanding = outstanding;
+    const uint64_t direct_writes = run(policy, t, f, 20'000, cost, Path::unload_direct, &i);
+    if (outstanding) {
+      EXPECT_EQ(policy.chosen_path(f), Path::offload);
+      EXPECT_EQ(direct_writes, 0u) << "explored direct although it would have to fence";
+    } else {
+      EXPECT_EQ(policy.chosen_path(f), Path::unload_direct);
+    }
+  }
+}
+
+TEST(PolicyAdaptive, ExploresAtTwoToTheMinusExploreShift) {
+  for (uint32_t shift : {3u, 5u, 7u}) {
+    Policy policy(shift);
+    Tunables t = tunables_in(Mode::adaptive);
+    t.explore_shift = shift;
+    const WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
+    const CostOf cost = [](Path p, uint64_t) { return p == Path::offload ? 2000 : 2600; };
+    run(policy, t, f, 100, cost);
+    const uint64_t before = policy.stats().explorations;
+    constexpr uint64_t kWrites = 1 << 20;
+    run(policy, t, f, kWrites, cost);
+    const double rate = static_cast<double>(policy.stats().explorations - before) / kWrites;
+    EXPECT_NEAR(rate, 1.0 / (1u << shift), 0.1 / (1u << shift)) << "shift " << shift;
+  }
+}
+
+TEST(PolicyAdaptive, ExploreShiftZeroNeverExplores) {
+  Policy policy;
+  Tunables t = tunables_in(Mode::adaptive);
+  t.explore_shift = 0;
+  const WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
+  const CostOf cost = [](Path p, uint64_t) { return p == Path::offload ? 2000 : 2600; };
+  run(policy, t, f, 100, cost);
+  EXPECT_EQ(run(policy, t, f, 100'000, cost, Path::unload_stage), 0u);
+  EXPECT_EQ(policy.stats().explorations, 0u);
+}
+
+TEST(PolicyAdaptive, FarDearerPathsAreExploredLessOften) {
+  Policy policy;
+  const Tunables t = tunables_in(Mode::adaptive);
+  const WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
+  // Stage costs 5x offload: sampled at a quarter of the rate (1/(r-1)).
+  const CostOf cost = [](Path p, uint64_t) { return p == Path::offload ? 1000 : 5000; };
+  run(policy, t, f, 100, cost);
+  const uint64_t stage = run(policy, t, f, 1 << 20, cost, Path::unload_stage);
+  EXPECT_NEAR(static_cast<double>(stage) / (1 << 20), 1.0 / 32 / 4, 0.1 / 32 / 4);
+}
+
+TEST(PolicyAdaptive, WriteClassesLearnApart) {
+  Policy policy;
+  const Tunables t = tunables_in(Mode::adaptive);
+  // Stage wins for one SGE, loses for four (a gather copy); the NIC does not care.
+  // Same-host writes of the same length learn separately again.
+  const WriteFeatures one = write_of(2048, PathSet(Path::unload_stage));
+  WriteFeatures four = one;
+  four.sge_count = 4;
+  const WriteFeatures local = write_of(2048, PathSet(Path::unload_stage), true);
+  const CostOf cost_one = [](Path p, uint64_t) { return p == Path::offload ? 2000 : 1500; };
+  const CostOf cost_four = [](Path p, uint64_t) { return p == Path::offload ? 2000 : 3000; };
+  const CostOf cost_local = [](Path p, uint64_t) { return p == Path::offload ? 1000 : 1500; };
+  for (int round = 0; round < 100; ++round) {
+    run(policy, t, one, 10, cost_one);
+    run(policy, t, four, 10, cost_four);
+    run(policy, t, local, 10, cost_local);
+  }
+  EXPECT_EQ(policy.chosen_path(one), Path::unload_stage);
+  EXPECT_EQ(policy.chosen_path(four), Path::offload);
+  EXPECT_EQ(policy.chosen_path(local), Path::offload);
+}
+
+TEST(PolicyAdaptive, IneligibleChoiceFallsBackWithoutSwitching) {
+  Policy policy;
+  const Tunables t = tunables_in(Mode::adaptive);
+  WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
+  const CostOf cost = [](Path p, uint64_t) { return p == Path::offload ? 2000 : 1000; };
+  run(policy, t, f, 100, cost);
+  ASSERT_EQ(policy.chosen_path(f), Path::unload_stage);
+  f.eligible = PathSet();  // e.g. the staging arena is momentarily full
+  EXPECT_EQ(policy.decide(f, t), Path::offload);
+  EXPECT_EQ(policy.chosen_path(f), Path::unload_stage);
+}
+
+TEST(PolicyAdaptive, SameSeedSameDecisionsOtherSeedOtherExplorations) {
+  const auto trace = [](uint64_t seed) {
+    Policy policy(seed);
+    const Tunables t = tunables_in(Mode::adaptive);
+    const WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
+    uint64_t bits = 0;
+    for (uint64_t i = 0; i < 4096; ++i) {
+      const Path p = policy.decide(f, t);
+      bits = bits * 31 + index_of(p) + i * (p == Path::unload_stage);
+      policy.observe(p, f, p == Path::offload ? 2000 : 2600);
+    }
+    return bits;
+  };
+  EXPECT_EQ(trace(11), trace(11));
+  EXPECT_NE(trace(11), trace(12));
+}
+
+}  // namespace
+}  // namespace unload::policy

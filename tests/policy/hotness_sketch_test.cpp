@@ -1,0 +1,53 @@
+// The hotness sketch: frequently written pages are hot, uniformly spread pages are not, a page cools once writes to it stop, and rkeys are told apart.
+#include <gtest/gtest.h>
+
+#include "unload/policy/hotness_sketch.hpp"
+#include "unload/policy/prng.hpp"
+
+namespace unload::policy {
+namespace {
+
+TEST(PolicyHotnessSketch, FrequentPagesAreHotSpreadPagesAreNot) {
+  HotnessSketch sketch;
+  Prng rng(1);
+  uint64_t cold_hot = 0, cold = 0;
+  for (int i = 0; i < 100'000; ++i) {
+    if (i % 4 == 0) {
+      sketch.touch(1, rng.next() % 16);  // 16 pages share a quarter of the writes: ~1/64 each
+    } else {
+      const bool hot = sketch.touch(1, 1000 + rng.next() % (1u << 22));
+      if (i > 10'000) {
+        ++cold;
+        cold_hot += hot;
+      }
+    }
+  }
+  for (uint64_t page = 0; page < 16; ++page) EXPECT_TRUE(sketch.is_hot(1, page)) << page;
+  EXPECT_LT(cold_hot, cold / 1000);
+}
+
+TEST(PolicyHotnessSketch, APageCoolsWhenWritesStop) {
+  HotnessSketch sketch;
+  for (int i = 0; i < 1000; ++i) sketch.touch(3, 77);
+  EXPECT_TRUE(sketch.is_hot(3, 77));
+  Prng rng(2);
+  // Every counter is halved once per kWidth touches: 16 sweeps take 1000+ down to 0.
+  for (unsigned i = 0; i < 16 * HotnessSketch::kWidth; ++i) sketch.touch(3, 1000 + rng.next() % (1u << 22));
+  EXPECT_FALSE(sketch.is_hot(3, 77));
+}
+
+TEST(PolicyHotnessSketch, SamePageUnderAnotherRkeyIsAnotherTarget) {
+  HotnessSketch sketch;
+  for (int i = 0; i < 100; ++i) sketch.touch(5, 42);
+  EXPECT_TRUE(sketch.is_hot(5, 42));
+  EXPECT_FALSE(sketch.is_hot(6, 42));
+}
+
+TEST(PolicyHotnessSketch, CountsSaturateInsteadOfWrapping) {
+  HotnessSketch sketch;
+  for (int i = 0; i < 200'000; ++i) sketch.touch(9, 9);
+  EXPECT_TRUE(sketch.is_hot(9, 9));
+}
+
+}  // namespace
+}  // namespace unload::policy

@@ -1,0 +1,76 @@
+// PathSet algebra, path names, the tunables' length caps on eligibility, and the CPU-path preference order.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "test_support.hpp"
+
+namespace unload::policy {
+namespace {
+
+using testing::write_of;
+
+TEST(PolicyPathSet, Algebra) {
+  constexpr PathSet none;
+  EXPECT_TRUE(none.empty());
+  constexpr PathSet s = PathSet(Path::unload_stage).with(Path::offload);
+  static_assert(s.contains(Path::offload) && s.contains(Path::unload_stage));
+  static_assert(!s.contains(Path::unload_inline));
+  EXPECT_EQ(s.without(Path::offload), PathSet(Path::unload_stage));
+  EXPECT_EQ(PathSet::all().bits(), 0x0F);
+  EXPECT_EQ(PathSet::from_bits(0xFF), PathSet::all());
+  EXPECT_FALSE(PathSet::cpu_paths().contains(Path::offload));
+  EXPECT_EQ((PathSet::cpu_paths() | Path::offload), PathSet::all());
+  EXPECT_EQ((PathSet::all() & Path::unload_direct), PathSet(Path::unload_direct));
+}
+
+TEST(PolicyPath, NamesMatchTheDesign) {
+  EXPECT_STREQ(name_of(Path::offload), "offload");
+  EXPECT_STREQ(name_of(Path::unload_inline), "unload.inline");
+  EXPECT_STREQ(name_of(Path::unload_stage), "unload.stage");
+  EXPECT_STREQ(name_of(Path::unload_direct), "unload.direct");
+}
+
+TEST(PolicyPath, OnlyDirectNeedsAFence) {
+  EXPECT_TRUE(needs_fence_after_nic(Path::unload_direct));
+  EXPECT_FALSE(needs_fence_after_nic(Path::unload_inline));
+  EXPECT_FALSE(needs_fence_after_nic(Path::unload_stage));
+  EXPECT_FALSE(needs_fence_after_nic(Path::offload));
+}
+
+TEST(PolicyEligibility, OffloadIsAlwaysEligible) {
+  EXPECT_EQ(effective_eligible(write_of(64, PathSet()), kDefaultTunables), PathSet(Path::offload));
+}
+
+TEST(PolicyEligibility, CapsBoundEachCpuPath) {
+  Tunables t = kDefaultTunables;
+  t.inline_max = 256;
+  t.stage_max = 4096;
+  t.direct_max = 65536;
+  const auto at = [&](uint32_t len) { return effective_eligible(write_of(len, PathSet::all()), t); };
+  EXPECT_EQ(at(256), PathSet::all());
+  EXPECT_EQ(at(257), PathSet::all().without(Path::unload_inline));
+  EXPECT_EQ(at(4097), PathSet(Path::offload).with(Path::unload_direct));
+  EXPECT_EQ(at(65537), PathSet(Path::offload));
+}
+
+TEST(PolicyEligibility, AZeroCapTurnsThePathOff) {
+  Tunables t = kDefaultTunables;
+  t.inline_max = 0;
+  EXPECT_FALSE(effective_eligible(write_of(0, PathSet::all()), t).contains(Path::unload_inline));
+}
+
+TEST(PolicyEligibility, CapsNeverAddAPathTheRuntimeRuledOut) {
+  EXPECT_EQ(effective_eligible(write_of(8, PathSet(Path::unload_stage)), kDefaultTunables),
+            PathSet(Path::offload).with(Path::unload_stage));
+}
+
+TEST(PolicyCheapestCpuPath, PrefersDirectThenInlineThenStage) {
+  EXPECT_EQ(cheapest_cpu_path(PathSet::all()), Path::unload_direct);
+  EXPECT_EQ(cheapest_cpu_path(PathSet::all().without(Path::unload_direct)), Path::unload_inline);
+  EXPECT_EQ(cheapest_cpu_path(PathSet(Path::unload_stage).with(Path::offload)), Path::unload_stage);
+  EXPECT_EQ(cheapest_cpu_path(PathSet(Path::offload)), Path::offload);
+}
+
+}  // namespace
+}  // namespace unload::policy
