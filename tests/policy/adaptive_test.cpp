@@ -30,7 +30,7 @@ uint64_t run(Policy& policy, const Tunables& t, WriteFeatures f, uint64_t writes
   return hits;
 }
 
-TEST(PolicyAdaptive, WarmsEveryEligiblePathThenPicksTheCheapest) {
+TEST(policy_adaptive, WarmsEveryEligiblePathThenPicksTheCheapest) {
   Policy policy;
   const Tunables t = tunables_in(Mode::adaptive);
   const WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
@@ -64,14 +64,14 @@ uint64_t stage_writes_after_a_15pct_gain(uint32_t hysteresis_pct, Path* chosen_a
   return stage;
 }
 
-TEST(PolicyAdaptive, AGainBelowTheHysteresisDoesNotMoveIt) {
+TEST(policy_adaptive, AGainBelowTheHysteresisDoesNotMoveIt) {
   Path chosen;
   const uint64_t stage_writes = stage_writes_after_a_15pct_gain(20, &chosen);
   EXPECT_EQ(chosen, Path::offload);
   EXPECT_LT(stage_writes, 20'000u / 16);  // exploration only, no trials
 }
 
-TEST(PolicyAdaptive, AGainAboveTheHysteresisMovesIt) {
+TEST(policy_adaptive, AGainAboveTheHysteresisMovesIt) {
   Path chosen;
   stage_writes_after_a_15pct_gain(10, &chosen);
   EXPECT_EQ(chosen, Path::unload_stage);
@@ -79,7 +79,7 @@ TEST(PolicyAdaptive, AGainAboveTheHysteresisMovesIt) {
 
 // Same-host writes: offload chosen, then direct becomes 25% cheaper, less than the fence
 // (about one offload write) it would have to wait for when the QP has NIC requests out.
-TEST(PolicyAdaptive, GoingDirectMustAlsoPayTheFence) {
+TEST(policy_adaptive, GoingDirectMustAlsoPayTheFence) {
   for (bool outstanding : {true, false}) {
     Policy policy;
     const Tunables t = tunables_in(Mode::adaptive);
@@ -102,7 +102,7 @@ TEST(PolicyAdaptive, GoingDirectMustAlsoPayTheFence) {
   }
 }
 
-TEST(PolicyAdaptive, ExploresAtTwoToTheMinusExploreShift) {
+TEST(policy_adaptive, ExploresAtTwoToTheMinusExploreShift) {
   for (uint32_t shift : {3u, 5u, 7u}) {
     Policy policy(shift);
     Tunables t = tunables_in(Mode::adaptive);
@@ -118,7 +118,7 @@ TEST(PolicyAdaptive, ExploresAtTwoToTheMinusExploreShift) {
   }
 }
 
-TEST(PolicyAdaptive, ExploreShiftZeroNeverExplores) {
+TEST(policy_adaptive, ExploreShiftZeroNeverExplores) {
   Policy policy;
   Tunables t = tunables_in(Mode::adaptive);
   t.explore_shift = 0;
@@ -129,7 +129,7 @@ TEST(PolicyAdaptive, ExploreShiftZeroNeverExplores) {
   EXPECT_EQ(policy.stats().explorations, 0u);
 }
 
-TEST(PolicyAdaptive, FarDearerPathsAreExploredLessOften) {
+TEST(policy_adaptive, FarDearerPathsAreExploredLessOften) {
   Policy policy;
   const Tunables t = tunables_in(Mode::adaptive);
   const WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
@@ -140,7 +140,7 @@ TEST(PolicyAdaptive, FarDearerPathsAreExploredLessOften) {
   EXPECT_NEAR(static_cast<double>(stage) / (1 << 20), 1.0 / 32 / 4, 0.1 / 32 / 4);
 }
 
-TEST(PolicyAdaptive, WriteClassesLearnApart) {
+TEST(policy_adaptive, WriteClassesLearnApart) {
   Policy policy;
   const Tunables t = tunables_in(Mode::adaptive);
   // Stage wins for one SGE, loses for four (a gather copy); the NIC does not care.
@@ -162,7 +162,7 @@ TEST(PolicyAdaptive, WriteClassesLearnApart) {
   EXPECT_EQ(policy.chosen_path(local), Path::offload);
 }
 
-TEST(PolicyAdaptive, IneligibleChoiceFallsBackWithoutSwitching) {
+TEST(policy_adaptive, IneligibleChoiceFallsBackWithoutSwitching) {
   Policy policy;
   const Tunables t = tunables_in(Mode::adaptive);
   WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
@@ -174,7 +174,7 @@ TEST(PolicyAdaptive, IneligibleChoiceFallsBackWithoutSwitching) {
   EXPECT_EQ(policy.chosen_path(f), Path::unload_stage);
 }
 
-TEST(PolicyAdaptive, SameSeedSameDecisionsOtherSeedOtherExplorations) {
+TEST(policy_adaptive, SameSeedSameDecisionsOtherSeedOtherExplorations) {
   const auto trace = [](uint64_t seed) {
     Policy policy(seed);
     const Tunables t = tunables_in(Mode::adaptive);

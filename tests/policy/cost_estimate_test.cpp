@@ -10,7 +10,7 @@ namespace {
 // 1000 +- 20% uniform noise.
 uint64_t noisy_1000(Prng& rng) { return 800 + rng.next() % 401; }
 
-TEST(PolicyCostEstimate, FirstSampleIsTheEstimate) {
+TEST(policy_cost_estimate, FirstSampleIsTheEstimate) {
   CostEstimate e;
   e.add(1234);
   EXPECT_EQ(e.settled_ns(), 1234u);
@@ -18,7 +18,7 @@ TEST(PolicyCostEstimate, FirstSampleIsTheEstimate) {
   EXPECT_FALSE(e.warm());
 }
 
-TEST(PolicyCostEstimate, WarmAfterAFullWindow) {
+TEST(policy_cost_estimate, WarmAfterAFullWindow) {
   CostEstimate e;
   for (unsigned i = 0; i < CostEstimate::kWindow; ++i) {
     EXPECT_FALSE(e.warm());
@@ -27,7 +27,7 @@ TEST(PolicyCostEstimate, WarmAfterAFullWindow) {
   EXPECT_TRUE(e.warm());
 }
 
-TEST(PolicyCostEstimate, SettlesNearTheCentreUnderNoise) {
+TEST(policy_cost_estimate, SettlesNearTheCentreUnderNoise) {
   Prng rng(1);
   CostEstimate e;
   uint32_t lo = UINT32_MAX, hi = 0;
@@ -47,7 +47,7 @@ TEST(PolicyCostEstimate, SettlesNearTheCentreUnderNoise) {
   EXPECT_NEAR(sum / (kSamples - kSkip), 1000.0, 10.0);
 }
 
-TEST(PolicyCostEstimate, OutliersBarelyMoveIt) {
+TEST(policy_cost_estimate, OutliersBarelyMoveIt) {
   Prng rng(2);
   CostEstimate e;
   for (int i = 0; i < 1000; ++i) e.add(noisy_1000(rng));
@@ -59,7 +59,7 @@ TEST(PolicyCostEstimate, OutliersBarelyMoveIt) {
   EXPECT_LE(e.recent_ns(), 1250u);
 }
 
-TEST(PolicyCostEstimate, FollowsAHalvingWithinFiveSamples) {
+TEST(policy_cost_estimate, FollowsAHalvingWithinFiveSamples) {
   Prng rng(3);
   CostEstimate e;
   for (int i = 0; i < 1000; ++i) e.add(noisy_1000(rng));
@@ -67,7 +67,7 @@ TEST(PolicyCostEstimate, FollowsAHalvingWithinFiveSamples) {
   EXPECT_LE(e.settled_ns(), 620u);
 }
 
-TEST(PolicyCostEstimate, FollowsADoublingWithinFiveSamples) {
+TEST(policy_cost_estimate, FollowsADoublingWithinFiveSamples) {
   Prng rng(4);
   CostEstimate e;
   for (int i = 0; i < 1000; ++i) e.add(noisy_1000(rng));
@@ -75,7 +75,7 @@ TEST(PolicyCostEstimate, FollowsADoublingWithinFiveSamples) {
   EXPECT_GE(e.settled_ns(), 1600u);
 }
 
-TEST(PolicyCostEstimate, DriftsWithASmallChangeInsteadOfJumping) {
+TEST(policy_cost_estimate, DriftsWithASmallChangeInsteadOfJumping) {
   Prng rng(5);
   CostEstimate e;
   for (int i = 0; i < 1000; ++i) e.add(noisy_1000(rng));

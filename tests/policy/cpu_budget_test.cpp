@@ -6,14 +6,14 @@
 namespace unload::policy {
 namespace {
 
-TEST(PolicyCpuBudget, StartsWithAFullBurst) {
+TEST(policy_cpu_budget, StartsWithAFullBurst) {
   CpuBudget b;
   b.refill(1000, 10);
   EXPECT_EQ(b.tokens_ns(), static_cast<int64_t>(CpuBudget::kBurstNs / 10));
   EXPECT_TRUE(b.allows_cpu(10));
 }
 
-TEST(PolicyCpuBudget, OverdrawnUntilRepaidAtTheBudgetRate) {
+TEST(policy_cpu_budget, OverdrawnUntilRepaidAtTheBudgetRate) {
   CpuBudget b;
   b.refill(0, 10);
   b.charge(CpuBudget::kBurstNs / 10 + 500);  // 500 ns overdrawn
@@ -24,14 +24,14 @@ TEST(PolicyCpuBudget, OverdrawnUntilRepaidAtTheBudgetRate) {
   EXPECT_TRUE(b.allows_cpu(10));
 }
 
-TEST(PolicyCpuBudget, SavedTokensAreCappedAtTheBurst) {
+TEST(policy_cpu_budget, SavedTokensAreCappedAtTheBurst) {
   CpuBudget b;
   b.refill(0, 20);
   b.refill(10'000'000'000, 20);  // ten idle seconds
   EXPECT_EQ(b.tokens_ns(), static_cast<int64_t>(CpuBudget::kBurstNs / 5));
 }
 
-TEST(PolicyCpuBudget, KeepsFractionsOfANanosecond) {
+TEST(policy_cpu_budget, KeepsFractionsOfANanosecond) {
   CpuBudget b;
   b.refill(0, 7);
   b.charge(CpuBudget::kBurstNs * 7 / 100);
@@ -39,21 +39,21 @@ TEST(PolicyCpuBudget, KeepsFractionsOfANanosecond) {
   EXPECT_EQ(b.tokens_ns(), 21);
 }
 
-TEST(PolicyCpuBudget, ZeroBudgetNeverAllows) {
+TEST(policy_cpu_budget, ZeroBudgetNeverAllows) {
   CpuBudget b;
   b.refill(0, 0);
   b.refill(1'000'000, 0);
   EXPECT_FALSE(b.allows_cpu(0));
 }
 
-TEST(PolicyCpuBudget, HundredPercentIsUnlimited) {
+TEST(policy_cpu_budget, HundredPercentIsUnlimited) {
   CpuBudget b;
   b.charge(1'000'000'000);
   EXPECT_TRUE(b.allows_cpu(100));
   EXPECT_TRUE(b.allows_cpu(150));
 }
 
-TEST(PolicyCpuBudget, ClockGoingBackwardsAccruesNothing) {
+TEST(policy_cpu_budget, ClockGoingBackwardsAccruesNothing) {
   CpuBudget b;
   b.refill(1'000'000, 10);
   b.charge(CpuBudget::kBurstNs / 10);

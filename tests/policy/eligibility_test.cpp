@@ -6,7 +6,7 @@
 namespace unload::policy {
 namespace {
 
-TEST(PolicyEligibility, NoModeEverReturnsAnIneligiblePath) {
+TEST(policy_eligibility, NoModeEverReturnsAnIneligiblePath) {
   Prng rng(42);
   for (Mode mode : {Mode::offload, Mode::unload, Mode::threshold, Mode::adaptive}) {
     Policy policy(static_cast<uint64_t>(mode));

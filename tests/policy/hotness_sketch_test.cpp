@@ -7,7 +7,7 @@
 namespace unload::policy {
 namespace {
 
-TEST(PolicyHotnessSketch, FrequentPagesAreHotSpreadPagesAreNot) {
+TEST(policy_hotness_sketch, FrequentPagesAreHotSpreadPagesAreNot) {
   HotnessSketch sketch;
   Prng rng(1);
   uint64_t cold_hot = 0, cold = 0;
@@ -26,7 +26,7 @@ TEST(PolicyHotnessSketch, FrequentPagesAreHotSpreadPagesAreNot) {
   EXPECT_LT(cold_hot, cold / 1000);
 }
 
-TEST(PolicyHotnessSketch, APageCoolsWhenWritesStop) {
+TEST(policy_hotness_sketch, APageCoolsWhenWritesStop) {
   HotnessSketch sketch;
   for (int i = 0; i < 1000; ++i) sketch.touch(3, 77);
   EXPECT_TRUE(sketch.is_hot(3, 77));
@@ -36,14 +36,14 @@ TEST(PolicyHotnessSketch, APageCoolsWhenWritesStop) {
   EXPECT_FALSE(sketch.is_hot(3, 77));
 }
 
-TEST(PolicyHotnessSketch, SamePageUnderAnotherRkeyIsAnotherTarget) {
+TEST(policy_hotness_sketch, SamePageUnderAnotherRkeyIsAnotherTarget) {
   HotnessSketch sketch;
   for (int i = 0; i < 100; ++i) sketch.touch(5, 42);
   EXPECT_TRUE(sketch.is_hot(5, 42));
   EXPECT_FALSE(sketch.is_hot(6, 42));
 }
 
-TEST(PolicyHotnessSketch, CountsSaturateInsteadOfWrapping) {
+TEST(policy_hotness_sketch, CountsSaturateInsteadOfWrapping) {
   HotnessSketch sketch;
   for (int i = 0; i < 200'000; ++i) sketch.touch(9, 9);
   EXPECT_TRUE(sketch.is_hot(9, 9));

@@ -9,7 +9,7 @@ namespace {
 using testing::tunables_in;
 using testing::write_of;
 
-TEST(PolicyModes, ModeEncodingMatchesSysfsOrder) {
+TEST(policy_modes, ModeEncodingMatchesSysfsOrder) {
   EXPECT_EQ(mode_of(tunables_in(Mode::offload)), Mode::offload);
   EXPECT_EQ(mode_of(tunables_in(Mode::unload)), Mode::unload);
   EXPECT_EQ(mode_of(tunables_in(Mode::threshold)), Mode::threshold);
@@ -19,7 +19,7 @@ TEST(PolicyModes, ModeEncodingMatchesSysfsOrder) {
   EXPECT_EQ(mode_of(t), Mode::offload);
 }
 
-TEST(PolicyModes, OffloadAlwaysTakesTheNic) {
+TEST(policy_modes, OffloadAlwaysTakesTheNic) {
   Policy policy;
   const Tunables t = tunables_in(Mode::offload);
   for (uint32_t len : {0u, 1u, 64u, 4096u, 1u << 20}) {
@@ -27,7 +27,7 @@ TEST(PolicyModes, OffloadAlwaysTakesTheNic) {
   }
 }
 
-TEST(PolicyModes, DisabledMeansOffloadInEveryMode) {
+TEST(policy_modes, DisabledMeansOffloadInEveryMode) {
   for (Mode m : {Mode::offload, Mode::unload, Mode::threshold, Mode::adaptive}) {
     Policy policy;
     Tunables t = tunables_in(m);
@@ -40,14 +40,14 @@ TEST(PolicyModes, DisabledMeansOffloadInEveryMode) {
   }
 }
 
-TEST(PolicyModes, UnknownModeMeansOffload) {
+TEST(policy_modes, UnknownModeMeansOffload) {
   Policy policy;
   Tunables t = kDefaultTunables;
   t.mode = 99;
   EXPECT_EQ(policy.decide(write_of(8, PathSet::all(), true), t), Path::offload);
 }
 
-TEST(PolicyModes, UnloadTakesTheCheapestEligibleCpuPath) {
+TEST(policy_modes, UnloadTakesTheCheapestEligibleCpuPath) {
   Policy policy;
   const Tunables t = tunables_in(Mode::unload);
   EXPECT_EQ(policy.decide(write_of(64, PathSet::all(), true), t), Path::unload_direct);
@@ -61,7 +61,7 @@ TEST(PolicyModes, UnloadTakesTheCheapestEligibleCpuPath) {
             Path::offload);
 }
 
-TEST(PolicyModes, UnloadIgnoresTheCpuBudget) {
+TEST(policy_modes, UnloadIgnoresTheCpuBudget) {
   Policy policy;
   Tunables t = tunables_in(Mode::unload);
   t.cpu_budget_pct = 0;
@@ -73,7 +73,7 @@ TEST(PolicyModes, UnloadIgnoresTheCpuBudget) {
   }
 }
 
-TEST(PolicyModes, ThresholdUnloadsUpToThresholdBytes) {
+TEST(policy_modes, ThresholdUnloadsUpToThresholdBytes) {
   Policy policy;
   Tunables t = tunables_in(Mode::threshold);
   t.threshold_bytes = 512;

@@ -10,7 +10,7 @@ namespace {
 
 using testing::write_of;
 
-TEST(PolicyPathSet, Algebra) {
+TEST(policy_path_set, Algebra) {
   constexpr PathSet none;
   EXPECT_TRUE(none.empty());
   constexpr PathSet s = PathSet(Path::unload_stage).with(Path::offload);
@@ -24,25 +24,25 @@ TEST(PolicyPathSet, Algebra) {
   EXPECT_EQ((PathSet::all() & Path::unload_direct), PathSet(Path::unload_direct));
 }
 
-TEST(PolicyPath, NamesMatchTheDesign) {
+TEST(policy_path, NamesMatchTheDesign) {
   EXPECT_STREQ(name_of(Path::offload), "offload");
   EXPECT_STREQ(name_of(Path::unload_inline), "unload.inline");
   EXPECT_STREQ(name_of(Path::unload_stage), "unload.stage");
   EXPECT_STREQ(name_of(Path::unload_direct), "unload.direct");
 }
 
-TEST(PolicyPath, OnlyDirectNeedsAFence) {
+TEST(policy_path, OnlyDirectNeedsAFence) {
   EXPECT_TRUE(needs_fence_after_nic(Path::unload_direct));
   EXPECT_FALSE(needs_fence_after_nic(Path::unload_inline));
   EXPECT_FALSE(needs_fence_after_nic(Path::unload_stage));
   EXPECT_FALSE(needs_fence_after_nic(Path::offload));
 }
 
-TEST(PolicyEligibility, OffloadIsAlwaysEligible) {
+TEST(policy_eligibility, OffloadIsAlwaysEligible) {
   EXPECT_EQ(effective_eligible(write_of(64, PathSet()), kDefaultTunables), PathSet(Path::offload));
 }
 
-TEST(PolicyEligibility, CapsBoundEachCpuPath) {
+TEST(policy_eligibility, CapsBoundEachCpuPath) {
   Tunables t = kDefaultTunables;
   t.inline_max = 256;
   t.stage_max = 4096;
@@ -54,18 +54,18 @@ TEST(PolicyEligibility, CapsBoundEachCpuPath) {
   EXPECT_EQ(at(65537), PathSet(Path::offload));
 }
 
-TEST(PolicyEligibility, AZeroCapTurnsThePathOff) {
+TEST(policy_eligibility, AZeroCapTurnsThePathOff) {
   Tunables t = kDefaultTunables;
   t.inline_max = 0;
   EXPECT_FALSE(effective_eligible(write_of(0, PathSet::all()), t).contains(Path::unload_inline));
 }
 
-TEST(PolicyEligibility, CapsNeverAddAPathTheRuntimeRuledOut) {
+TEST(policy_eligibility, CapsNeverAddAPathTheRuntimeRuledOut) {
   EXPECT_EQ(effective_eligible(write_of(8, PathSet(Path::unload_stage)), kDefaultTunables),
             PathSet(Path::offload).with(Path::unload_stage));
 }
 
-TEST(PolicyCheapestCpuPath, PrefersDirectThenInlineThenStage) {
+TEST(policy_cheapest_cpu_path, PrefersDirectThenInlineThenStage) {
   EXPECT_EQ(cheapest_cpu_path(PathSet::all()), Path::unload_direct);
   EXPECT_EQ(cheapest_cpu_path(PathSet::all().without(Path::unload_direct)), Path::unload_inline);
   EXPECT_EQ(cheapest_cpu_path(PathSet(Path::unload_stage).with(Path::offload)), Path::unload_stage);

@@ -25,7 +25,7 @@ double cpu_share(uint32_t budget_pct, uint64_t seed) {
   return sim.cpu_ns() / static_cast<double>(sim.now_ns() - start_ns);
 }
 
-TEST(PolicySimCpuBudget, CpuShareStaysWithinTheBudget) {
+TEST(policy_sim_cpu_budget, CpuShareStaysWithinTheBudget) {
   for (uint64_t seed : {1u, 2u, 3u}) {
     const double share = cpu_share(10, seed);
     std::printf("seed %llu: CPU share %.2f%% with a 10%% budget\n",
@@ -35,13 +35,13 @@ TEST(PolicySimCpuBudget, CpuShareStaysWithinTheBudget) {
   }
 }
 
-TEST(PolicySimCpuBudget, WithoutACapTheCpuPathTakesWhatItWins) {
+TEST(policy_sim_cpu_budget, WithoutACapTheCpuPathTakesWhatItWins) {
   const double share = cpu_share(100, 1);
   std::printf("CPU share %.2f%% with no cap\n", 100 * share);
   EXPECT_GT(share, 0.45);
 }
 
-TEST(PolicySimCpuBudget, AZeroBudgetKeepsEveryWriteOnTheNic) {
+TEST(policy_sim_cpu_budget, AZeroBudgetKeepsEveryWriteOnTheNic) {
   EXPECT_EQ(cpu_share(0, 1), 0.0);
 }
 

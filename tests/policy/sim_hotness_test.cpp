@@ -8,7 +8,7 @@
 namespace unload::policy::sim {
 namespace {
 
-TEST(PolicySimHotness, SeparatesHotAndColdPages) {
+TEST(policy_sim_hotness, SeparatesHotAndColdPages) {
   Tunables t = kDefaultTunables;
   t.cpu_budget_pct = 100;
   // The target NIC's translation cache holds the hot pages: offload is fast there and
@@ -58,7 +58,7 @@ TEST(PolicySimHotness, SeparatesHotAndColdPages) {
 
 // Without hotness in the picture, one class would have to pick one path for both kinds
 // and lose on one of them: the separation above is the sketch's doing.
-TEST(PolicySimHotness, OneClassCannotServeBoth) {
+TEST(policy_sim_hotness, OneClassCannotServeBoth) {
   const double mixed_offload = 0.5 * 1500 + 0.5 * 3000, mixed_stage = 2000;
   const double separated = 0.5 * 1500 + 0.5 * 2000;
   EXPECT_GT(std::min(mixed_offload, mixed_stage), 1.1 * separated);

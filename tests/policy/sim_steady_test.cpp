@@ -31,7 +31,7 @@ struct ClassTally {
   uint64_t path_eligible[kPathCount] = {};
 };
 
-TEST(PolicySimSteady, NearBestFixedPathWithoutFlapping) {
+TEST(policy_sim_steady, NearBestFixedPathWithoutFlapping) {
   constexpr unsigned kMinClass = 1, kMaxClass = 21;  // 1 B .. 2 MiB
   constexpr uint64_t kWrites = 1'500'000;
   constexpr uint64_t kWarmup = 150'000;

@@ -60,7 +60,7 @@ const StepScenario kScenarios[] = {
      {2000, 1200, 0, 0}, {2000, 4000, 0, 0}, Path::unload_inline, Path::offload},
 };
 
-TEST(PolicySimStep, FollowsA2xChangeWithin500Decisions) {
+TEST(policy_sim_step, FollowsA2xChangeWithin500Decisions) {
   for (const StepScenario& s : kScenarios) {
     std::vector<uint64_t> delays;
     for (uint64_t seed = 1; seed <= 20; ++seed) delays.push_back(decisions_to_follow(s, seed));
@@ -74,7 +74,7 @@ TEST(PolicySimStep, FollowsA2xChangeWithin500Decisions) {
 
 // The converse of following quickly: a step too small to clear the hysteresis must not
 // move the policy at all.
-TEST(PolicySimStep, IgnoresAChangeBelowTheHysteresis) {
+TEST(policy_sim_step, IgnoresAChangeBelowTheHysteresis) {
   Tunables t = kDefaultTunables;
   t.cpu_budget_pct = 100;
   t.hysteresis_pct = 20;
