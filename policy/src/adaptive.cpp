@@ -5,6 +5,22 @@
 #include "unload/policy.hpp"
 
 namespace unload::policy {
+namespace {
+
+// Sysfs should reject absurd values; clamping here too keeps the arithmetic below in 64 bits.
+uint64_t clamped_hysteresis_pct(const Tunables& t) {
+  return t.hysteresis_pct < 1000 ? t.hysteresis_pct : 1000;
+}
+
+// The first path of `set` at or after position `from`, cyclically; `set` is not empty.
+unsigned first_path_from(PathSet set, unsigned from) {
+  const unsigned bits = set.bits();
+  const unsigned rotated = ((bits >> from) | (bits << (kPathCount - from))) & PathSet::all().bits();
+  return (from + static_cast<unsigned>(std::countr_zero(rotated))) % kPathCount;
+}
+
+}  // namespace
+
 Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
   ++stats_.decisions;
   // Every write counts toward hotness, including those only the NIC can take, or the
@@ -14,7 +30,7 @@ Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
   if (eligible == PathSet(Path::offload)) return Path::offload;
 
   budget_enforced_ = t.cpu_budget_pct < 100;
-  hysteresis_pct_ = t.hysteresis_pct;
+  hysteresis_pct_ = static_cast<uint32_t>(clamped_hysteresis_pct(t));
   budget_.refill(f.now_ns, t.cpu_budget_pct);
   const bool cpu_allowed = budget_.allows_cpu(t.cpu_budget_pct);
 
@@ -70,7 +86,7 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t,
         needs_fence_after_nic(best) && f.nic_outstanding && !needs_fence_after_nic(wc.chosen)
             ? wc.estimate[index_of(Path::offload)].settled_ns()
             : 0;
-    if (best_ns * (100 + t.hysteresis_pct) + fence_ns * 100 < chosen_ns * 100) {
+    if (best_ns * (100 + clamped_hysteresis_pct(t)) + fence_ns * 100 < chosen_ns * 100) {
       wc.chosen = best;
       wc.trial_left = 0;
       ++stats_.switches;
@@ -100,16 +116,12 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t,
   if (prng_.one_in_pow2(draw, t.explore_shift)) {
     const PathSet others = explorable.without(chosen);
     if (!others.empty()) {
-      const unsigned after = (wc.explored_last + 1u) % kPathCount;
-      const unsigned rotated = ((others.bits() >> after) | (others.bits() << (kPathCount - after))) &
-                               PathSet::all().bits();
-      const unsigned i = (after + static_cast<unsigned>(std::countr_zero(rotated))) % kPathCount;
+      const unsigned i = first_path_from(others, (wc.explored_last + 1u) % kPathCount);
       wc.explored_last = static_cast<uint8_t>(i);
       const uint64_t chosen_ns = wc.estimate[index_of(chosen)].settled_ns();
-      const uint64_t excess_pct =
-          chosen_ns == 0 ? 0 : wc.estimate[i].settled_ns() * 100 / chosen_ns - 100;
+      const uint64_t other_ns = wc.estimate[i].settled_ns();
       const uint64_t coin = draw & 0xFFFF;  // independent of the high bits one_in_pow2 used
-      if (wc.estimate[i].settled_ns() <= 2 * chosen_ns || coin * excess_pct < 0x10000 * 100) {
+      if (other_ns <= 2 * chosen_ns || coin * (other_ns - chosen_ns) < 0x10000 * chosen_ns) {
         ++stats_.explorations;
         return static_cast<Path>(i);
       }

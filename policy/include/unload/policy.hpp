@@ -8,6 +8,10 @@
 // writes (thread_local); decide() and observe() take no locks and must not run
 // concurrently on one instance. What each instance learns is therefore per thread, and so
 // is the CPU budget: each thread may spend cpu_budget_pct of its own wall time copying.
+// Give each instance its own seed (e.g. the thread id) so threads explore independently.
+//
+// Size: about 40 KiB of tables held by value (write classes and the hotness sketch);
+// allocate it once per thread, not on the stack of a hot function.
 #pragma once
 
 #include <cstdint>
@@ -60,7 +64,9 @@ class Policy {
 
   // The measured cost of a write decide() routed to `path` (latency to completion, the
   // quantity adaptive minimises), and `cpu_ns`, the part of it the CPU spent copying,
-  // which is charged to the CPU budget. Pass the same features decide() saw.
+  // which is charged to the CPU budget. Pass the same features decide() saw. Only
+  // adaptive mode uses what it learns; calling it in other modes keeps the estimates
+  // warm for a switch to adaptive, skipping it costs nothing else.
   void observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns);
   // As above, with all of a CPU path's cost charged as CPU time.
   void observe(Path path, const WriteFeatures& f, uint64_t cost_ns) {
