@@ -1,0 +1,22 @@
+# Libraries and executables of the project, with the project's warnings.
+#
+#   unload_add_library(<name> [STATIC|SHARED] SOURCES ... [INCLUDE dir...] [LIBS ...])
+#   unload_add_executable(<name> SOURCES ... [LIBS ...])
+function(unload_add_library name)
+  cmake_parse_arguments(A "STATIC;SHARED" "" "SOURCES;INCLUDE;LIBS" ${ARGN})
+  set(kind STATIC)
+  if(A_SHARED)
+    set(kind SHARED)
+  endif()
+  add_library(${name} ${kind} ${A_SOURCES})
+  target_include_directories(${name} PUBLIC ${A_INCLUDE})
+  target_link_libraries(${name} PUBLIC ${A_LIBS})
+  unload_target_warnings(${name})
+endfunction()
+
+function(unload_add_executable name)
+  cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  target_link_libraries(${name} PRIVATE ${A_LIBS})
+  unload_target_warnings(${name})
+endfunction()

@@ -1,0 +1,47 @@
+# Tests. Host tests are GoogleTest binaries (label "host"); sandbox tests are programs or
+# scripts run inside the QEMU + Soft-RoCE guest by scripts/sandbox (label "sandbox", plus
+# "kernel-<flavour>"), so `ctest -L host` and `ctest -L sandbox` run either half alone.
+#
+#   unload_add_gtest(<name> SOURCES ... [LIBS ...])
+#   unload_add_sandbox_test(<name> COMMAND cmd... [KMOD] [KERNELS 6.1 6.12] [RXE n]
+#                           [TIMEOUT s])
+include(GoogleTest)
+
+function(unload_add_gtest name)
+  cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  target_link_libraries(${name} PRIVATE ${A_LIBS} GTest::gtest_main)
+  unload_target_warnings(${name})
+  gtest_discover_tests(${name} TEST_PREFIX "host." PROPERTIES LABELS host
+                       DISCOVERY_TIMEOUT 60)
+endfunction()
+
+set(UNLOAD_SANDBOX ${PROJECT_SOURCE_DIR}/scripts/sandbox)
+
+function(unload_add_sandbox_test name)
+  cmake_parse_arguments(A "KMOD" "RXE;TIMEOUT" "COMMAND;KERNELS;DEPENDS" ${ARGN})
+  if(NOT A_KERNELS)
+    set(A_KERNELS ${UNLOAD_SANDBOX_KERNEL_DEFAULT})
+  endif()
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 300)
+  endif()
+  foreach(flavour IN LISTS A_KERNELS)
+    if(NOT flavour IN_LIST UNLOAD_KERNELS)
+      continue()
+    endif()
+    set(args --kernel ${flavour} --timeout ${A_TIMEOUT})
+    if(A_RXE)
+      list(APPEND args --rxe ${A_RXE})
+    endif()
+    if(A_KMOD)
+      list(APPEND args --kmod ${UNLOAD_KMOD_${flavour}})
+    endif()
+    add_test(NAME sandbox.${flavour}.${name}
+             COMMAND ${UNLOAD_SANDBOX} ${args} -- ${A_COMMAND})
+    set_tests_properties(sandbox.${flavour}.${name} PROPERTIES
+      LABELS "sandbox;kernel-${flavour}"
+      TIMEOUT ${A_TIMEOUT} SKIP_RETURN_CODE 77
+      ENVIRONMENT "UNLOAD_BUILD_DIR=${PROJECT_BINARY_DIR};UNLOAD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  endforeach()
+endfunction()
