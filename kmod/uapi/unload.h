@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: ((GPL-2.0 WITH Linux-syscall-note) OR MIT) */
+/*
+ * unload: the ABI between the kernel module (unload.ko, /dev/unload) and userspace
+ * (libunload). This is the one header both sides include.
+ *
+ * Rules: fixed-width types only, user pointers travel as __u64, every struct has
+ * explicit reserved fields that must be zero on input (the module rejects non-zero
+ * reserved fields with -EINVAL so they can gain a meaning later), every ioctl is
+ * _IOWR. Unknown commands return -ENOTTY.
+ *
+ * Using it:
+ *   fd = open("/dev/unload", O_RDWR | O_CLOEXEC);     one session per open
+ *   ioctl(fd, UNLOAD_IOC_HELLO, &hello)                  must come first; checks
+ *                                                        UNLOAD_ABI_VERSION
+ *   ctl = mmap(NULL, hello.control_size, PROT_READ, MAP_SHARED, fd,
+ *              UNLOAD_MMAP_CONTROL)                      tunables (read-only)
+ *   cnt = mmap(NULL, hello.counters_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+ *              UNLOAD_MMAP_COUNTERS)                     this session's counters
+ *   ioctl(fd, UNLOAD_IOC_REG_QP / REG_REGION / ...)      register QPs and regions
+ *   ioctl(fd, UNLOAD_IOC_SUBMIT, &batch) or an io_uring IORING_OP_URING_CMD with
+ *   cmd_op UNLOAD_URING_SUBMIT                           direct copies
+ *   close(fd)                                            releases everything
+ */
+#ifndef _UAPI_LINUX_UNLOAD_H
+#define _UAPI_LINUX_UNLOAD_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+/* Bumped on every incompatible change of this file. */
+#define UNLOAD_ABI_VERSION 1
+
+#define UNLOAD_DEVICE_PATH "/dev/unload"
+#define UNLOAD_SYSFS_ROOT "/sys/kernel/unload"
+
+/* Path indices: index the per-path arrays below and the sysfs statistics. */
+enum unload_path {
+	UNLOAD_PATH_OFFLOAD = 0,	/* the NIC does everything */
+	UNLOAD_PATH_INLINE = 1,		/* payload copied into the WR (IBV_SEND_INLINE) */
+	UNLOAD_PATH_STAGE = 2,		/* payload copied into a pinned staging slot */
+	UNLOAD_PATH_DIRECT = 3,		/* the module copies into the peer's region */
+	UNLOAD_PATH_COUNT = 4,
+};
+
+/* Values of the `mode` tunable; equal to unload::policy::Mode. */
+enum unload_mode {
+	UNLOAD_MODE_OFFLOAD = 0,	/* always the NIC */
+	UNLOAD_MODE_UNLOAD = 1,		/* always the cheapest eligible CPU path */
+	UNLOAD_MODE_THRESHOLD = 2,	/* unload when length <= threshold_bytes */
+	UNLOAD_MODE_ADAPTIVE = 3,	/* learn per write class */
+	UNLOAD_MODE_COUNT = 4,
+};
+
+/*
+ * mmap offsets (the `offset` argument of mmap on /dev/unload). All mappings are
+ * MAP_SHARED. Staging arenas are mapped at the offset UNLOAD_IOC_ARENA_ALLOC returns.
+ */
+#define UNLOAD_MMAP_CONTROL	0x0ULL		/* control page, PROT_READ only */
+#define UNLOAD_MMAP_COUNTERS	0x100000ULL	/* this session's counters page, RW */
+#define UNLOAD_MMAP_ARENA_BASE	0x100000000ULL	/* arena n at BASE + n * ARENA_STRIDE */
+#define UNLOAD_MMAP_ARENA_STRIDE 0x100000000ULL
+
+/*
+ * The tunables, in the order and encoding of unload::policy::Tunables (so userspace
+ * may copy this struct into one). Field names are the sysfs file names; ranges and
+ * defaults are in docs/sysfs.md.
+ */
+struct unload_tunables {
+	__u32 enabled;		/* 0: every write takes the NIC, whatever the mode */
+	__u32 mode;		/* an enum unload_mode value */
+	__u32 threshold_bytes;	/* threshold mode: unload writes of at most this length */
+	__u32 inline_max;	/* longest write the inline path may take (0: path off) */
+	__u32 stage_max;	/* longest write the stage path may take (0: path off) */
+	__u32 direct_max;	/* longest write the direct path may take (0: path off) */
+	__u32 explore_shift;	/* adaptive explores at rate 2^-explore_shift (0: never) */
+	__u32 hysteresis_pct;	/* adaptive switches only for a gain above this */
+	__u32 cpu_budget_pct;	/* share of wall time CPU paths may copy (100: no cap) */
+};
+
+/*
+ * The control page: one page, shared read-only by every session, rewritten by every
+ * successful write of a sysfs tunable. Read it like a seqcount:
+ *
+ *   do {
+ *       s = __atomic_load_n(&ctl->seq, __ATOMIC_ACQUIRE);
+ *       if (s & 1) continue;                 // being written
+ *       t = ctl->tunables;                   // copy
+ *       __atomic_thread_fence(__ATOMIC_ACQUIRE);
+ *   } while (__atomic_load_n(&ctl->seq, __ATOMIC_RELAXED) != s);
+ */
+struct unload_control {
+	__u32 seq;			/* sequence counter: odd while being written */
+	__u32 abi_version;		/* UNLOAD_ABI_VERSION of the module */
+	struct unload_tunables tunables;	/* the current tunables */
+	__u32 reserved0;		/* zero; pads to 8 bytes */
+	__u64 generation;		/* number of tunable changes since load */
+	__u64 reserved[16];		/* zero */
+};
+
+/*
+ * The counters page of a session: one page, mapped read-write by its session only.
+ * Userspace adds to writes[]/bytes[] of the offload, inline and stage paths and to
+ * fences with relaxed atomic adds (__atomic_fetch_add(.., __ATOMIC_RELAXED)); the
+ * module itself adds the direct path's slots for every copy it performs, so userspace
+ * must not touch writes[UNLOAD_PATH_DIRECT] and bytes[UNLOAD_PATH_DIRECT]. The module
+ * folds these counters into /sys/kernel/unload/stats/ when the statistics are read and
+ * when the session closes. Counters only grow; a stats reset does not touch the page.
+ */
+struct unload_counters {
+	__u64 writes[UNLOAD_PATH_COUNT];	/* writes per path (enum unload_path) */
+	__u64 bytes[UNLOAD_PATH_COUNT];		/* payload bytes per path */
+	__u64 fences;				/* fences waited before a direct write */
+	__u64 reserved[23];			/* zero; the page is 4 KiB anyway */
+};
+
+/* --- ioctls ------------------------------------------------------------------ */
+
+#define UNLOAD_IOC_MAGIC 0xB5
+
+/*
+ * UNLOAD_IOC_HELLO: the handshake, required before any other command of the session
+ * (they fail with -EPROTO until it succeeded). In: abi_version. Out: everything else.
+ * Fails with -EPROTO (after filling the out fields) when abi_version differs from the
+ * module's UNLOAD_ABI_VERSION.
+ */
+struct unload_hello {
+	__u32 abi_version;	/* in: the UNLOAD_ABI_VERSION userspace was built with;
+				 * out: the module's */
+	__u32 page_size;	/* out: PAGE_SIZE */
+	__u32 control_size;	/* out: bytes to mmap at UNLOAD_MMAP_CONTROL */
+	__u32 counters_size;	/* out: bytes to mmap at UNLOAD_MMAP_COUNTERS */
+	__u32 max_batch;	/* out: most requests per UNLOAD_IOC_SUBMIT */
+	__u32 max_iov;		/* out: most iovec entries per request */
+	__u64 session_id;	/* out: unique id of this session (for logs) */
+	__u64 reserved[4];	/* in: zero; out: zero */
+};
+
+/* Largest device name (IB_DEVICE_NAME_MAX). */
+#define UNLOAD_IBDEV_NAME_MAX 64
+
+/*
+ * UNLOAD_IOC_REG_QP: register a QP of the caller with the session, so that it may
+ * send direct writes and receive them. The module looks the QP up in the RDMA core
+ * by (device, qp_num) and refuses it (-ESRCH) when it does not exist or (-EPERM) when
+ * it was not created by the process that opened this session. It also reports what
+ * the RDMA core knows of its connection. Registering the same QP again refreshes the
+ * report (call it after the QP reaches RTS). Pairing is checked again on every submit.
+ */
+struct unload_qp_reg {
+	char ibdev[UNLOAD_IBDEV_NAME_MAX];	/* in: device name (ibv_get_device_name),
+						 * NUL-terminated */
+	__u32 qp_num;		/* in: the QP's number (ibv_qp->qp_num) */
+	__u32 flags;		/* in: zero */
+	__u32 state;		/* out: enum ib_qp_state (IBV_QPS_*) now */
+	__u32 dest_qp_num;	/* out: the connected peer's QPN (RC, >= RTR), else 0 */
+	__u32 pd_handle;	/* out: the QP's PD handle (ibv_pd->handle) */
+	__u32 peer_flags;	/* out: UNLOAD_PEER_* */
+	__u64 reserved[4];	/* in: zero; out: zero */
+};
+
+/* peer_flags */
+#define UNLOAD_PEER_LOCAL	(1U << 0)	/* the destination GID is one of this host's */
+#define UNLOAD_PEER_PAIRED	(1U << 1)	/* the peer QP is registered by a session whose
+						 * QP names this one back: direct may work */
+
+/* UNLOAD_IOC_UNREG_QP: forget a registered QP. In: ibdev, qp_num. -ENOENT if unknown. */
+
+/* Access bits of a region; equal to IBV_ACCESS_* / IB_ACCESS_*. */
+#define UNLOAD_ACCESS_LOCAL_WRITE	(1U << 0)
+#define UNLOAD_ACCESS_REMOTE_WRITE	(1U << 1)
+#define UNLOAD_ACCESS_REMOTE_READ	(1U << 2)
+
+/*
+ * UNLOAD_IOC_REG_REGION: register a memory region the caller registered with
+ * ibv_reg_mr, so direct writes can target it. The module pins [addr, addr + length)
+ * itself, from the caller's own address space (the caller must be the process that
+ * opened the session), for writing, charged to RLIMIT_MEMLOCK like ib_umem (the
+ * caller's mm->pinned_vm, unless the opener has CAP_IPC_LOCK). A direct write naming
+ * `rkey` is then accepted only on a QP whose PD handle is `pd_handle` and only with
+ * UNLOAD_ACCESS_REMOTE_WRITE in `access`. rkeys are unique per session.
+ * Errors: -EINVAL (length 0, overflow, unknown access bits), -EEXIST (rkey already
+ * registered), -ENOMEM, -EFAULT (the range is not mapped writable), and the
+ * errors of pinning (-ENOMEM when over the memlock limit).
+ */
+struct unload_region_reg {
+	__u64 addr;		/* in: start (ibv_mr->addr) */
+	__u64 length;		/* in: bytes (ibv_mr->length) */
+	__u32 rkey;		/* in: ibv_mr->rkey */
+	__u32 access;		/* in: UNLOAD_ACCESS_* the MR was registered with */
+	__u32 pd_handle;	/* in: ibv_pd->handle of the MR's PD */
+	__u32 flags;		/* in: zero */
+	__u64 handle;		/* out: the region's handle in this session */
+	__u64 pinned_pages;	/* out: pages pinned for it */
+	__u64 reserved[2];	/* in: zero; out: zero */
+};
+
+/*
+ * UNLOAD_IOC_DEREG_REGION: unpublish a region (no new copy can find it), wait for the
+ * copies in flight into it, then unpin. In: handle or, if handle is 0, rkey.
+ */
+struct unload_region_dereg {
+	__u64 handle;		/* in: from UNLOAD_IOC_REG_REGION, or 0 */
+	__u32 rkey;		/* in: used when handle is 0 */
+	__u32 flags;		/* in: zero */
+	__u64 reserved[2];	/* in: zero */
+};
+
+/*
+ * UNLOAD_IOC_ARENA_ALLOC: allocate a staging arena of `length` bytes (rounded up to
+ * pages) of zeroed, pinned kernel memory, charged to RLIMIT_MEMLOCK. Map it with
+ * mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, mmap_offset), then
+ * ibv_reg_mr it once. It stays allocated until UNLOAD_IOC_ARENA_FREE or close; its
+ * pages live until the last mapping of them goes too.
+ */
+struct unload_arena {
+	__u64 length;		/* in: bytes (1 .. 1 GiB); out: rounded to pages */
+	__u32 id;		/* out (ALLOC) / in (FREE): the arena's id */
+	__u32 flags;		/* in: zero */
+	__u64 mmap_offset;	/* out: the mmap offset of the arena */
+	__u64 reserved[2];	/* in: zero; out: zero */
+};
+
+/* One segment of a request's local source. */
+struct unload_iov {
+	__u64 addr;		/* user address in the submitter's address space */
+	__u64 len;		/* bytes */
+};
+
+/* Most iovec entries per request, most requests per batch. */
+#define UNLOAD_MAX_IOV		32
+#define UNLOAD_MAX_BATCH	256
+
+/*
+ * Why the module refused a direct write (unload_direct_req.reason). Each has a
+ * statistic /sys/kernel/unload/stats/direct_denied_<name>, with <name> the lower-case
+ * suffix. A refused request copied nothing (except UNLOAD_DENY_FAULT: the source
+ * faulted mid-copy, bytes may have been placed, never outside the allowed range).
+ */
+enum unload_deny {
+	UNLOAD_DENY_NONE = 0,		/* accepted (result 0) */
+	UNLOAD_DENY_DISABLED = 1,	/* enabled = 0 or direct_max = 0 */
+	UNLOAD_DENY_INVALID = 2,	/* malformed request (flags, iov, reserved) */
+	UNLOAD_DENY_QP_UNREGISTERED = 3,/* sender QP not registered in this session */
+	UNLOAD_DENY_QP_NOT_OWNED = 4,	/* sender QP gone or not the opener's */
+	UNLOAD_DENY_QP_STATE = 5,	/* sender QP not an RC QP in RTS */
+	UNLOAD_DENY_PEER_UNKNOWN = 6,	/* no live session registered the peer QP */
+	UNLOAD_DENY_PEER_UNPAIRED = 7,	/* the peer QP is not connected back to the sender */
+	UNLOAD_DENY_RKEY = 8,		/* the peer session has no region with this rkey */
+	UNLOAD_DENY_PD = 9,		/* the region is not on the peer QP's PD */
+	UNLOAD_DENY_ACCESS = 10,	/* the region lacks remote-write access */
+	UNLOAD_DENY_BOUNDS = 11,	/* [remote_addr, +length) not inside the region */
+	UNLOAD_DENY_LENGTH = 12,	/* length 0, or above direct_max */
+	UNLOAD_DENY_FAULT = 13,		/* the local source could not be read */
+	UNLOAD_DENY_COUNT = 14,
+};
+
+/*
+ * One direct write: place `length` bytes from the local source at remote_addr of the
+ * region `rkey` names in the session of the sender QP's connected peer.
+ * Local source: if iov_count is 0, `iov` is the address of `length` contiguous bytes;
+ * otherwise `iov` points to iov_count struct unload_iov whose lengths add up to
+ * `length`. Placement is in ascending address order, the last 8 bytes last, stored
+ * with release semantics.
+ */
+struct unload_direct_req {
+	__u32 qp_num;		/* in: the sender's QP (registered in this session) */
+	__u32 rkey;		/* in: the peer's rkey */
+	__u64 remote_addr;	/* in: target address in the peer's region */
+	__u64 length;		/* in: bytes */
+	__u64 iov;		/* in: source address or struct unload_iov array */
+	__u32 iov_count;	/* in: 0 (contiguous) .. UNLOAD_MAX_IOV */
+	__u32 flags;		/* in: zero */
+	__s32 result;		/* out: 0, or a negative errno */
+	__u32 reason;		/* out: enum unload_deny */
+	__u64 reserved;		/* in: zero */
+};
+
+/*
+ * UNLOAD_IOC_SUBMIT: run `count` requests of the array at `reqs` in order, each
+ * independently; writes result and reason of each. The ioctl returns 0 and sets
+ * `done` to the number of requests processed (all of them, unless it failed reading
+ * or writing the array: then -EFAULT and `done` tells how far it got). At most
+ * UNLOAD_MAX_BATCH per call.
+ */
+struct unload_submit {
+	__u64 reqs;		/* in: struct unload_direct_req array */
+	__u32 count;		/* in: entries (0 .. UNLOAD_MAX_BATCH) */
+	__u32 flags;		/* in: zero */
+	__u32 done;		/* out: entries processed */
+	__u32 accepted;		/* out: entries with result 0 */
+	__u64 reserved[2];	/* in: zero */
+};
+
+/*
+ * io_uring: IORING_OP_URING_CMD on the /dev/unload fd with cmd_op UNLOAD_URING_SUBMIT
+ * and this struct in the SQE's command area (16 bytes: fits a 64-byte SQE). The
+ * completion's res is the number of requests processed, or a negative errno; the
+ * per-request results are written into the array as for UNLOAD_IOC_SUBMIT.
+ */
+struct unload_uring_submit {
+	__u64 reqs;		/* struct unload_direct_req array */
+	__u32 count;		/* entries (0 .. UNLOAD_MAX_BATCH) */
+	__u32 flags;		/* zero */
+};
+#define UNLOAD_URING_SUBMIT	0x5501
+
+#define UNLOAD_IOC_HELLO	_IOWR(UNLOAD_IOC_MAGIC, 0x00, struct unload_hello)
+#define UNLOAD_IOC_REG_QP	_IOWR(UNLOAD_IOC_MAGIC, 0x01, struct unload_qp_reg)
+#define UNLOAD_IOC_UNREG_QP	_IOWR(UNLOAD_IOC_MAGIC, 0x02, struct unload_qp_reg)
+#define UNLOAD_IOC_REG_REGION	_IOWR(UNLOAD_IOC_MAGIC, 0x03, struct unload_region_reg)
+#define UNLOAD_IOC_DEREG_REGION	_IOWR(UNLOAD_IOC_MAGIC, 0x04, struct unload_region_dereg)
+#define UNLOAD_IOC_ARENA_ALLOC	_IOWR(UNLOAD_IOC_MAGIC, 0x05, struct unload_arena)
+#define UNLOAD_IOC_ARENA_FREE	_IOWR(UNLOAD_IOC_MAGIC, 0x06, struct unload_arena)
+#define UNLOAD_IOC_SUBMIT	_IOWR(UNLOAD_IOC_MAGIC, 0x07, struct unload_submit)
+
+#endif /* _UAPI_LINUX_UNLOAD_H */
