@@ -1,0 +1,65 @@
+// Request classification: what a posted work request is, as far as the paths care, and
+// which paths it may take (DESIGN.md sections 2 and 3). Pure: reads verbs structs only.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+#include "unload/policy.hpp"
+
+namespace unload::rt {
+
+struct WriteRequest {
+  bool is_write = false;    // RDMA WRITE or WRITE_WITH_IMM
+  bool with_imm = false;
+  bool user_inline = false; // the program already asked for IBV_SEND_INLINE
+  bool signaled = false;    // a completion is due to the program
+  bool fence = false;       // IBV_SEND_FENCE
+  uint32_t length = 0;      // sum of the SGEs
+  uint32_t sge_count = 0;
+  uint32_t rkey = 0;
+  uint64_t remote_addr = 0;
+};
+
+inline WriteRequest classify(const ibv_send_wr& wr, bool sq_sig_all) {
+  WriteRequest r;
+  r.signaled = sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED);
+  r.fence = (wr.send_flags & IBV_SEND_FENCE) != 0;
+  if (wr.opcode != IBV_WR_RDMA_WRITE && wr.opcode != IBV_WR_RDMA_WRITE_WITH_IMM) return r;
+  r.is_write = true;
+  r.with_imm = wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  r.user_inline = (wr.send_flags & IBV_SEND_INLINE) != 0;
+  r.sge_count = wr.num_sge > 0 ? static_cast<uint32_t>(wr.num_sge) : 0;
+  uint64_t len = 0;
+  for (uint32_t i = 0; i < r.sge_count; ++i) len += wr.sg_list[i].length;
+  r.length = len > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(len);
+  r.rkey = wr.wr.rdma.rkey;
+  r.remote_addr = wr.wr.rdma.remote_addr;
+  return r;
+}
+
+// What the runtime knows about the QP and the request's local buffers.
+struct PathContext {
+  uint32_t max_inline = 0;      // the QP's real inline cap
+  bool sges_valid = false;      // every SGE lies in a region this process registered on the QP's PD
+  bool stage_available = false; // the kmod gave a staging arena with a free slot
+  bool direct_available = false;// the kmod can place on this QP's peer (local, registered)
+};
+
+// The paths a request may take; offload always. Only writes the program did not inline
+// itself are candidates. A CPU path whose precondition fails is simply not offered, so
+// the request goes to the NIC, which reports whatever error it finds (DESIGN.md 3,
+// "Errors"). WRITE_WITH_IMM: inline and stage put exactly the offload path's packets on
+// the wire, so the peer's receive completion is the same; direct cannot reproduce it.
+inline policy::PathSet eligible_paths(const WriteRequest& r, const PathContext& c) {
+  policy::PathSet s(policy::Path::offload);
+  if (!r.is_write || r.user_inline) return s;
+  if (!c.sges_valid && r.length != 0) return s;
+  if (r.length <= c.max_inline) s = s.with(policy::Path::unload_inline);
+  if (c.stage_available) s = s.with(policy::Path::unload_stage);
+  if (c.direct_available && !r.with_imm) s = s.with(policy::Path::unload_direct);
+  return s;
+}
+
+}  // namespace unload::rt

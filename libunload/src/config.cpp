@@ -1,0 +1,159 @@
+// Tunables from the environment (no kmod) or the control page, the notice, statistics.
+#include "config.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "unload/runtime.h"
+
+namespace unload::rt {
+namespace {
+
+Tunables g_tunables = policy::kDefaultTunables;
+bool g_kmod = false;
+std::atomic<ThreadStats*> g_stats_list{nullptr};
+thread_local ThreadStats* t_stats = nullptr;
+std::once_flag g_flush_once;
+
+// Strict unsigned decimal that fits 32 bits.
+bool parse_u32(const char* s, uint32_t& out) {
+  if (!s || !*s) return false;
+  uint64_t v = 0;
+  for (const char* p = s; *p; ++p) {
+    if (*p < '0' || *p > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(*p - '0');
+    if (v > UINT32_MAX) return false;
+  }
+  out = static_cast<uint32_t>(v);
+  return true;
+}
+
+bool parse_mode(const char* s, uint32_t& out) {
+  static const char* const names[] = {"offload", "unload", "threshold", "adaptive"};
+  for (uint32_t i = 0; i < 4; ++i)
+    if (std::strcmp(s, names[i]) == 0) { out = i; return true; }
+  return false;
+}
+
+void env_u32(const char* var, uint32_t& field, uint32_t max = UINT32_MAX) {
+  const char* s = std::getenv(var);
+  if (!s) return;
+  uint32_t v;
+  if (!parse_u32(s, v) || v > max) {
+    std::fprintf(stderr, "unload: %s=\"%s\" is not a number in 0..%" PRIu32 "; keeping %" PRIu32 "\n",
+                 var, s, max, field);
+    return;
+  }
+  field = v;
+}
+
+void env_mode(Tunables& t) {
+  const char* s = std::getenv("UNLOAD_MODE");
+  if (!s) return;
+  uint32_t m;
+  if (!parse_mode(s, m)) {
+    std::fprintf(stderr,
+                 "unload: UNLOAD_MODE=\"%s\" is not one of offload, unload, threshold, adaptive; "
+                 "keeping %s\n", s, t.mode == 0 ? "offload" : t.mode == 1 ? "unload" : t.mode == 2 ? "threshold" : "adaptive");
+    return;
+  }
+  t.mode = m;
+}
+
+void write_stats_file() {
+  const char* path = std::getenv("UNLOAD_STATS_FILE");
+  if (!path || !*path) return;
+  const Totals t = stats_totals();
+  char buf[1024];
+  int n = std::snprintf(buf, sizeof buf, "pid %d\n", static_cast<int>(getpid()));
+  for (unsigned i = 0; i < policy::kPathCount; ++i) {
+    const char* name = i == 0 ? "offload" : i == 1 ? "inline" : i == 2 ? "stage" : "direct";
+    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "writes_%s %" PRIu64 "\n", name, t.writes[i]);
+  }
+  for (unsigned i = 0; i < policy::kPathCount; ++i) {
+    const char* name = i == 0 ? "offload" : i == 1 ? "inline" : i == 2 ? "stage" : "direct";
+    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "bytes_%s %" PRIu64 "\n", name, t.bytes[i]);
+  }
+  n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "fences %" PRIu64 "\n", t.fences);
+  // Several processes (a server and its client) share one file: each appends its block
+  // with one write() under an exclusive lock.
+  const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    std::fprintf(stderr, "unload: UNLOAD_STATS_FILE=%s: %s\n", path, std::strerror(errno));
+    return;
+  }
+  flock(fd, LOCK_EX);
+  ssize_t w = write(fd, buf, static_cast<size_t>(n));
+  (void)w;
+  flock(fd, LOCK_UN);
+  close(fd);
+}
+
+}  // namespace
+
+ThreadStats& thread_stats() {
+  if (__builtin_expect(t_stats != nullptr, 1)) return *t_stats;
+  auto* s = static_cast<ThreadStats*>(std::calloc(1, sizeof(ThreadStats)));
+  if (!s) std::abort();
+  ThreadStats* head = g_stats_list.load(std::memory_order_relaxed);
+  do s->next = head;
+  while (!g_stats_list.compare_exchange_weak(head, s, std::memory_order_release, std::memory_order_relaxed));
+  t_stats = s;
+  return *s;
+}
+
+Totals stats_totals() {
+  Totals t{};
+  for (ThreadStats* s = g_stats_list.load(std::memory_order_acquire); s; s = s->next) {
+    for (unsigned i = 0; i < policy::kPathCount; ++i) {
+      t.writes[i] += __atomic_load_n(&s->writes[i], __ATOMIC_RELAXED);
+      t.bytes[i] += __atomic_load_n(&s->bytes[i], __ATOMIC_RELAXED);
+    }
+    t.fences += __atomic_load_n(&s->fences, __ATOMIC_RELAXED);
+  }
+  return t;
+}
+
+const Tunables& tunables() { return g_tunables; }
+bool kmod_present() { return g_kmod; }
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void config_init() {
+  Tunables t = policy::kDefaultTunables;
+  // The kmod is not integrated yet: the environment always supplies the tunables.
+  env_u32("UNLOAD_ENABLED", t.enabled, 1);
+  env_mode(t);
+  env_u32("UNLOAD_THRESHOLD_BYTES", t.threshold_bytes);
+  env_u32("UNLOAD_INLINE_MAX", t.inline_max);
+  env_u32("UNLOAD_STAGE_MAX", t.stage_max);
+  env_u32("UNLOAD_DIRECT_MAX", t.direct_max);
+  env_u32("UNLOAD_EXPLORE_SHIFT", t.explore_shift, 63);
+  env_u32("UNLOAD_HYSTERESIS_PCT", t.hysteresis_pct);
+  env_u32("UNLOAD_CPU_BUDGET_PCT", t.cpu_budget_pct);
+  g_tunables = t;
+  g_kmod = false;
+  std::fprintf(stderr,
+               "unload: kernel module not available (/dev/unload): stage and direct paths off, "
+                 "tunables from UNLOAD_* environment\n");
+  std::atexit([] { unload_stats_flush(); });
+}
+
+}  // namespace unload::rt
+
+extern "C" void unload_stats_flush(void) {
+  std::call_once(unload::rt::g_flush_once, unload::rt::write_stats_file);
+}

@@ -1,0 +1,50 @@
+// Tunables (control page or UNLOAD_* environment), the kmod link, and statistics.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "unload/policy.hpp"
+
+namespace unload::rt {
+
+using policy::Path;
+using policy::Tunables;
+
+// Per-thread counters, summed at exit (no shared cache line on the fast path).
+struct ThreadStats {
+  uint64_t writes[policy::kPathCount];
+  uint64_t bytes[policy::kPathCount];
+  uint64_t fences;
+  ThreadStats* next;
+};
+
+ThreadStats& thread_stats();
+
+inline void count_write(Path p, uint64_t bytes) {
+  ThreadStats& s = thread_stats();
+  s.writes[policy::index_of(p)]++;
+  s.bytes[policy::index_of(p)] += bytes;
+}
+
+struct Totals {
+  uint64_t writes[policy::kPathCount];
+  uint64_t bytes[policy::kPathCount];
+  uint64_t fences;
+};
+Totals stats_totals();
+
+// The tunables in force. Without the kmod: parsed once from the environment. With it: a
+// copy taken from the control page under its sequence counter (UNLOAD_MODE still wins).
+const Tunables& tunables();
+
+// Whether the kmod is present (stage and direct are possible).
+bool kmod_present();
+
+// Once per process: read the environment, open the kmod (or print the notice).
+void config_init();
+
+// Monotonic nanoseconds (vDSO, no syscall).
+uint64_t now_ns();
+
+}  // namespace unload::rt

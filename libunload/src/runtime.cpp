@@ -1,0 +1,723 @@
+// The runtime: object tables, the hooks that replace provider function pointers, the
+// executors of the offload and inline paths, and the completion merger.
+#include "runtime.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace unload::rt {
+
+unload_real_verbs g_real;
+
+namespace {
+
+using policy::Mode;
+using policy::PathSet;
+
+constexpr unsigned kMaxContexts = 64;
+ContextRec* g_contexts[kMaxContexts];
+std::atomic<uint32_t> g_next_ctx_id{0};
+std::mutex g_ctx_mu;
+
+PtrTable<QpRec> g_qps;        // by ibv_qp*
+PtrTable<QpRec> g_qps_by_num; // by (context, qp_num)
+PtrTable<CqRec, 12> g_cqs;    // by ibv_cq*
+PtrTable<MrRec> g_mrs;        // by (context, lkey)
+
+thread_local policy::Policy* t_policy = nullptr;
+
+uint64_t key_of(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+ContextRec* context_find(const ibv_context* ctx) {
+  for (unsigned i = 0; i < kMaxContexts; ++i) {
+    ContextRec* c = __atomic_load_n(&g_contexts[i], __ATOMIC_ACQUIRE);
+    if (c && c->ctx == ctx) return c;
+  }
+  return nullptr;
+}
+
+policy::Policy& thread_policy() {
+  if (__builtin_expect(t_policy != nullptr, 1)) return *t_policy;
+  t_policy = new (std::nothrow) policy::Policy(static_cast<uint64_t>(gettid()) * 0x9E3779B97F4A7C15ull + 1);
+  if (!t_policy) std::abort();
+  return *t_policy;
+}
+
+// ---------------------------------------------------------------- path choice
+
+// Do the request's SGEs lie inside regions registered through the shim on the QP's PD,
+// with iova == address (the provider's inline copy reads process addresses)?
+bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) {
+    if (sg[i].length == 0) continue;
+    const MrRec* m = g_mrs.find(lkey_key(q->c, sg[i].lkey));
+    if (!m || m->pd != q->qp->pd || m->iova != m->addr) return false;
+    if (sg[i].addr < m->iova || sg[i].addr + sg[i].length > m->iova + m->length ||
+        sg[i].addr + sg[i].length < sg[i].addr)
+      return false;
+  }
+  return true;
+}
+
+policy::WriteFeatures features_of(const QpRec* q, const WriteRequest& r, PathSet eligible, bool adaptive) {
+  policy::WriteFeatures f{};
+  f.length = r.length;
+  f.sge_count = r.sge_count;
+  f.rkey = r.rkey;
+  f.remote_addr = r.remote_addr;
+  f.now_ns = adaptive ? now_ns() : 0;
+  f.eligible = eligible;
+  f.peer_local = q->peer_local;
+  f.nic_outstanding = q->ring.nic_outstanding() != 0;
+  return f;
+}
+
+// The path of one write. offload when the shim is off or the mode says so, without
+// looking at anything else.
+Path choose_path(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t,
+                 SqEntry* e) {
+  if (!t.enabled || t.mode == static_cast<uint32_t>(Mode::offload) || !r.is_write || r.user_inline)
+    return Path::offload;
+  PathContext pc;
+  pc.max_inline = q->max_inline;
+  pc.sges_valid = r.length <= q->max_inline && sges_valid(q, sg, r.sge_count);
+  const PathSet eligible = eligible_paths(r, pc);
+  if (eligible == PathSet(Path::offload)) return Path::offload;
+  const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
+  const policy::WriteFeatures f = features_of(q, r, eligible, adaptive);
+  const Path p = thread_policy().decide(f, t);
+  if (adaptive) e->post_ns = f.now_ns;
+  return p;
+}
+
+void fill_entry(SqEntry* e, const WriteRequest& r, uint64_t user_wr_id) {
+  e->user_wr_id = user_wr_id;
+  e->post_ns = 0;
+  e->remote_addr = r.remote_addr;
+  e->length = r.length;
+  e->rkey = r.rkey;
+  e->byte_len = 0;
+  e->sge_count = static_cast<uint16_t>(r.sge_count);
+  e->path = 0;
+  e->flags = static_cast<uint8_t>((r.signaled ? kSignaled : 0) | (r.is_write ? kWrite : 0));
+  e->opcode = 0;
+  e->status = 0;
+}
+
+// ---------------------------------------------------------------- post (ops.post_send)
+
+int hook_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  QpRec* q = g_qps.find(key_of(qp));
+  if (__builtin_expect(!q || !q->tracked, 0)) {
+    ContextRec* c = q ? q->c : context_find(qp->context);
+    return c->post_send(qp, wr, bad);
+  }
+  const Tunables& t = tunables();
+  const uint64_t start = q->ring.tail();
+  uint64_t tail = start;
+  // Saved send_flags of the requests we changed, in post order (only the inline path
+  // changes them; the wr_id of every request is swapped for its entry's tag).
+  ibv_send_wr* cut = nullptr;  // the first request that found the ring full
+  ibv_send_wr* prev = nullptr;
+  for (ibv_send_wr* w = wr; w; prev = w, w = w->next) {
+    SqEntry* e = q->ring.reserve(tail);
+    if (!e) { cut = w; break; }
+    const WriteRequest r = classify(*w, q->sq_sig_all);
+    fill_entry(e, r, w->wr_id);
+    e->saved_flags = w->send_flags;
+    const Path p = choose_path(q, r, w->sg_list, t, e);
+    e->path = static_cast<uint8_t>(p);
+    if (p == Path::unload_inline) w->send_flags |= IBV_SEND_INLINE;
+    w->wr_id = q->ring.tag_of(e);
+    ++tail;
+  }
+  if (cut) {
+    if (!prev) { *bad = wr; return ENOMEM; }
+    prev->next = nullptr;
+  }
+  const uint64_t n = tail - start;
+  q->ring.publish(tail, n);
+  int rc = q->c->post_send(qp, wr, bad);
+  if (cut) {
+    prev->next = cut;
+    if (!rc) { rc = ENOMEM; *bad = cut; }
+  }
+  // Give the program its requests back, count what was posted, forget what was not.
+  ThreadStats& s = thread_stats();
+  uint64_t seq = start;
+  uint64_t posted = n;
+  bool failed = false;
+  for (ibv_send_wr* w = wr; w && seq != tail; w = w->next, ++seq) {
+    SqEntry* e = q->ring.at(seq);
+    if (rc && w == *bad && !failed) { failed = true; posted = seq - start; }
+    w->wr_id = e->user_wr_id;
+    w->send_flags = e->saved_flags;
+    if (!failed && (e->flags & kWrite)) {
+      s.writes[e->path]++;
+      s.bytes[e->path] += e->length;
+    }
+  }
+  if (posted != n) q->ring.rollback(start + posted, n - posted);
+  return rc;
+}
+
+// ---------------------------------------------------------------- poll (ops.poll_cq)
+
+// Hands completions to the program's array while there is room and nothing is queued
+// before them; queues the rest on the CQ, in order.
+struct Emitter {
+  CqRec* cq;
+  ibv_wc* out;
+  int n;
+  int o;
+  int limit;  // positions below limit are free to write
+  void emit(const ibv_wc& wc) {
+    if (cq->pending_head == cq->pending_tail && o < limit && o < n) {
+      out[o++] = wc;
+      return;
+    }
+    if (cq->pending_tail - cq->pending_head > cq->pending_mask) std::abort();  // cannot happen: bounded by the rings
+    cq->pending[cq->pending_tail++ & cq->pending_mask] = wc;
+  }
+};
+
+struct PollSink {
+  Emitter* em;
+  QpRec* q;
+  void retired(SqEntry&) {}
+  void nic(SqEntry& e, ibv_wc& wc) {
+    wc.wr_id = e.user_wr_id;
+    if (e.post_ns && wc.status == IBV_WC_SUCCESS && t_policy) {
+      WriteRequest r;
+      r.length = e.length;
+      r.sge_count = e.sge_count;
+      r.rkey = e.rkey;
+      r.remote_addr = e.remote_addr;
+      const policy::WriteFeatures f = features_of(q, r, PathSet::all(), false);
+      t_policy->observe(static_cast<Path>(e.path), f, now_ns() - e.post_ns);
+    }
+    if ((e.flags & kHidden) && wc.status == IBV_WC_SUCCESS) return;
+    em->emit(wc);
+  }
+  void cpu(SqEntry& e) {
+    if ((e.flags & kSignaled) || e.status != IBV_WC_SUCCESS) em->emit(synth_wc(e, q->qp_num));
+  }
+};
+
+// Maps one NIC completion (in place) and emits what follows from it.
+void merge_one(CqRec* c, Emitter& em, ibv_wc& wc) {
+  QpRec* q = g_qps_by_num.find(qpn_key(c->c, wc.qp_num));
+  SqEntry* e = q ? q->ring.entry_of_tag(wc.wr_id) : nullptr;
+  if (!e) { em.emit(wc); return; }
+  PollSink sink{&em, q};
+  q->ring.on_nic_completion(e, wc, sink);
+}
+
+int drain_pending(CqRec* c, int n, ibv_wc* wc) {
+  int o = 0;
+  while (o < n && c->pending_head != c->pending_tail) wc[o++] = c->pending[c->pending_head++ & c->pending_mask];
+  return o;
+}
+
+int hook_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
+  CqRec* c = g_cqs.find(key_of(cq));
+  if (__builtin_expect(!c, 0)) return context_find(cq->context)->poll_cq(cq, n, wc);
+  int got = c->pending_head != c->pending_tail ? drain_pending(c, n, wc) : 0;
+  while (got < n) {
+    const int r = c->c->poll_cq(cq, n - got, wc + got);
+    if (r < 0) return got ? got : r;
+    if (r == 0) break;
+    Emitter em{c, wc, n, got, got};
+    for (int i = got; i < got + r; ++i) {
+      ibv_wc cur = wc[i];
+      em.limit = i + 1;
+      merge_one(c, em, cur);
+    }
+    const bool queued = c->pending_head != c->pending_tail;
+    got = em.o;
+    if (queued) break;   // the array is as full as order allows
+    if (em.o == got && r < n - got) break;  // polled everything there was
+  }
+  return got;
+}
+
+// ---------------------------------------------------------------- ibv_cq_ex polling
+
+// Maps the current completion of an ibv_cq_ex in place. Returns false when it is a
+// completion the shim asked for itself and the program must not see.
+bool map_current(CqRec* c, ibv_cq_ex* cq) {
+  QpRec* q = g_qps_by_num.find(qpn_key(c->c, c->read_qp_num(cq)));
+  SqEntry* e = q ? q->ring.entry_of_tag(cq->wr_id) : nullptr;
+  if (!e) return true;
+  struct Sink {
+    bool visible = true;
+    void retired(SqEntry&) {}
+    void nic(SqEntry& x, ibv_wc& wc) {
+      visible = !((x.flags & kHidden) && wc.status == IBV_WC_SUCCESS);
+    }
+    void cpu(SqEntry&) {}  // no CPU-executed requests reach ibv_cq_ex CQs yet
+  } sink;
+  ibv_wc wc{};
+  wc.status = cq->status;
+  const uint64_t user = e->user_wr_id;
+  q->ring.on_nic_completion(e, wc, sink);
+  cq->wr_id = user;
+  return sink.visible;
+}
+
+int hook_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
+  CqRec* c = g_cqs.find(key_of(cq));
+  int rc = c->start_poll(cq, attr);
+  while (rc == 0 && !map_current(c, cq)) {
+    rc = c->next_poll(cq);
+    if (rc) { c->end_poll(cq); return rc; }
+  }
+  return rc;
+}
+
+int hook_next_poll(ibv_cq_ex* cq) {
+  CqRec* c = g_cqs.find(key_of(cq));
+  int rc = c->next_poll(cq);
+  while (rc == 0 && !map_current(c, cq)) rc = c->next_poll(cq);
+  return rc;
+}
+
+// ---------------------------------------------------------------- ibv_qp_ex (wr_* API)
+
+// Hooks are installed only on QPs with a record, and the record lives until destroy.
+QpRec* qpx_rec(ibv_qp_ex* qpx) {
+  QpRec* q = g_qps.find(key_of(&qpx->qp_base));
+  if (__builtin_expect(!q, 0)) std::abort();
+  return q;
+}
+
+// Starts an entry for the request the program is building; swaps its wr_id for the tag
+// around the provider's call.
+template <class F>
+SqEntry* qpx_request(QpRec* q, ibv_qp_ex* qpx, bool is_write, F&& call) {
+  SqEntry* e = q->ring.reserve(q->x_tail);
+  if (!e) {  // ring full: so is the send queue; the provider will refuse the batch
+    call();
+    return nullptr;
+  }
+  WriteRequest r;
+  r.is_write = is_write;
+  r.signaled = q->sq_sig_all || (qpx->wr_flags & IBV_SEND_SIGNALED);
+  fill_entry(e, r, qpx->wr_id);
+  const uint64_t user = qpx->wr_id;
+  qpx->wr_id = q->ring.tag_of(e);
+  call();
+  qpx->wr_id = user;
+  q->ring.publish(++q->x_tail, 1);
+  q->x_nic++;
+  return e;
+}
+
+#define UNLOAD_QPX_PASS(name, params, args)                          \
+  void hook_##name params {                                          \
+    QpRec* q = qpx_rec(qp);                                          \
+    q->x_write = nullptr;                                            \
+    qpx_request(q, qp, false, [&] { q->orig.name args; });           \
+  }
+UNLOAD_QPX_PASS(wr_atomic_cmp_swp, (ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, uint64_t cmp, uint64_t swp), (qp, rkey, addr, cmp, swp))
+UNLOAD_QPX_PASS(wr_atomic_fetch_add, (ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, uint64_t add), (qp, rkey, addr, add))
+UNLOAD_QPX_PASS(wr_bind_mw, (ibv_qp_ex* qp, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info), (qp, mw, rkey, info))
+UNLOAD_QPX_PASS(wr_local_inv, (ibv_qp_ex* qp, uint32_t rkey), (qp, rkey))
+UNLOAD_QPX_PASS(wr_rdma_read, (ibv_qp_ex* qp, uint32_t rkey, uint64_t addr), (qp, rkey, addr))
+UNLOAD_QPX_PASS(wr_send, (ibv_qp_ex* qp), (qp))
+UNLOAD_QPX_PASS(wr_send_imm, (ibv_qp_ex* qp, __be32 imm), (qp, imm))
+UNLOAD_QPX_PASS(wr_send_inv, (ibv_qp_ex* qp, uint32_t rkey), (qp, rkey))
+UNLOAD_QPX_PASS(wr_send_tso, (ibv_qp_ex* qp, void* hdr, uint16_t hdr_sz, uint16_t mss), (qp, hdr, hdr_sz, mss))
+UNLOAD_QPX_PASS(wr_atomic_write, (ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, const void* op), (qp, rkey, addr, op))
+#undef UNLOAD_QPX_PASS
+
+void hook_wr_rdma_write(ibv_qp_ex* qp, uint32_t rkey, uint64_t addr) {
+  QpRec* q = qpx_rec(qp);
+  SqEntry* e = qpx_request(q, qp, true, [&] { q->orig.wr_rdma_write(qp, rkey, addr); });
+  if (e) { e->rkey = rkey; e->remote_addr = addr; }
+  q->x_write = e;
+}
+
+void hook_wr_rdma_write_imm(ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, __be32 imm) {
+  QpRec* q = qpx_rec(qp);
+  SqEntry* e = qpx_request(q, qp, true, [&] { q->orig.wr_rdma_write_imm(qp, rkey, addr, imm); });
+  if (e) { e->rkey = rkey; e->remote_addr = addr; }
+  q->x_write = e;
+}
+
+// The payload of the pending write: pick its path now that its length is known.
+Path qpx_payload(QpRec* q, const ibv_sge* sg, uint32_t n, bool user_inline) {
+  SqEntry* e = q->x_write;
+  q->x_write = nullptr;
+  if (!e) return Path::offload;
+  WriteRequest r;
+  r.is_write = true;
+  r.user_inline = user_inline;
+  r.signaled = e->flags & kSignaled;
+  r.sge_count = n;
+  uint64_t len = 0;
+  for (uint32_t i = 0; i < n; ++i) len += sg[i].length;
+  r.length = len > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(len);
+  r.rkey = e->rkey;
+  r.remote_addr = e->remote_addr;
+  e->length = r.length;
+  e->sge_count = static_cast<uint16_t>(n);
+  const Path p = choose_path(q, r, sg, tunables(), e);
+  e->path = static_cast<uint8_t>(p);
+  q->x_writes[policy::index_of(p)]++;
+  q->x_bytes[policy::index_of(p)] += r.length;
+  return p;
+}
+
+void hook_wr_set_sge(ibv_qp_ex* qp, uint32_t lkey, uint64_t addr, uint32_t length) {
+  QpRec* q = qpx_rec(qp);
+  const ibv_sge sge{addr, length, lkey};
+  if (qpx_payload(q, &sge, 1, false) == Path::unload_inline)
+    q->orig.wr_set_inline_data(qp, reinterpret_cast<void*>(addr), length);
+  else
+    q->orig.wr_set_sge(qp, lkey, addr, length);
+}
+
+void hook_wr_set_sge_list(ibv_qp_ex* qp, size_t n, const ibv_sge* sg) {
+  QpRec* q = qpx_rec(qp);
+  constexpr size_t kMax = 16;
+  if (n <= kMax && qpx_payload(q, sg, static_cast<uint32_t>(n), false) == Path::unload_inline) {
+    ibv_data_buf bufs[kMax];
+    for (size_t i = 0; i < n; ++i) bufs[i] = {reinterpret_cast<void*>(sg[i].addr), sg[i].length};
+    q->orig.wr_set_inline_data_list(qp, n, bufs);
+    return;
+  }
+  if (n > kMax) q->x_write = nullptr;  // too scattered for the CPU paths: offload
+  q->orig.wr_set_sge_list(qp, n, sg);
+}
+
+void hook_wr_set_inline_data(ibv_qp_ex* qp, void* addr, size_t length) {
+  QpRec* q = qpx_rec(qp);
+  const ibv_sge sge{reinterpret_cast<uintptr_t>(addr), static_cast<uint32_t>(length), 0};
+  qpx_payload(q, &sge, 1, true);
+  q->orig.wr_set_inline_data(qp, addr, length);
+}
+
+void hook_wr_set_inline_data_list(ibv_qp_ex* qp, size_t n, const ibv_data_buf* bufs) {
+  QpRec* q = qpx_rec(qp);
+  uint64_t len = 0;
+  for (size_t i = 0; i < n; ++i) len += bufs[i].length;
+  const ibv_sge sge{0, static_cast<uint32_t>(len), 0};
+  qpx_payload(q, &sge, 1, true);
+  q->orig.wr_set_inline_data_list(qp, n, bufs);
+}
+
+void qpx_reset_batch(QpRec* q) {
+  q->x_write = nullptr;
+  for (unsigned i = 0; i < policy::kPathCount; ++i) q->x_writes[i] = q->x_bytes[i] = 0;
+  q->x_nic = 0;
+}
+
+void hook_wr_start(ibv_qp_ex* qp) {
+  QpRec* q = qpx_rec(qp);
+  q->x_start = q->x_tail = q->ring.tail();
+  qpx_reset_batch(q);
+  q->orig.wr_start(qp);
+}
+
+int hook_wr_complete(ibv_qp_ex* qp) {
+  QpRec* q = qpx_rec(qp);
+  const int rc = q->orig.wr_complete(qp);
+  if (rc) {
+    q->ring.rollback(q->x_start, q->x_nic);
+  } else {
+    ThreadStats& s = thread_stats();
+    for (unsigned i = 0; i < policy::kPathCount; ++i) {
+      s.writes[i] += q->x_writes[i];
+      s.bytes[i] += q->x_bytes[i];
+    }
+  }
+  qpx_reset_batch(q);
+  return rc;
+}
+
+void hook_wr_abort(ibv_qp_ex* qp) {
+  QpRec* q = qpx_rec(qp);
+  q->orig.wr_abort(qp);
+  q->ring.rollback(q->x_start, q->x_nic);
+  qpx_reset_batch(q);
+}
+
+void install_qpx(QpRec* q, ibv_qp_ex* qpx) {
+  q->qpx = qpx;
+  q->orig = *qpx;
+#define SET(name) if (qpx->name) qpx->name = hook_##name
+  SET(wr_atomic_cmp_swp); SET(wr_atomic_fetch_add); SET(wr_bind_mw); SET(wr_local_inv);
+  SET(wr_rdma_read); SET(wr_rdma_write); SET(wr_rdma_write_imm); SET(wr_send);
+  SET(wr_send_imm); SET(wr_send_inv); SET(wr_send_tso); SET(wr_atomic_write);
+  SET(wr_set_sge); SET(wr_set_sge_list); SET(wr_set_inline_data); SET(wr_set_inline_data_list);
+  SET(wr_start); SET(wr_complete); SET(wr_abort);
+#undef SET
+}
+
+// ---------------------------------------------------------------- QP creation
+
+int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_all, bool send_ops) {
+  auto* q = new (std::nothrow) QpRec();
+  if (!q) return -ENOMEM;
+  q->qp = qp;
+  q->c = c;
+  q->qp_num = qp->qp_num;
+  q->max_inline = cap.max_inline_data;
+  q->sq_sig_all = sq_sig_all;
+  q->tracked = qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC;
+  if (q->tracked && q->ring.init(cap.max_send_wr * 2 + 64) != 0) { delete q; return -ENOMEM; }
+  if (send_ops && q->tracked) {
+    ibv_qp_ex* qpx = g_real.qp_to_qp_ex ? g_real.qp_to_qp_ex(qp) : nullptr;
+    if (qpx) install_qpx(q, qpx);
+  }
+  int rc = g_qps.insert(key_of(qp), q);
+  if (!rc) rc = g_qps_by_num.insert(qpn_key(c, qp->qp_num), q);
+  if (rc) { g_qps.remove(key_of(qp)); delete q; }
+  return rc;
+}
+
+// Asks for the larger inline cap the inline path wants, within the device's limits:
+// the provider refuses what it cannot do, and then the program's own request is used.
+template <class Create, class Attr>
+ibv_qp* create_with_inline(Create&& create, Attr* attr) {
+  const uint32_t asked = attr->cap.max_inline_data;
+  const Tunables& t = tunables();
+  const bool want = t.enabled && t.inline_max > asked &&
+                    (attr->qp_type == IBV_QPT_RC || attr->qp_type == IBV_QPT_UC);
+  if (want) {
+    const ibv_qp_cap saved = attr->cap;
+    attr->cap.max_inline_data = t.inline_max;
+    if (ibv_qp* qp = create()) return qp;
+    attr->cap = saved;
+  }
+  return create();
+}
+
+}  // namespace
+
+// The hooks of ibv_create_qp_ex / ibv_create_cq_ex (verbs_context entries).
+ibv_qp* hook_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
+  ContextRec* c = context_find(ctx);
+  const uint32_t asked = attr->cap.max_inline_data;
+  ibv_qp* qp = create_with_inline([&] { return c->create_qp_ex(ctx, attr); }, attr);
+  if (!qp) return nullptr;
+  const ibv_qp_cap real_cap = attr->cap;
+  if (attr->cap.max_inline_data > asked) attr->cap.max_inline_data = asked;
+  const bool send_ops = attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  if (int rc = qp_register(c, qp, real_cap, attr->sq_sig_all, send_ops)) {
+    (void)rc;  // untracked: pass-through
+  }
+  return qp;
+}
+
+void free_cq_rec(CqRec* r) {
+  std::free(r->pending);
+  delete r;
+}
+
+CqRec* cq_register(ContextRec* c, ibv_cq* cq, ibv_cq_ex* cqx, int cqe) {
+  auto* r = new (std::nothrow) CqRec();
+  if (!r) return nullptr;
+  r->cq = cq;
+  r->cqx = cqx;
+  r->c = c;
+  uint32_t cap = 64;
+  while (cap < static_cast<uint32_t>(cqe) * 2 + 64) cap <<= 1;
+  r->pending = static_cast<ibv_wc*>(std::calloc(cap, sizeof(ibv_wc)));
+  r->pending_mask = cap - 1;
+  if (!r->pending || g_cqs.insert(key_of(cq), r) != 0) { free_cq_rec(r); return nullptr; }
+  return r;
+}
+
+ibv_cq_ex* hook_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
+  ContextRec* c = context_find(ctx);
+  ibv_cq_ex* cqx = c->create_cq_ex(ctx, attr);
+  if (!cqx) return nullptr;
+  ibv_cq* cq = ibv_cq_ex_to_cq(cqx);
+  if (CqRec* r = cq_register(c, cq, cqx, static_cast<int>(attr->cqe))) {
+    r->start_poll = cqx->start_poll;
+    r->next_poll = cqx->next_poll;
+    r->end_poll = cqx->end_poll;
+    r->read_qp_num = cqx->read_qp_num;
+    if (cqx->start_poll && cqx->next_poll && cqx->read_qp_num) {
+      cqx->start_poll = hook_start_poll;
+      cqx->next_poll = hook_next_poll;
+    }
+  }
+  return cqx;
+}
+
+int SqRing::init(uint32_t capacity) {
+  uint32_t cap = 16;
+  while (cap < capacity) cap <<= 1;
+  slots_.reset(new (std::nothrow) SqEntry[cap]);
+  if (!slots_) return -ENOMEM;
+  mask_ = cap - 1;
+  return 0;
+}
+
+}  // namespace unload::rt
+
+using namespace unload::rt;
+
+// ---------------------------------------------------------------- the C API
+
+extern "C" {
+
+void unload_runtime_init(const unload_real_verbs* real) {
+  g_real = *real;
+  config_init();
+}
+
+ibv_context* unload_context_open(ibv_device* dev) {
+  ibv_context* ctx = g_real.open_device(dev);
+  if (!ctx) return nullptr;
+  auto* c = new (std::nothrow) ContextRec();
+  if (!c) return ctx;  // not interposed: pure pass-through
+  c->ctx = ctx;
+  c->id = g_next_ctx_id.fetch_add(1);
+  c->post_send = ctx->ops.post_send;
+  c->poll_cq = ctx->ops.poll_cq;
+  c->req_notify_cq = ctx->ops.req_notify_cq;
+  verbs_context* v = verbs_get_ctx(ctx);
+  {
+    std::lock_guard<std::mutex> g(g_ctx_mu);
+    unsigned i = 0;
+    while (i < kMaxContexts && g_contexts[i]) ++i;
+    if (i == kMaxContexts) { delete c; return ctx; }
+    __atomic_store_n(&g_contexts[i], c, __ATOMIC_RELEASE);
+  }
+  ctx->ops.post_send = hook_post_send;
+  ctx->ops.poll_cq = hook_poll_cq;
+  if (v && v->sz >= sizeof(*v) - offsetof(verbs_context, create_qp_ex) && v->create_qp_ex) {
+    c->create_qp_ex = v->create_qp_ex;
+    v->create_qp_ex = hook_create_qp_ex;
+  }
+  if (v && v->sz >= sizeof(*v) - offsetof(verbs_context, create_cq_ex) && v->create_cq_ex) {
+    c->create_cq_ex = v->create_cq_ex;
+    v->create_cq_ex = hook_create_cq_ex;
+  }
+  return ctx;
+}
+
+int unload_context_close(ibv_context* ctx) {
+  ContextRec* c = nullptr;
+  {
+    std::lock_guard<std::mutex> g(g_ctx_mu);
+    for (unsigned i = 0; i < kMaxContexts; ++i)
+      if (g_contexts[i] && g_contexts[i]->ctx == ctx) {
+        c = g_contexts[i];
+        __atomic_store_n(&g_contexts[i], nullptr, __ATOMIC_RELEASE);
+        break;
+      }
+  }
+  if (c) {
+    ctx->ops.post_send = c->post_send;
+    ctx->ops.poll_cq = c->poll_cq;
+    if (verbs_context* v = verbs_get_ctx(ctx)) {
+      if (c->create_qp_ex) v->create_qp_ex = c->create_qp_ex;
+      if (c->create_cq_ex) v->create_cq_ex = c->create_cq_ex;
+    }
+  }
+  const int rc = g_real.close_device(ctx);
+  delete c;
+  return rc;
+}
+
+ibv_qp* unload_qp_create(ibv_pd* pd, ibv_qp_init_attr* attr) {
+  ContextRec* c = context_find(pd->context);
+  if (!c) return g_real.create_qp(pd, attr);
+  const uint32_t asked = attr->cap.max_inline_data;
+  ibv_qp* qp = create_with_inline([&] { return g_real.create_qp(pd, attr); }, attr);
+  if (!qp) return nullptr;
+  const ibv_qp_cap real_cap = attr->cap;
+  if (attr->cap.max_inline_data > asked) attr->cap.max_inline_data = asked;
+  (void)qp_register(c, qp, real_cap, attr->sq_sig_all, false);
+  return qp;
+}
+
+int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
+  const int rc = g_real.modify_qp(qp, attr, mask);
+  if (rc) return rc;
+  QpRec* q = g_qps.find(reinterpret_cast<uintptr_t>(qp));
+  if (!q) return rc;
+  if (mask & IBV_QP_DEST_QPN) q->dest_qp_num = attr->dest_qp_num;
+  if ((mask & IBV_QP_AV) && attr->ah_attr.is_global && g_real.query_gid) {
+    // Local peer: the destination GID is one of this host's (first GIDs of the port).
+    bool local = false;
+    for (int i = 0; i < 16 && !local; ++i) {
+      ibv_gid gid;
+      if (g_real.query_gid(qp->context, attr->ah_attr.port_num, i, &gid)) break;
+      local = std::memcmp(&gid, &attr->ah_attr.grh.dgid, sizeof gid) == 0;
+    }
+    q->peer_local = local;
+  }
+  return rc;
+}
+
+int unload_qp_destroy(ibv_qp* qp) {
+  QpRec* q = g_qps.find(reinterpret_cast<uintptr_t>(qp));
+  const int rc = g_real.destroy_qp(qp);
+  if (rc || !q) return rc;
+  g_qps.remove(reinterpret_cast<uintptr_t>(qp));
+  g_qps_by_num.remove(qpn_key(q->c, q->qp_num));
+  delete q;
+  return rc;
+}
+
+static ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t iova) {
+  if (!mr) return mr;
+  ContextRec* c = context_find(pd->context);
+  if (!c) return mr;
+  auto* m = new (std::nothrow) MrRec{mr, pd, reinterpret_cast<uintptr_t>(addr), iova, len};
+  if (m && g_mrs.insert(lkey_key(c, mr->lkey), m) != 0) delete m;
+  return mr;
+}
+
+ibv_mr* unload_mr_reg(ibv_pd* pd, void* addr, size_t len, int access) {
+  ibv_mr* mr = g_real.reg_mr(pd, addr, len, access);
+  return mr_track(pd, mr, addr, len, reinterpret_cast<uintptr_t>(addr));
+}
+
+ibv_mr* unload_mr_reg_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned int access) {
+  ibv_mr* mr = g_real.reg_mr_iova2(pd, addr, len, iova, access);
+  return mr_track(pd, mr, addr, len, iova);
+}
+
+int unload_mr_dereg(ibv_mr* mr) {
+  ContextRec* c = context_find(mr->context);
+  MrRec* m = c ? g_mrs.find(lkey_key(c, mr->lkey)) : nullptr;
+  if (m && m->mr == mr) g_mrs.remove(lkey_key(c, mr->lkey));
+  else m = nullptr;
+  const int rc = g_real.dereg_mr(mr);
+  if (rc && m) g_mrs.insert(lkey_key(c, m->mr->lkey), m);
+  else delete m;
+  return rc;
+}
+
+ibv_cq* unload_cq_create(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* ch, int vec) {
+  ibv_cq* cq = g_real.create_cq(ctx, cqe, cq_context, ch, vec);
+  if (!cq) return cq;
+  if (ContextRec* c = context_find(ctx)) cq_register(c, cq, nullptr, cqe);
+  return cq;
+}
+
+int unload_cq_destroy(ibv_cq* cq) {
+  CqRec* r = g_cqs.find(reinterpret_cast<uintptr_t>(cq));
+  const int rc = g_real.destroy_cq(cq);
+  if (rc || !r) return rc;
+  g_cqs.remove(reinterpret_cast<uintptr_t>(cq));
+  free_cq_rec(r);
+  return rc;
+}
+
+int unload_cq_get_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context) {
+  return g_real.get_cq_event(ch, cq, cq_context);
+}
+
+}  // extern "C"

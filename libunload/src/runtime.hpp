@@ -1,0 +1,85 @@
+// Private records of the runtime: one per context, QP, CQ and memory region the program
+// made through the shim. Each embeds nothing public (the provider owns the verbs objects);
+// they are found through lock-free tables keyed by the verbs object's address (or, for
+// completions, by context and QP number).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+#include "config.hpp"
+#include "tables.hpp"
+#include "unload/classify.hpp"
+#include "unload/runtime.h"
+#include "unload/sq_ring.hpp"
+
+namespace unload::rt {
+
+extern unload_real_verbs g_real;
+
+struct ContextRec {
+  ibv_context* ctx;
+  uint32_t id;  // small and unique: keys the per-context tables
+  // The provider's entry points we replaced.
+  int (*post_send)(ibv_qp*, ibv_send_wr*, ibv_send_wr**);
+  int (*poll_cq)(ibv_cq*, int, ibv_wc*);
+  int (*req_notify_cq)(ibv_cq*, int);
+  ibv_qp* (*create_qp_ex)(ibv_context*, ibv_qp_init_attr_ex*);
+  ibv_cq_ex* (*create_cq_ex)(ibv_context*, ibv_cq_init_attr_ex*);
+};
+
+struct QpRec {
+  ibv_qp* qp;
+  ContextRec* c;
+  uint32_t qp_num;
+  uint32_t max_inline;    // the QP's real inline cap
+  bool tracked;           // RC/UC: requests go through the ring
+  bool sq_sig_all;
+  bool peer_local;        // destination GID is one of this host's
+  uint32_t dest_qp_num;
+  SqRing ring;
+  // ibv_qp_ex (wr_* API): the provider's table and the request being built.
+  ibv_qp_ex* qpx;
+  ibv_qp_ex orig;
+  uint64_t x_start;       // ring tail at wr_start
+  uint64_t x_tail;        // ring tail as the batch grows
+  uint64_t x_nic;         // NIC requests in the batch
+  SqEntry* x_write;       // a write waiting for its payload call (wr_set_sge...)
+  uint64_t x_writes[policy::kPathCount];  // statistics of the batch, committed by wr_complete
+  uint64_t x_bytes[policy::kPathCount];
+};
+
+struct CqRec {
+  ibv_cq* cq;
+  ibv_cq_ex* cqx;         // non-null for ibv_create_cq_ex CQs
+  ContextRec* c;
+  // ibv_cq_ex polling: the provider's functions.
+  int (*start_poll)(ibv_cq_ex*, ibv_poll_cq_attr*);
+  int (*next_poll)(ibv_cq_ex*);
+  void (*end_poll)(ibv_cq_ex*);
+  uint32_t (*read_qp_num)(ibv_cq_ex*);
+  // Completions made ready but not yet handed over (the program's array was full).
+  ibv_wc* pending;
+  uint32_t pending_mask;
+  uint64_t pending_head;
+  uint64_t pending_tail;
+};
+
+struct MrRec {
+  ibv_mr* mr;
+  ibv_pd* pd;
+  uint64_t addr;    // the process's virtual address
+  uint64_t iova;    // the address requests use
+  uint64_t length;
+};
+
+// Key for per-context QP numbers (completions name the QP by number).
+inline uint64_t qpn_key(const ContextRec* c, uint32_t qpn) {
+  return (static_cast<uint64_t>(c->id + 1) << 32) | qpn;
+}
+inline uint64_t lkey_key(const ContextRec* c, uint32_t lkey) {
+  return (static_cast<uint64_t>(c->id + 1) << 32) | lkey;
+}
+
+}  // namespace unload::rt

@@ -1,0 +1,75 @@
+// Lock-free lookup tables for the fast paths: fixed-size open addressing, inserts and
+// removals under a mutex (object creation and destruction), reads without one.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+namespace unload::rt {
+
+template <class V, unsigned kBits = 13>
+class PtrTable {
+ public:
+  static constexpr unsigned kSize = 1u << kBits;
+
+  V* find(uint64_t key) const {
+    for (unsigned i = hash(key), n = 0; n < kSize; i = (i + 1) & (kSize - 1), ++n) {
+      const uint64_t k = slots_[i].key.load(std::memory_order_acquire);
+      if (k == key) return slots_[i].val.load(std::memory_order_acquire);
+      if (k == 0) return nullptr;
+    }
+    return nullptr;
+  }
+  // 0 or -ENOSPC. key must not be 0 or kTomb.
+  int insert(uint64_t key, V* v) {
+    std::lock_guard<std::mutex> g(mu_);
+    unsigned tomb = kSize;
+    for (unsigned i = hash(key), n = 0; n < kSize; i = (i + 1) & (kSize - 1), ++n) {
+      const uint64_t k = slots_[i].key.load(std::memory_order_relaxed);
+      if (k == key) { slots_[i].val.store(v, std::memory_order_release); return 0; }
+      if (k == kTomb && tomb == kSize) tomb = i;
+      if (k == 0) {
+        const unsigned j = tomb != kSize ? tomb : i;
+        slots_[j].val.store(v, std::memory_order_release);
+        slots_[j].key.store(key, std::memory_order_release);
+        return 0;
+      }
+    }
+    if (tomb == kSize) return -28;  // ENOSPC
+    slots_[tomb].val.store(v, std::memory_order_release);
+    slots_[tomb].key.store(key, std::memory_order_release);
+    return 0;
+  }
+  V* remove(uint64_t key) {
+    std::lock_guard<std::mutex> g(mu_);
+    for (unsigned i = hash(key), n = 0; n < kSize; i = (i + 1) & (kSize - 1), ++n) {
+      const uint64_t k = slots_[i].key.load(std::memory_order_relaxed);
+      if (k == key) {
+        V* v = slots_[i].val.load(std::memory_order_relaxed);
+        slots_[i].val.store(nullptr, std::memory_order_release);
+        slots_[i].key.store(kTomb, std::memory_order_release);
+        return v;
+      }
+      if (k == 0) return nullptr;
+    }
+    return nullptr;
+  }
+
+ private:
+  static constexpr uint64_t kTomb = ~0ull;
+  static unsigned hash(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return static_cast<unsigned>(k) & (kSize - 1);
+  }
+  struct Slot {
+    std::atomic<uint64_t> key{0};
+    std::atomic<V*> val{nullptr};
+  };
+  Slot slots_[kSize];
+  std::mutex mu_;
+};
+
+}  // namespace unload::rt
