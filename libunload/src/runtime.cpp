@@ -552,15 +552,6 @@ ibv_cq_ex* hook_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
   return cqx;
 }
 
-int SqRing::init(uint32_t capacity) {
-  uint32_t cap = 16;
-  while (cap < capacity) cap <<= 1;
-  slots_.reset(new (std::nothrow) SqEntry[cap]);
-  if (!slots_) return -ENOMEM;
-  mask_ = cap - 1;
-  return 0;
-}
-
 }  // namespace unload::rt
 
 using namespace unload::rt;
