@@ -9,7 +9,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
+#include "shim.hpp"
 #include "unload/runtime.h"
 
 // verbs.h makes ibv_reg_mr a macro (for IBV_ACCESS_OPTIONAL_RANGE); the symbol is what we export.
@@ -94,4 +96,26 @@ UNLOAD_EXPORT ibv_cq* ibv_create_cq(ibv_context* c, int n, void* u, ibv_comp_cha
 UNLOAD_EXPORT int ibv_destroy_cq(ibv_cq* cq) { SHIM(destroy_cq(cq), unload_cq_destroy(cq)); }
 UNLOAD_EXPORT int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** uc) {
   SHIM(get_cq_event(ch, cq, uc), unload_cq_get_event(ch, cq, uc));
+}
+
+void* unload::shim::wrapper_of(const char* name) {
+  static const struct {
+    const char* name;
+    void* fn;
+  } table[] = {
+      {"ibv_open_device", reinterpret_cast<void*>(&ibv_open_device)},
+      {"ibv_close_device", reinterpret_cast<void*>(&ibv_close_device)},
+      {"ibv_create_qp", reinterpret_cast<void*>(&ibv_create_qp)},
+      {"ibv_modify_qp", reinterpret_cast<void*>(&ibv_modify_qp)},
+      {"ibv_destroy_qp", reinterpret_cast<void*>(&ibv_destroy_qp)},
+      {"ibv_reg_mr", reinterpret_cast<void*>(&ibv_reg_mr)},
+      {"ibv_reg_mr_iova2", reinterpret_cast<void*>(&ibv_reg_mr_iova2)},
+      {"ibv_dereg_mr", reinterpret_cast<void*>(&ibv_dereg_mr)},
+      {"ibv_create_cq", reinterpret_cast<void*>(&ibv_create_cq)},
+      {"ibv_destroy_cq", reinterpret_cast<void*>(&ibv_destroy_cq)},
+      {"ibv_get_cq_event", reinterpret_cast<void*>(&ibv_get_cq_event)},
+  };
+  for (const auto& e : table)
+    if (std::strcmp(e.name, name) == 0) return e.fn;
+  return nullptr;
 }

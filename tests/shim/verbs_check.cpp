@@ -1,0 +1,477 @@
+// Our own verbs test program for the shim (run on rxe in the sandbox, with and without
+// LD_PRELOAD). Loopback RC pairs inside one process. Built twice: verbs_check links
+// libibverbs; verbs_dlopen (UNLOAD_DLOPEN) dlopens it and takes every entry point with
+// dlsym, as transport modules and language bindings do.
+//
+//   verbs_check integrity [writes] [seed]   random sizes/paths on 4 QPs sharing one CQ
+//                                           sized exactly, selective signaling; checks
+//                                           every completion and the target checksums
+//   verbs_check order [writes] [seed]       data-then-flag; a reader thread counts
+//                                           violations (flag seen before its data)
+//   verbs_check errors                      bad rkey, out of bounds, no remote write,
+//                                           bad lkey, QP in error: prints statuses and
+//                                           QP states (compare runs with and without)
+//   verbs_dlopen basic [writes]             64-byte signaled writes, checked
+//
+// Environment: UNLOAD_TEST_DEV (rxe0), UNLOAD_TEST_GID (1). Exit 0 on success.
+#include <infiniband/verbs.h>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#undef ibv_reg_mr
+
+namespace {
+
+// The entry points used, linked or taken with dlsym.
+struct Verbs {
+  decltype(&::ibv_get_device_list) get_device_list;
+  decltype(&::ibv_get_device_name) get_device_name;
+  decltype(&::ibv_open_device) open_device;
+  decltype(&::ibv_alloc_pd) alloc_pd;
+  decltype(&::ibv_create_cq) create_cq;
+  decltype(&::ibv_create_qp) create_qp;
+  decltype(&::ibv_modify_qp) modify_qp;
+  decltype(&::ibv_query_qp) query_qp;
+  decltype(&::ibv_query_gid) query_gid;
+  decltype(&::ibv_reg_mr) reg_mr;
+  decltype(&::ibv_wc_status_str) wc_status_str;
+} V;
+
+void load_verbs() {
+#ifdef UNLOAD_DLOPEN
+  void* h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) { std::fprintf(stderr, "dlopen: %s\n", dlerror()); std::exit(2); }
+#define L(f) V.f = reinterpret_cast<decltype(V.f)>(dlsym(h, "ibv_" #f)); \
+  if (!V.f) { std::fprintf(stderr, "dlsym ibv_" #f ": %s\n", dlerror()); std::exit(2); }
+#else
+#define L(f) V.f = &::ibv_##f;
+#endif
+  L(get_device_list) L(get_device_name) L(open_device) L(alloc_pd) L(create_cq) L(create_qp)
+  L(modify_qp) L(query_qp) L(query_gid) L(reg_mr) L(wc_status_str)
+#undef L
+}
+
+[[noreturn]] void die(const char* what) {
+  std::fprintf(stderr, "verbs_check: %s: %s\n", what, std::strerror(errno));
+  std::exit(2);
+}
+
+struct Env {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  int gid_index = 1;
+  ibv_gid gid{};
+};
+
+Env open_env() {
+  load_verbs();
+  Env e;
+  const char* want = std::getenv("UNLOAD_TEST_DEV") ? std::getenv("UNLOAD_TEST_DEV") : "rxe0";
+  if (const char* g = std::getenv("UNLOAD_TEST_GID")) e.gid_index = std::atoi(g);
+  int n = 0;
+  ibv_device** list = V.get_device_list(&n);
+  for (int i = 0; list && i < n; ++i)
+    if (std::strcmp(V.get_device_name(list[i]), want) == 0) e.ctx = V.open_device(list[i]);
+  if (!e.ctx) die("open device");
+  e.pd = V.alloc_pd(e.ctx);
+  if (!e.pd) die("alloc_pd");
+  if (V.query_gid(e.ctx, 1, e.gid_index, &e.gid)) die("query_gid");
+  return e;
+}
+
+ibv_qp* make_qp(Env& e, ibv_cq* scq, ibv_cq* rcq, uint32_t depth) {
+  ibv_qp_init_attr a{};
+  a.send_cq = scq;
+  a.recv_cq = rcq;
+  a.qp_type = IBV_QPT_RC;
+  a.cap.max_send_wr = depth;
+  a.cap.max_recv_wr = 16;
+  a.cap.max_send_sge = 4;
+  a.cap.max_recv_sge = 1;
+  ibv_qp* qp = V.create_qp(e.pd, &a);
+  if (!qp) die("create_qp");
+  return qp;
+}
+
+void connect(Env& e, ibv_qp* qp, uint32_t dest) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE;
+  if (V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) die("INIT");
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = dest;
+  a.rq_psn = 0;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.dgid = e.gid;
+  a.ah_attr.grh.sgid_index = static_cast<uint8_t>(e.gid_index);
+  a.ah_attr.grh.hop_limit = 1;
+  a.ah_attr.port_num = 1;
+  if (V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    die("RTR");
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.sq_psn = 0;
+  a.max_rd_atomic = 1;
+  if (V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                              IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+    die("RTS");
+}
+
+ibv_mr* reg(Env& e, void* p, size_t len, int access) {
+  ibv_mr* mr = V.reg_mr(e.pd, p, len, access);
+  if (!mr) die("reg_mr");
+  return mr;
+}
+
+uint64_t fnv(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// ------------------------------------------------------------------ integrity
+
+int integrity(long writes, uint64_t seed) {
+  Env e = open_env();
+  constexpr int kQps = 4;
+  constexpr uint32_t kDepth = 64;       // send queue depth
+  constexpr uint32_t kMaxLen = 4096;
+  constexpr size_t kTarget = 1 << 20;
+  // The send CQ is sized exactly: at most kDepth signaled requests per QP outstanding.
+  ibv_cq* scq = V.create_cq(e.ctx, kQps * kDepth, nullptr, nullptr, 0);
+  ibv_cq* rcq = V.create_cq(e.ctx, 16, nullptr, nullptr, 0);
+  if (!scq || !rcq) die("create_cq");
+  struct Q {
+    ibv_qp *s, *r;
+    std::vector<uint8_t> src, dst, shadow;
+    ibv_mr *smr, *dmr;
+    uint64_t posted = 0, completed = 0;  // requests; completed: all below are done
+    std::deque<uint64_t> signaled;       // signaled request indices in post order
+    uint32_t unsignaled_run = 0;
+  } q[kQps];
+  std::mt19937_64 rng(seed);
+  for (auto& x : q) {
+    x.s = make_qp(e, scq, rcq, kDepth);
+    x.r = make_qp(e, rcq, rcq, kDepth);
+    x.src.resize(size_t{kDepth} * kMaxLen);
+    x.dst.assign(kTarget, 0);
+    x.shadow.assign(kTarget, 0);
+    x.smr = reg(e, x.src.data(), x.src.size(), IBV_ACCESS_LOCAL_WRITE);
+    x.dmr = reg(e, x.dst.data(), x.dst.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  }
+  for (auto& x : q) { connect(e, x.s, x.r->qp_num); connect(e, x.r, x.s->qp_num); }
+
+  long errors = 0, order_errors = 0, completions = 0, signaled_total = 0;
+  auto poll = [&](bool block) {
+    ibv_wc wc[16];
+    for (;;) {
+      const int n = ibv_poll_cq(scq, 16, wc);
+      if (n < 0) die("poll_cq");
+      for (int i = 0; i < n; ++i) {
+        ++completions;
+        const int qi = static_cast<int>(wc[i].wr_id >> 40);
+        const uint64_t k = wc[i].wr_id & ((1ull << 40) - 1);
+        if (qi < 0 || qi >= kQps || wc[i].qp_num != q[qi].s->qp_num) { ++errors; continue; }
+        Q& x = q[qi];
+        if (wc[i].status != IBV_WC_SUCCESS || wc[i].opcode != IBV_WC_RDMA_WRITE) {
+          std::fprintf(stderr, "completion %s opcode %d\n", V.wc_status_str(wc[i].status), wc[i].opcode);
+          ++errors;
+        }
+        if (x.signaled.empty() || x.signaled.front() != k) { ++order_errors; continue; }
+        x.signaled.pop_front();
+        x.completed = k + 1;
+      }
+      if (n > 0 || !block) return;
+    }
+  };
+  for (long w = 0; w < writes; ++w) {
+    Q& x = q[rng() % kQps];
+    const uint64_t k = x.posted;
+    // The send queue slot (and the source slot) of request k - kDepth must be free.
+    while (k >= x.completed + kDepth) {
+      if (x.signaled.empty()) { std::fprintf(stderr, "stuck\n"); return 1; }
+      poll(true);
+    }
+    const uint32_t len = rng() % 2 ? 1 + static_cast<uint32_t>(rng() % 256)
+                                   : 1 + static_cast<uint32_t>(rng() % kMaxLen);
+    const size_t off = rng() % (kTarget - len);
+    uint8_t* s = &x.src[(k % kDepth) * kMaxLen];
+    for (uint32_t i = 0; i < len; ++i) s[i] = static_cast<uint8_t>(rng());
+    std::memcpy(&x.shadow[off], s, len);
+    const bool sig = rng() % 4 == 0 || x.unsignaled_run >= kDepth / 2 - 1;
+    x.unsignaled_run = sig ? 0 : x.unsignaled_run + 1;
+    // Scatter some requests over two SGEs.
+    ibv_sge sg[2];
+    int nsge = 1;
+    sg[0] = {reinterpret_cast<uintptr_t>(s), len, x.smr->lkey};
+    if (len > 1 && rng() % 4 == 0) {
+      sg[0].length = len / 2;
+      sg[1] = {reinterpret_cast<uintptr_t>(s + len / 2), len - len / 2, x.smr->lkey};
+      nsge = 2;
+    }
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = (uint64_t(&x - q) << 40) | k;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.sg_list = sg;
+    wr.num_sge = nsge;
+    wr.send_flags = sig ? IBV_SEND_SIGNALED : 0;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(&x.dst[off]);
+    wr.wr.rdma.rkey = x.dmr->rkey;
+    if (sig) { x.signaled.push_back(k); ++signaled_total; }
+    if (ibv_post_send(x.s, &wr, &bad)) die("post_send");
+    x.posted++;
+    poll(false);
+  }
+  // A final signaled zero-length write per QP drains everything before it.
+  for (auto& x : q) {
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = (uint64_t(&x - q) << 40) | x.posted;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(x.dst.data());
+    wr.wr.rdma.rkey = x.dmr->rkey;
+    x.signaled.push_back(x.posted++);
+    ++signaled_total;
+    while (x.posted > x.completed + kDepth) poll(true);
+    if (ibv_post_send(x.s, &wr, &bad)) die("post_send");
+  }
+  for (auto& x : q) while (!x.signaled.empty()) poll(true);
+  int mismatches = 0;
+  for (auto& x : q)
+    if (fnv(x.dst.data(), kTarget) != fnv(x.shadow.data(), kTarget)) ++mismatches;
+  std::printf("integrity: writes %ld signaled %ld completions %ld errors %ld order_errors %ld "
+              "checksum_mismatches %d\n", writes, signaled_total, completions, errors, order_errors,
+              mismatches);
+  return errors || order_errors || mismatches || completions != signaled_total;
+}
+
+// ------------------------------------------------------------------ order
+
+int order(long writes, uint64_t seed) {
+  Env e = open_env();
+  constexpr uint32_t kDepth = 64, kMaxLen = 2048;
+  ibv_cq* cq = V.create_cq(e.ctx, 256, nullptr, nullptr, 0);
+  if (!cq) die("create_cq");
+  ibv_qp* s = make_qp(e, cq, cq, kDepth);
+  ibv_qp* r = make_qp(e, cq, cq, kDepth);
+  std::vector<uint64_t> src(kDepth * (kMaxLen / 8 + 1));
+  static uint64_t dst[kMaxLen / 8 + 1];
+  ibv_mr* smr = reg(e, src.data(), src.size() * 8, IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* dmr = reg(e, dst, sizeof dst, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  connect(e, s, r->qp_num);
+  connect(e, r, s->qp_num);
+  volatile uint64_t* flag = &dst[kMaxLen / 8];
+  std::atomic<bool> stop{false};
+  std::atomic<long> violations{0}, observed{0};
+  std::vector<uint32_t> lens(static_cast<size_t>(writes) + 1);
+  std::mt19937_64 rng(seed);
+  for (auto& l : lens) l = 8 * (rng() % 2 ? 1 + rng() % 8 : 1 + rng() % (kMaxLen / 8));
+  std::thread reader([&] {
+    uint64_t last = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      const uint64_t f = __atomic_load_n(flag, __ATOMIC_ACQUIRE);
+      if (f == last) continue;
+      last = f;
+      observed++;
+      // Data of write f (and maybe newer) must be there: every word >= f.
+      for (uint32_t i = 0; i < lens[f] / 8; ++i)
+        if (__atomic_load_n(&dst[i], __ATOMIC_RELAXED) < f) { violations++; break; }
+    }
+  });
+  // Two requests per step (data, then flag, 8 bytes), the flag signaled every 8 steps.
+  uint64_t posted = 0, completed = 0;
+  std::deque<uint64_t> sig;
+  for (uint64_t k = 1; k <= static_cast<uint64_t>(writes); ++k) {
+    while (posted + 2 > completed + kDepth) {
+      ibv_wc wc;
+      const int n = ibv_poll_cq(cq, 1, &wc);
+      if (n < 0 || (n == 1 && wc.status != IBV_WC_SUCCESS)) die("completion");
+      if (n == 1) { completed = wc.wr_id + 1; sig.pop_front(); }
+    }
+    uint64_t* d = &src[(k % (kDepth / 2)) * (kMaxLen / 8 + 1)];
+    for (uint32_t i = 0; i < lens[k] / 8; ++i) d[i] = k;
+    d[kMaxLen / 8] = k;
+    ibv_sge sd{reinterpret_cast<uintptr_t>(d), lens[k], smr->lkey};
+    ibv_sge sf{reinterpret_cast<uintptr_t>(&d[kMaxLen / 8]), 8, smr->lkey};
+    ibv_send_wr wf{}, wd{}, *bad;
+    wd.wr_id = posted;
+    wd.opcode = IBV_WR_RDMA_WRITE;
+    wd.sg_list = &sd;
+    wd.num_sge = 1;
+    wd.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(dst);
+    wd.wr.rdma.rkey = dmr->rkey;
+    wd.next = &wf;
+    wf.wr_id = posted + 1;
+    wf.opcode = IBV_WR_RDMA_WRITE;
+    wf.sg_list = &sf;
+    wf.num_sge = 1;
+    wf.send_flags = k % 8 == 0 || k == static_cast<uint64_t>(writes) ? IBV_SEND_SIGNALED : 0;
+    wf.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(flag);
+    wf.wr.rdma.rkey = dmr->rkey;
+    if (wf.send_flags) sig.push_back(posted + 1);
+    if (ibv_post_send(s, &wd, &bad)) die("post_send");
+    posted += 2;
+  }
+  while (!sig.empty()) {
+    ibv_wc wc;
+    const int n = ibv_poll_cq(cq, 1, &wc);
+    if (n < 0 || (n == 1 && wc.status != IBV_WC_SUCCESS)) die("completion");
+    if (n == 1) sig.pop_front();
+  }
+  while (*flag != static_cast<uint64_t>(writes)) {}
+  stop = true;
+  reader.join();
+  std::printf("order: writes %ld flags_observed %ld violations %ld\n", writes, observed.load(), violations.load());
+  return violations.load() != 0;
+}
+
+// ------------------------------------------------------------------ errors
+
+const char* state_name(int s) {
+  static const char* n[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+  return s >= 0 && s <= 6 ? n[s] : "?";
+}
+
+int errors_case(Env& e, const char* name, int target_access, int how) {
+  ibv_cq* cq = V.create_cq(e.ctx, 16, nullptr, nullptr, 0);
+  ibv_qp* s = make_qp(e, cq, cq, 16);
+  ibv_qp* r = make_qp(e, cq, cq, 16);
+  static char src[4096], dst[4096];
+  ibv_mr* smr = reg(e, src, sizeof src, IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* dmr = reg(e, dst, sizeof dst, target_access);
+  connect(e, s, r->qp_num);
+  connect(e, r, s->qp_num);
+  if (how == 4) {  // QP in error before the post
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    if (V.modify_qp(s, &a, IBV_QP_STATE)) die("modify ERR");
+  }
+  ibv_sge sg{reinterpret_cast<uintptr_t>(src), 64, smr->lkey};
+  if (how == 3) sg.lkey = smr->lkey + 0x1000;  // bad lkey
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = 1234;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sg;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(dst);
+  wr.wr.rdma.rkey = dmr->rkey;
+  if (how == 1) wr.wr.rdma.rkey = dmr->rkey + 0x1000;           // bad rkey
+  if (how == 2) wr.wr.rdma.remote_addr += sizeof dst - 32;       // out of bounds
+  // A good unsignaled write first: it completes silently before the failing one.
+  ibv_sge sg0{reinterpret_cast<uintptr_t>(src), 16, smr->lkey};
+  ibv_send_wr w0{};
+  w0.wr_id = 1;
+  w0.opcode = IBV_WR_RDMA_WRITE;
+  w0.sg_list = &sg0;
+  w0.num_sge = 1;
+  w0.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(dst);
+  w0.wr.rdma.rkey = dmr->rkey;
+  w0.next = &wr;
+  const int prc = ibv_post_send(s, how == 4 ? &wr : &w0, &bad);
+  std::string got;
+  ibv_wc wc[4];
+  int total = 0;
+  for (int spin = 0; spin < 2000000 && total < 4; ++spin) {
+    const int n = ibv_poll_cq(cq, 4 - total, wc + total);
+    if (n < 0) die("poll");
+    total += n;
+    if (total && spin > 200000) break;
+  }
+  for (int i = 0; i < total; ++i)
+    got += std::string(" wr_id=") + std::to_string(wc[i].wr_id) + " status=" + V.wc_status_str(wc[i].status);
+  ibv_qp_attr a{};
+  ibv_qp_init_attr ia{};
+  V.query_qp(s, &a, IBV_QP_STATE, &ia);
+  const int ss = a.qp_state;
+  V.query_qp(r, &a, IBV_QP_STATE, &ia);
+  std::printf("%s: post=%d completions=%d%s sender=%s responder=%s\n", name, prc, total, got.c_str(),
+              state_name(ss), state_name(a.qp_state));
+  return 0;
+}
+
+int errors() {
+  Env e = open_env();
+  const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  errors_case(e, "good", rw, 0);
+  errors_case(e, "bad_rkey", rw, 1);
+  errors_case(e, "out_of_bounds", rw, 2);
+  errors_case(e, "no_remote_write", IBV_ACCESS_LOCAL_WRITE, 0);
+  errors_case(e, "bad_lkey", rw, 3);
+  errors_case(e, "qp_in_error", rw, 4);
+  return 0;
+}
+
+// ------------------------------------------------------------------ basic
+
+int basic(long writes) {
+  Env e = open_env();
+  ibv_cq* cq = V.create_cq(e.ctx, 16, nullptr, nullptr, 0);
+  if (!cq) die("create_cq");
+  ibv_qp* s = make_qp(e, cq, cq, 16);
+  ibv_qp* r = make_qp(e, cq, cq, 16);
+  static char src[64], dst[64];
+  ibv_mr* smr = reg(e, src, sizeof src, IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* dmr = reg(e, dst, sizeof dst, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  connect(e, s, r->qp_num);
+  connect(e, r, s->qp_num);
+  for (long k = 0; k < writes; ++k) {
+    std::memset(src, static_cast<int>(k & 0x7f), sizeof src);
+    ibv_sge sg{reinterpret_cast<uintptr_t>(src), sizeof src, smr->lkey};
+    ibv_send_wr wr{}, *bad;
+    wr.wr_id = static_cast<uint64_t>(k) * 7 + 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.sg_list = &sg;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(dst);
+    wr.wr.rdma.rkey = dmr->rkey;
+    if (ibv_post_send(s, &wr, &bad)) die("post_send");
+    ibv_wc wc;
+    int n;
+    while ((n = ibv_poll_cq(cq, 1, &wc)) == 0) {}
+    if (n < 0 || wc.status != IBV_WC_SUCCESS || wc.wr_id != wr.wr_id || wc.qp_num != s->qp_num) {
+      std::printf("basic: bad completion %d wr_id %" PRIu64 "\n", n, wc.wr_id);
+      return 1;
+    }
+    if (std::memcmp(src, dst, sizeof dst) != 0) { std::printf("basic: data mismatch\n"); return 1; }
+  }
+  std::printf("basic: %ld writes ok\n", writes);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  const long n = argc > 2 ? std::atol(argv[2]) : 0;
+  const uint64_t seed = argc > 3 ? std::strtoull(argv[3], nullptr, 0) : 1;
+  if (cmd == "integrity") return integrity(n ? n : 100000, seed);
+  if (cmd == "order") return order(n ? n : 20000, seed);
+  if (cmd == "errors") return errors();
+  if (cmd == "basic") return basic(n ? n : 100);
+  std::fprintf(stderr, "usage: %s integrity|order|errors|basic [n] [seed]\n", argv[0]);
+  return 2;
+}
