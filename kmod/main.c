@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * unload.ko: the kernel half of unload (DESIGN.md section 4). /dev/unload (one session
+ * per open: ioctls, mmap of the control and counters pages and staging arenas,
+ * io_uring uring_cmd for batched copies) and /sys/kernel/unload/.
+ */
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/uaccess.h>
+
+#include "unload_kmod.h"
+#include "compat.h"
+
+struct kmem_cache *unload_session_cache;
+struct kmem_cache *unload_qp_cache;
+struct kmem_cache *unload_region_cache;
+struct kmem_cache *unload_arena_cache;
+
+static int unload_open(struct inode *inode, struct file *file)
+{
+	struct unload_session *sess = unload_session_create(file);
+
+	if (IS_ERR(sess))
+		return PTR_ERR(sess);
+	file->private_data = sess;
+	return 0;
+}
+
+static int unload_release(struct inode *inode, struct file *file)
+{
+	unload_session_release(file->private_data);
+	return 0;
+}
+
+static long unload_ioctl_hello(struct unload_session *sess, void __user *arg)
+{
+	struct unload_hello h;
+	u32 theirs;
+	long ret = 0;
+
+	if (copy_from_user(&h, arg, sizeof(h)))
+		return -EFAULT;
+	if (h.page_size || h.control_size || h.counters_size || h.max_batch || h.max_iov ||
+	    h.session_id || h.reserved[0] || h.reserved[1] || h.reserved[2] || h.reserved[3])
+		return -EINVAL;
+	theirs = h.abi_version;
+	h.abi_version = UNLOAD_ABI_VERSION;
+	h.page_size = PAGE_SIZE;
+	h.control_size = PAGE_SIZE;
+	h.counters_size = PAGE_SIZE;
+	h.max_batch = UNLOAD_MAX_BATCH;
+	h.max_iov = UNLOAD_MAX_IOV;
+	h.session_id = sess->id;
+	if (theirs != UNLOAD_ABI_VERSION)
+		ret = -EPROTO;
+	if (copy_to_user(arg, &h, sizeof(h)))
+		return -EFAULT;
+	if (!ret) {
+		mutex_lock(&sess->lock);
+		sess->hello = true;
+		mutex_unlock(&sess->lock);
+	}
+	return ret;
+}
+
+static bool unload_said_hello(struct unload_session *sess)
+{
+	bool hello;
+
+	mutex_lock(&sess->lock);
+	hello = sess->hello;
+	mutex_unlock(&sess->lock);
+	return hello;
+}
+
+static long unload_ioctl(struct file *file, unsigned int cmd, unsigned long uarg)
+{
+	struct unload_session *sess = file->private_data;
+	void __user *arg = (void __user *)uarg;
+
+	switch (cmd) {
+	case UNLOAD_IOC_HELLO:
+		return unload_ioctl_hello(sess, arg);
+	case UNLOAD_IOC_REG_QP:
+	case UNLOAD_IOC_UNREG_QP:
+	case UNLOAD_IOC_REG_REGION:
+	case UNLOAD_IOC_DEREG_REGION:
+	case UNLOAD_IOC_ARENA_ALLOC:
+	case UNLOAD_IOC_ARENA_FREE:
+	case UNLOAD_IOC_SUBMIT:
+		break;
+	default:
+		return -ENOTTY;
+	}
+	if (!unload_said_hello(sess))
+		return -EPROTO;
+
+	switch (cmd) {
+	case UNLOAD_IOC_REG_QP:
+		return unload_ioctl_reg_qp(sess, arg);
+	case UNLOAD_IOC_UNREG_QP:
+		return unload_ioctl_unreg_qp(sess, arg);
+	case UNLOAD_IOC_REG_REGION:
+		return unload_ioctl_reg_region(sess, file, arg);
+	case UNLOAD_IOC_DEREG_REGION:
+		return unload_ioctl_dereg_region(sess, arg);
+	case UNLOAD_IOC_ARENA_ALLOC:
+		return unload_ioctl_arena_alloc(sess, file, arg);
+	case UNLOAD_IOC_ARENA_FREE:
+		return unload_ioctl_arena_free(sess, arg);
+	case UNLOAD_IOC_SUBMIT:
+		return unload_ioctl_submit(sess, arg);
+	}
+	return -ENOTTY;
+}
+
+static int unload_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct unload_session *sess = file->private_data;
+	unsigned long size = vma->vm_end - vma->vm_start;
+	u64 off = (u64)vma->vm_pgoff << PAGE_SHIFT;
+
+	if (!unload_said_hello(sess))
+		return -EPROTO;
+	if (!(vma->vm_flags & VM_SHARED))
+		return -EINVAL;
+
+	if (off == UNLOAD_MMAP_CONTROL) {
+		if (size != PAGE_SIZE)
+			return -EINVAL;
+		if (vma->vm_flags & VM_WRITE)
+			return -EPERM;
+		unload_vm_flags_clear(vma, VM_MAYWRITE);
+		unload_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+		return vm_insert_page(vma, vma->vm_start, virt_to_page(unload_ctl));
+	}
+	if (off == UNLOAD_MMAP_COUNTERS) {
+		if (size != PAGE_SIZE)
+			return -EINVAL;
+		unload_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+		return vm_insert_page(vma, vma->vm_start, sess->counters_page);
+	}
+	if (off >= UNLOAD_MMAP_ARENA_BASE &&
+	    (off - UNLOAD_MMAP_ARENA_BASE) % UNLOAD_MMAP_ARENA_STRIDE == 0) {
+		u64 id = (off - UNLOAD_MMAP_ARENA_BASE) / UNLOAD_MMAP_ARENA_STRIDE;
+
+		if (id > U32_MAX)
+			return -EINVAL;
+		return unload_arena_mmap(sess, vma, id);
+	}
+	return -EINVAL;
+}
+
+/*
+ * io_uring: IORING_OP_URING_CMD with cmd_op UNLOAD_URING_SUBMIT. Small batches run at
+ * issue; larger ones are handed to io_uring's workers (-EAGAIN under NONBLOCK), which
+ * run in the submitting process, so the submitter's ring is not held up by the copy.
+ */
+#define UNLOAD_URING_INLINE_BATCH 16
+
+static int unload_uring_cmd(struct io_uring_cmd *ioucmd, unsigned int issue_flags)
+{
+	struct unload_session *sess = ioucmd->file->private_data;
+	const struct unload_uring_submit *p;
+	u32 count, flags, done, accepted;
+	u64 reqs;
+	int ret;
+
+	if (ioucmd->cmd_op != UNLOAD_URING_SUBMIT)
+		return -ENOTTY;
+	p = unload_uring_cmd_payload(ioucmd);
+	reqs = READ_ONCE(p->reqs);
+	count = READ_ONCE(p->count);
+	flags = READ_ONCE(p->flags);
+	if (flags)
+		return -EINVAL;
+	if (!unload_said_hello(sess))
+		return -EPROTO;
+	if (count > UNLOAD_URING_INLINE_BATCH && (issue_flags & IO_URING_F_NONBLOCK))
+		return -EAGAIN;
+	ret = unload_submit_batch(sess, reqs, count, &done, &accepted);
+	return ret ? ret : done;
+}
+
+static const struct file_operations unload_fops = {
+	.owner = THIS_MODULE,	/* an open file pins the module: rmmod is refused */
+	.open = unload_open,
+	.release = unload_release,
+	.unlocked_ioctl = unload_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.mmap = unload_mmap,
+	.uring_cmd = unload_uring_cmd,
+	.llseek = noop_llseek,
+};
+
+static struct miscdevice unload_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "unload",
+	.fops = &unload_fops,
+	.mode = 0666,		/* every check is per process: see docs/sysfs.md */
+};
+
+static int __init unload_init(void)
+{
+	int ret;
+
+	unload_session_cache = KMEM_CACHE(unload_session, 0);
+	if (!unload_session_cache)
+		return -ENOMEM;
+	unload_qp_cache = KMEM_CACHE(unload_qp, 0);
+	if (!unload_qp_cache) {
+		ret = -ENOMEM;
+		goto err_destroy_session_cache;
+	}
+	unload_region_cache = KMEM_CACHE(unload_region, 0);
+	if (!unload_region_cache) {
+		ret = -ENOMEM;
+		goto err_destroy_qp_cache;
+	}
+	unload_arena_cache = KMEM_CACHE(unload_arena_obj, 0);
+	if (!unload_arena_cache) {
+		ret = -ENOMEM;
+		goto err_destroy_region_cache;
+	}
+	ret = unload_sysfs_init();
+	if (ret)
+		goto err_destroy_arena_cache;
+	ret = misc_register(&unload_misc);
+	if (ret)
+		goto err_sysfs_exit;
+	pr_info("unload: loaded, ABI %d\n", UNLOAD_ABI_VERSION);
+	return 0;
+
+err_sysfs_exit:
+	unload_sysfs_exit();
+err_destroy_arena_cache:
+	kmem_cache_destroy(unload_arena_cache);
+err_destroy_region_cache:
+	kmem_cache_destroy(unload_region_cache);
+err_destroy_qp_cache:
+	kmem_cache_destroy(unload_qp_cache);
+err_destroy_session_cache:
+	kmem_cache_destroy(unload_session_cache);
+	return ret;
+}
+
+static void __exit unload_exit(void)
+{
+	misc_deregister(&unload_misc);
+	unload_sysfs_exit();
+	rcu_barrier();		/* the RCU frees of sessions, QPs and regions */
+	kmem_cache_destroy(unload_arena_cache);
+	kmem_cache_destroy(unload_region_cache);
+	kmem_cache_destroy(unload_qp_cache);
+	kmem_cache_destroy(unload_session_cache);
+}
+
+module_init(unload_init);
+module_exit(unload_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_AUTHOR("unload");
+MODULE_DESCRIPTION("unload: kernel-assisted reversible RDMA offload");
+MODULE_SOFTDEP("pre: ib_core");

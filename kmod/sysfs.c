@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * /sys/kernel/unload/: the tunables (published to every process through the
+ * control page) and /sys/kernel/unload/stats/. Documented in docs/sysfs.md.
+ */
+#include <linux/kobject.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/string.h>
+#include <linux/sysfs.h>
+
+#include "unload_kmod.h"
+
+struct unload_control *unload_ctl;
+atomic64_t unload_denied[UNLOAD_DENY_COUNT];
+atomic64_t unload_pinned_pages;
+atomic_t unload_nr_sessions;
+
+/* Serialises writers of the control page (readers use its sequence counter). */
+static DEFINE_MUTEX(unload_tunables_lock);
+
+static struct kobject *unload_kobj;
+
+static const char *const unload_mode_names[UNLOAD_MODE_COUNT] = {
+	[UNLOAD_MODE_OFFLOAD] = "offload",
+	[UNLOAD_MODE_UNLOAD] = "unload",
+	[UNLOAD_MODE_THRESHOLD] = "threshold",
+	[UNLOAD_MODE_ADAPTIVE] = "adaptive",
+};
+
+/* A numeric tunable: its slot in struct unload_tunables and its range. */
+struct unload_tunable_attr {
+	struct kobj_attribute kattr;
+	size_t offset;		/* offsetof(struct unload_tunables, field) */
+	u32 min;
+	u32 max;
+	u32 def;		/* = unload::policy::kDefaultTunables */
+};
+
+#define to_tunable(a) container_of(a, struct unload_tunable_attr, kattr)
+
+static u32 *unload_tunable_slot(size_t offset)
+{
+	return (u32 *)((char *)&unload_ctl->tunables + offset);
+}
+
+/* Publish one new value under the control page's sequence counter. */
+static void unload_tunable_publish(size_t offset, u32 val)
+{
+	mutex_lock(&unload_tunables_lock);
+	WRITE_ONCE(unload_ctl->seq, unload_ctl->seq + 1);	/* odd: being written */
+	smp_wmb();
+	WRITE_ONCE(*unload_tunable_slot(offset), val);
+	WRITE_ONCE(unload_ctl->generation, unload_ctl->generation + 1);
+	smp_wmb();
+	WRITE_ONCE(unload_ctl->seq, unload_ctl->seq + 1);	/* even: stable */
+	mutex_unlock(&unload_tunables_lock);
+}
+
+static ssize_t tunable_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", READ_ONCE(*unload_tunable_slot(to_tunable(attr)->offset)));
+}
+
+static ssize_t tunable_store(struct kobject *kobj, struct kobj_attribute *attr,
+			     const char *buf, size_t count)
+{
+	struct unload_tunable_attr *t = to_tunable(attr);
+	u32 val;
+	int ret;
+
+	ret = kstrtou32(buf, 0, &val);
+	if (ret)
+		return -EINVAL;
+	if (val < t->min || val > t->max)
+		return -EINVAL;
+	unload_tunable_publish(t->offset, val);
+	return count;
+}
+
+static ssize_t mode_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	u32 mode = READ_ONCE(unload_ctl->tunables.mode);
+
+	return sysfs_emit(buf, "%s\n", mode < UNLOAD_MODE_COUNT ? unload_mode_names[mode] : "?");
+}
+
+static ssize_t mode_store(struct kobject *kobj, struct kobj_attribute *attr,
+			  const char *buf, size_t count)
+{
+	int mode = sysfs_match_string(unload_mode_names, buf);
+
+	if (mode < 0)
+		return -EINVAL;
+	unload_tunable_publish(offsetof(struct unload_tunables, mode), mode);
+	return count;
+}
+
+#define UNLOAD_TUNABLE(_name, _min, _max, _def)					\
+	static struct unload_tunable_attr unload_attr_##_name = {		\
+		.kattr = __ATTR(_name, 0644, tunable_show, tunable_store),	\
+		.offset = offsetof(struct unload_tunables, _name),		\
+		.min = _min, .max = _max, .def = _def,				\
+	}
+
+/* Ranges and defaults: docs/sysfs.md; defaults = policy's kDefaultTunables. */
+UNLOAD_TUNABLE(enabled, 0, 1, 1);
+UNLOAD_TUNABLE(threshold_bytes, 0, 1U << 31, 1024);
+UNLOAD_TUNABLE(inline_max, 0, 1U << 16, 256);
+UNLOAD_TUNABLE(stage_max, 0, 1U << 30, 64 * 1024);
+UNLOAD_TUNABLE(direct_max, 0, 1U << 31, 1U << 30);
+UNLOAD_TUNABLE(explore_shift, 0, 31, 5);
+UNLOAD_TUNABLE(hysteresis_pct, 0, 1000, 10);
+UNLOAD_TUNABLE(cpu_budget_pct, 0, 100, 50);
+
+static struct kobj_attribute unload_attr_mode = __ATTR(mode, 0644, mode_show, mode_store);
+
+static struct unload_tunable_attr *const unload_tunables[] = {
+	&unload_attr_enabled, &unload_attr_threshold_bytes, &unload_attr_inline_max,
+	&unload_attr_stage_max, &unload_attr_direct_max, &unload_attr_explore_shift,
+	&unload_attr_hysteresis_pct, &unload_attr_cpu_budget_pct,
+};
+
+static struct attribute *unload_tunable_attrs[] = {
+	&unload_attr_enabled.kattr.attr,
+	&unload_attr_mode.attr,
+	&unload_attr_threshold_bytes.kattr.attr,
+	&unload_attr_inline_max.kattr.attr,
+	&unload_attr_stage_max.kattr.attr,
+	&unload_attr_direct_max.kattr.attr,
+	&unload_attr_explore_shift.kattr.attr,
+	&unload_attr_hysteresis_pct.kattr.attr,
+	&unload_attr_cpu_budget_pct.kattr.attr,
+	NULL,
+};
+
+static const struct attribute_group unload_tunable_group = {
+	.attrs = unload_tunable_attrs,
+};
+
+/* --- statistics --------------------------------------------------------------- */
+
+/* A folded statistic (writes_*, bytes_*, fences): its index in the fold. */
+struct unload_fold_attr {
+	struct kobj_attribute kattr;
+	unsigned int idx;
+};
+
+static ssize_t fold_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%llu\n",
+			  unload_folded_read(container_of(attr, struct unload_fold_attr,
+							  kattr)->idx));
+}
+
+#define UNLOAD_FOLD(_name, _idx)						\
+	static struct unload_fold_attr unload_stat_##_name = {			\
+		.kattr = __ATTR(_name, 0444, fold_show, NULL),			\
+		.idx = _idx,							\
+	}
+
+UNLOAD_FOLD(writes_offload, UNLOAD_FOLD_WRITES + UNLOAD_PATH_OFFLOAD);
+UNLOAD_FOLD(writes_inline, UNLOAD_FOLD_WRITES + UNLOAD_PATH_INLINE);
+UNLOAD_FOLD(writes_stage, UNLOAD_FOLD_WRITES + UNLOAD_PATH_STAGE);
+UNLOAD_FOLD(writes_direct, UNLOAD_FOLD_WRITES + UNLOAD_PATH_DIRECT);
+UNLOAD_FOLD(bytes_offload, UNLOAD_FOLD_BYTES + UNLOAD_PATH_OFFLOAD);
+UNLOAD_FOLD(bytes_inline, UNLOAD_FOLD_BYTES + UNLOAD_PATH_INLINE);
+UNLOAD_FOLD(bytes_stage, UNLOAD_FOLD_BYTES + UNLOAD_PATH_STAGE);
+UNLOAD_FOLD(bytes_direct, UNLOAD_FOLD_BYTES + UNLOAD_PATH_DIRECT);
+UNLOAD_FOLD(fences, UNLOAD_FOLD_FENCES);
+
+/* A denial counter: its reason. */
+struct unload_deny_attr {
+	struct kobj_attribute kattr;
+	unsigned int reason;
+};
+
+static ssize_t deny_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	unsigned int reason = container_of(attr, struct unload_deny_attr, kattr)->reason;
+
+	return sysfs_emit(buf, "%lld\n", atomic64_read(&unload_denied[reason]));
+}
+
+#define UNLOAD_DENY(_name, _reason)						\
+	static struct unload_deny_attr unload_stat_direct_denied_##_name = {	\
+		.kattr = __ATTR(direct_denied_##_name, 0444, deny_show, NULL),	\
+		.reason = _reason,						\
+	}
+
+UNLOAD_DENY(disabled, UNLOAD_DENY_DISABLED);
+UNLOAD_DENY(invalid, UNLOAD_DENY_INVALID);
+UNLOAD_DENY(qp_unregistered, UNLOAD_DENY_QP_UNREGISTERED);
+UNLOAD_DENY(qp_not_owned, UNLOAD_DENY_QP_NOT_OWNED);
+UNLOAD_DENY(qp_state, UNLOAD_DENY_QP_STATE);
+UNLOAD_DENY(peer_unknown, UNLOAD_DENY_PEER_UNKNOWN);
+UNLOAD_DENY(peer_unpaired, UNLOAD_DENY_PEER_UNPAIRED);
+UNLOAD_DENY(rkey, UNLOAD_DENY_RKEY);
+UNLOAD_DENY(pd, UNLOAD_DENY_PD);
+UNLOAD_DENY(access, UNLOAD_DENY_ACCESS);
+UNLOAD_DENY(bounds, UNLOAD_DENY_BOUNDS);
+UNLOAD_DENY(length, UNLOAD_DENY_LENGTH);
+UNLOAD_DENY(fault, UNLOAD_DENY_FAULT);
+
+static ssize_t sessions_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&unload_nr_sessions));
+}
+
+static ssize_t pinned_pages_show(struct kobject *kobj, struct kobj_attribute *attr,
+				 char *buf)
+{
+	return sysfs_emit(buf, "%lld\n", atomic64_read(&unload_pinned_pages));
+}
+
+/* reset: write 1 to zero the counters (not the gauges sessions and pinned_pages). */
+static ssize_t reset_store(struct kobject *kobj, struct kobj_attribute *attr,
+			   const char *buf, size_t count)
+{
+	unsigned int i;
+	u32 val;
+
+	if (kstrtou32(buf, 0, &val) || val != 1)
+		return -EINVAL;
+	unload_folded_reset();
+	for (i = 0; i < UNLOAD_DENY_COUNT; i++)
+		atomic64_set(&unload_denied[i], 0);
+	return count;
+}
+
+static struct kobj_attribute unload_stat_sessions = __ATTR(sessions, 0444, sessions_show, NULL);
+static struct kobj_attribute unload_stat_pinned_pages =
+	__ATTR(pinned_pages, 0444, pinned_pages_show, NULL);
+static struct kobj_attribute unload_stat_reset = __ATTR(reset, 0200, NULL, reset_store);
+
+static struct attribute *unload_stat_attrs[] = {
+	&unload_stat_writes_offload.kattr.attr,
+	&unload_stat_writes_inline.kattr.attr,
+	&unload_stat_writes_stage.kattr.attr,
+	&unload_stat_writes_direct.kattr.attr,
+	&unload_stat_bytes_offload.kattr.attr,
+	&unload_stat_bytes_inline.kattr.attr,
+	&unload_stat_bytes_stage.kattr.attr,
+	&unload_stat_bytes_direct.kattr.attr,
+	&unload_stat_fences.kattr.attr,
+	&unload_stat_direct_denied_disabled.kattr.attr,
+	&unload_stat_direct_denied_invalid.kattr.attr,
+	&unload_stat_direct_denied_qp_unregistered.kattr.attr,
+	&unload_stat_direct_denied_qp_not_owned.kattr.attr,
+	&unload_stat_direct_denied_qp_state.kattr.attr,
+	&unload_stat_direct_denied_peer_unknown.kattr.attr,
+	&unload_stat_direct_denied_peer_unpaired.kattr.attr,
+	&unload_stat_direct_denied_rkey.kattr.attr,
+	&unload_stat_direct_denied_pd.kattr.attr,
+	&unload_stat_direct_denied_access.kattr.attr,
+	&unload_stat_direct_denied_bounds.kattr.attr,
+	&unload_stat_direct_denied_length.kattr.attr,
+	&unload_stat_direct_denied_fault.kattr.attr,
+	&unload_stat_sessions.attr,
+	&unload_stat_pinned_pages.attr,
+	&unload_stat_reset.attr,
+	NULL,
+};
+
+static const struct attribute_group unload_stat_group = {
+	.name = "stats",
+	.attrs = unload_stat_attrs,
+};
+
+int unload_sysfs_init(void)
+{
+	unsigned int i;
+	int ret;
+
+	BUILD_BUG_ON(sizeof(struct unload_control) > PAGE_SIZE);
+	unload_ctl = (struct unload_control *)get_zeroed_page(GFP_KERNEL);
+	if (!unload_ctl)
+		return -ENOMEM;
+	unload_ctl->abi_version = UNLOAD_ABI_VERSION;
+	for (i = 0; i < ARRAY_SIZE(unload_tunables); i++)
+		*unload_tunable_slot(unload_tunables[i]->offset) = unload_tunables[i]->def;
+	unload_ctl->tunables.mode = UNLOAD_MODE_ADAPTIVE;
+
+	unload_kobj = kobject_create_and_add("unload", kernel_kobj);
+	if (!unload_kobj) {
+		ret = -ENOMEM;
+		goto err_free_control;
+	}
+	ret = sysfs_create_group(unload_kobj, &unload_tunable_group);
+	if (ret)
+		goto err_put_kobj;
+	ret = sysfs_create_group(unload_kobj, &unload_stat_group);
+	if (ret)
+		goto err_remove_tunables;
+	return 0;
+
+err_remove_tunables:
+	sysfs_remove_group(unload_kobj, &unload_tunable_group);
+err_put_kobj:
+	kobject_put(unload_kobj);
+err_free_control:
+	free_page((unsigned long)unload_ctl);
+	return ret;
+}
+
+void unload_sysfs_exit(void)
+{
+	sysfs_remove_group(unload_kobj, &unload_stat_group);
+	sysfs_remove_group(unload_kobj, &unload_tunable_group);
+	kobject_put(unload_kobj);
+	free_page((unsigned long)unload_ctl);
+}
