@@ -13,13 +13,18 @@
 #include <cstring>
 #include <mutex>
 
+#include "kmod.hpp"
 #include "unload/runtime.h"
 
 namespace unload::rt {
 namespace {
 
 Tunables g_tunables = policy::kDefaultTunables;
-bool g_kmod = false;
+bool g_have_kmod = false;
+bool g_mode_forced = false;  // UNLOAD_MODE set: it wins over the control page
+uint32_t g_forced_mode = 0;
+thread_local Tunables t_tunables;
+thread_local uint32_t t_seq = 1;  // odd: never a stable control-page sequence
 std::atomic<ThreadStats*> g_stats_list{nullptr};
 thread_local ThreadStats* t_stats = nullptr;
 std::once_flag g_flush_once;
@@ -56,17 +61,18 @@ void env_u32(const char* var, uint32_t& field, uint32_t max = UINT32_MAX) {
   field = v;
 }
 
-void env_mode(Tunables& t) {
+bool env_mode(Tunables& t) {
   const char* s = std::getenv("UNLOAD_MODE");
-  if (!s) return;
+  if (!s) return false;
   uint32_t m;
   if (!parse_mode(s, m)) {
     std::fprintf(stderr,
                  "unload: UNLOAD_MODE=\"%s\" is not one of offload, unload, threshold, adaptive; "
                  "keeping %s\n", s, t.mode == 0 ? "offload" : t.mode == 1 ? "unload" : t.mode == 2 ? "threshold" : "adaptive");
-    return;
+    return false;
   }
   t.mode = m;
+  return true;
 }
 
 void write_stats_file() {
@@ -111,6 +117,13 @@ ThreadStats& thread_stats() {
   return *s;
 }
 
+void count_writes(Path p, uint64_t n, uint64_t bytes) {
+  ThreadStats& s = thread_stats();
+  s.writes[policy::index_of(p)] += n;
+  s.bytes[policy::index_of(p)] += bytes;
+  if (g_have_kmod && p != Path::unload_direct) kmod_count(p, n, bytes);
+}
+
 Totals stats_totals() {
   Totals t{};
   for (ThreadStats* s = g_stats_list.load(std::memory_order_acquire); s; s = s->next) {
@@ -123,8 +136,16 @@ Totals stats_totals() {
   return t;
 }
 
-const Tunables& tunables() { return g_tunables; }
-bool kmod_present() { return g_kmod; }
+const Tunables& tunables() {
+  if (!g_have_kmod) return g_tunables;
+  const uint32_t s = kmod_tunables(t_tunables, t_seq);
+  if (__builtin_expect(s != t_seq, 0)) {
+    t_seq = s;
+    if (g_mode_forced) t_tunables.mode = g_forced_mode;
+  }
+  return t_tunables;
+}
+bool kmod_present() { return g_have_kmod; }
 
 uint64_t now_ns() {
   timespec ts;
@@ -136,7 +157,7 @@ void config_init() {
   Tunables t = policy::kDefaultTunables;
   // The kmod is not integrated yet: the environment always supplies the tunables.
   env_u32("UNLOAD_ENABLED", t.enabled, 1);
-  env_mode(t);
+  const bool mode_ok = env_mode(t);
   env_u32("UNLOAD_THRESHOLD_BYTES", t.threshold_bytes);
   env_u32("UNLOAD_INLINE_MAX", t.inline_max);
   env_u32("UNLOAD_STAGE_MAX", t.stage_max);
@@ -145,10 +166,16 @@ void config_init() {
   env_u32("UNLOAD_HYSTERESIS_PCT", t.hysteresis_pct);
   env_u32("UNLOAD_CPU_BUDGET_PCT", t.cpu_budget_pct);
   g_tunables = t;
-  g_kmod = false;
-  std::fprintf(stderr,
-               "unload: kernel module not available (/dev/unload): stage and direct paths off, "
-                 "tunables from UNLOAD_* environment\n");
+  g_mode_forced = mode_ok;
+  g_forced_mode = t.mode;
+  if (const char* why = kmod_open()) {
+    g_have_kmod = false;
+    std::fprintf(stderr,
+                 "unload: kernel module not available (%s): stage and direct paths off, "
+                 "tunables from UNLOAD_* environment\n", why);
+  } else {
+    g_have_kmod = true;
+  }
   std::atexit([] { unload_stats_flush(); });
 }
 

@@ -21,11 +21,9 @@ struct ThreadStats {
 
 ThreadStats& thread_stats();
 
-inline void count_write(Path p, uint64_t bytes) {
-  ThreadStats& s = thread_stats();
-  s.writes[policy::index_of(p)]++;
-  s.bytes[policy::index_of(p)] += bytes;
-}
+// Counts a write in this thread's statistics and, with the kmod, in the session's
+// counters page (the module counts direct writes itself).
+void count_writes(Path p, uint64_t n, uint64_t bytes);
 
 struct Totals {
   uint64_t writes[policy::kPathCount];

@@ -147,7 +147,6 @@ int hook_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     if (!rc) { rc = ENOMEM; *bad = cut; }
   }
   // Give the program its requests back, count what was posted, forget what was not.
-  ThreadStats& s = thread_stats();
   uint64_t seq = start;
   uint64_t posted = n;
   bool failed = false;
@@ -156,10 +155,7 @@ int hook_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     if (rc && w == *bad && !failed) { failed = true; posted = seq - start; }
     w->wr_id = e->user_wr_id;
     w->send_flags = e->saved_flags;
-    if (!failed && (e->flags & kWrite)) {
-      s.writes[e->path]++;
-      s.bytes[e->path] += e->length;
-    }
+    if (!failed && (e->flags & kWrite)) count_writes(static_cast<Path>(e->path), 1, e->length);
   }
   if (posted != n) q->ring.rollback(start + posted, n - posted);
   return rc;
@@ -430,11 +426,8 @@ int hook_wr_complete(ibv_qp_ex* qp) {
   if (rc) {
     q->ring.rollback(q->x_start, q->x_nic);
   } else {
-    ThreadStats& s = thread_stats();
-    for (unsigned i = 0; i < policy::kPathCount; ++i) {
-      s.writes[i] += q->x_writes[i];
-      s.bytes[i] += q->x_bytes[i];
-    }
+    for (unsigned i = 0; i < policy::kPathCount; ++i)
+      if (q->x_writes[i]) count_writes(static_cast<Path>(i), q->x_writes[i], q->x_bytes[i]);
   }
   qpx_reset_batch(q);
   return rc;

@@ -1,0 +1,132 @@
+// The link to the kernel module. Everything here is a syscall except kmod_tunables and
+// kmod_count, which only read the control page and add to the counters page.
+#include "kmod.hpp"
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "unload.h"
+
+namespace unload::rt {
+
+Kmod g_kmod;
+
+static_assert(sizeof(unload_tunables) == sizeof(policy::Tunables), "control page tunables = policy::Tunables");
+
+const char* kmod_open() {
+  const int fd = open(UNLOAD_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? "no /dev/unload" : std::strerror(errno);
+  unload_hello h{};
+  h.abi_version = UNLOAD_ABI_VERSION;
+  if (ioctl(fd, UNLOAD_IOC_HELLO, &h) != 0) {
+    const int e = errno;
+    close(fd);
+    return e == EPROTO ? "ABI version mismatch" : std::strerror(e);
+  }
+  void* ctl = mmap(nullptr, h.control_size, PROT_READ, MAP_SHARED, fd, UNLOAD_MMAP_CONTROL);
+  void* cnt = mmap(nullptr, h.counters_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, UNLOAD_MMAP_COUNTERS);
+  if (ctl == MAP_FAILED || cnt == MAP_FAILED) {
+    if (ctl != MAP_FAILED) munmap(ctl, h.control_size);
+    if (cnt != MAP_FAILED) munmap(cnt, h.counters_size);
+    close(fd);
+    return "cannot map the control or counters page";
+  }
+  g_kmod.fd = fd;
+  g_kmod.ctl = static_cast<const unload_control*>(ctl);
+  g_kmod.cnt = static_cast<unload_counters*>(cnt);
+  g_kmod.max_iov = h.max_iov;
+  return nullptr;
+}
+
+uint32_t kmod_tunables(policy::Tunables& t, uint32_t seq) {
+  const unload_control* c = g_kmod.ctl;
+  for (;;) {
+    const uint32_t s = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
+    if (s == seq) return s;
+    if (s & 1) continue;
+    policy::Tunables copy;
+    std::memcpy(&copy, const_cast<const unload_tunables*>(&c->tunables), sizeof copy);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&c->seq, __ATOMIC_RELAXED) != s) continue;
+    t = copy;
+    return s;
+  }
+}
+
+void kmod_count(policy::Path p, uint64_t n, uint64_t bytes) {
+  const unsigned i = policy::index_of(p);
+  __atomic_fetch_add(&g_kmod.cnt->writes[i], n, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&g_kmod.cnt->bytes[i], bytes, __ATOMIC_RELAXED);
+}
+
+int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags) {
+  unload_qp_reg r{};
+  const size_t n = strnlen(ctx->device->name, sizeof r.ibdev - 1);
+  std::memcpy(r.ibdev, ctx->device->name, n);
+  r.qp_num = qpn;
+  if (ioctl(g_kmod.fd, UNLOAD_IOC_REG_QP, &r) != 0) return -errno;
+  *peer_flags = r.peer_flags;
+  return 0;
+}
+
+int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t length, int access, uint64_t* handle) {
+  unload_region_reg r{};
+  r.addr = addr;
+  r.length = length;
+  r.rkey = mr->rkey;
+  r.access = static_cast<uint32_t>(access) &
+             (UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE | UNLOAD_ACCESS_REMOTE_READ);
+  r.pd_handle = mr->pd->handle;
+  if (ioctl(g_kmod.fd, UNLOAD_IOC_REG_REGION, &r) != 0) return -errno;
+  *handle = r.handle;
+  return 0;
+}
+
+int kmod_dereg_region(uint64_t handle) {
+  unload_region_dereg r{};
+  r.handle = handle;
+  return ioctl(g_kmod.fd, UNLOAD_IOC_DEREG_REGION, &r) != 0 ? -errno : 0;
+}
+
+int kmod_arena_alloc(size_t length, void** addr, size_t* out_len) {
+  unload_arena a{};
+  a.length = length;
+  if (ioctl(g_kmod.fd, UNLOAD_IOC_ARENA_ALLOC, &a) != 0) return -errno;
+  void* p = mmap(nullptr, a.length, PROT_READ | PROT_WRITE, MAP_SHARED, g_kmod.fd, static_cast<off_t>(a.mmap_offset));
+  if (p == MAP_FAILED) return -errno;
+  *addr = p;
+  *out_len = a.length;
+  return 0;
+}
+
+int kmod_direct(uint32_t qpn, uint32_t rkey, uint64_t remote_addr, const ibv_sge* sg, uint32_t nsge,
+                uint64_t length) {
+  unload_iov iov[UNLOAD_MAX_IOV];
+  unload_direct_req req{};
+  req.qp_num = qpn;
+  req.rkey = rkey;
+  req.remote_addr = remote_addr;
+  req.length = length;
+  if (nsge == 1) {
+    req.iov = sg[0].addr;
+  } else {
+    if (nsge > UNLOAD_MAX_IOV || nsge > g_kmod.max_iov) return -EINVAL;
+    for (uint32_t i = 0; i < nsge; ++i) iov[i] = {sg[i].addr, sg[i].length};
+    req.iov = reinterpret_cast<uintptr_t>(iov);
+    req.iov_count = nsge;
+  }
+  unload_submit s{};
+  s.reqs = reinterpret_cast<uintptr_t>(&req);
+  s.count = 1;
+  if (ioctl(g_kmod.fd, UNLOAD_IOC_SUBMIT, &s) != 0) return -errno;
+  if (s.done != 1) return -EIO;
+  if (req.result == 0) return 0;
+  return req.reason ? static_cast<int>(req.reason) : req.result;
+}
+
+}  // namespace unload::rt
