@@ -2,6 +2,9 @@
 // executors of the offload and inline paths, and the completion merger.
 #include "runtime.hpp"
 
+#include "kmod.hpp"
+#include "unload.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -79,18 +82,19 @@ policy::WriteFeatures features_of(const QpRec* q, const WriteRequest& r, PathSet
 // The path of one write. offload when the shim is off or the mode says so, without
 // looking at anything else.
 Path choose_path(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t,
-                 SqEntry* e) {
+                 SqEntry* e, bool direct_ok = false) {
   if (!t.enabled || t.mode == static_cast<uint32_t>(Mode::offload) || !r.is_write || r.user_inline)
     return Path::offload;
   PathContext pc;
   pc.max_inline = q->max_inline;
-  pc.sges_valid = r.length <= q->max_inline && sges_valid(q, sg, r.sge_count);
+  pc.direct_available = direct_ok && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
+  pc.sges_valid = (r.length <= q->max_inline || pc.direct_available) && sges_valid(q, sg, r.sge_count);
   const PathSet eligible = eligible_paths(r, pc);
   if (eligible == PathSet(Path::offload)) return Path::offload;
   const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
   const policy::WriteFeatures f = features_of(q, r, eligible, adaptive);
   const Path p = thread_policy().decide(f, t);
-  if (adaptive) e->post_ns = f.now_ns;
+  if (adaptive && e) e->post_ns = f.now_ns;
   return p;
 }
 
@@ -108,7 +112,57 @@ void fill_entry(SqEntry* e, const WriteRequest& r, uint64_t user_wr_id) {
   e->status = 0;
 }
 
+// ---------------------------------------------------------------- direct (kmod)
+
+// Whether a write on this QP may go direct now. Only with nothing of the QP outstanding
+// (so no fence is ever needed and the synthetic completion is next in its send queue),
+// with a peer the kmod paired, and a send CQ the merger serves without a completion
+// channel (a shim-made completion could not wake a sleeper on it).
+bool direct_possible(QpRec* q, const Tunables& t) {
+  if (!kmod_present() || !t.enabled || t.direct_max == 0 || !q->kmod_registered) return false;
+  if (t.mode == static_cast<uint32_t>(Mode::offload)) return false;
+  if (!(q->peer_flags & UNLOAD_PEER_PAIRED)) {
+    // A local peer may register later (its process is still connecting): ask again,
+    // less and less often.
+    if (!(q->peer_flags & UNLOAD_PEER_LOCAL) || --q->reg_countdown != 0) return false;
+    q->reg_backoff = q->reg_backoff < (1u << 16) ? q->reg_backoff * 2 : q->reg_backoff;
+    q->reg_countdown = q->reg_backoff;
+    uint32_t flags = 0;
+    if (kmod_reg_qp(q->qp->context, q->qp_num, &flags) == 0) q->peer_flags = flags;
+    if (!(q->peer_flags & UNLOAD_PEER_PAIRED)) return false;
+  }
+  if (q->ring.in_flight() != 0) return false;
+  const ibv_cq* scq = q->qp->send_cq;
+  if (!scq || scq->channel) return false;
+  const CqRec* c = g_cqs.find(key_of(scq));
+  return c && !c->cqx;
+}
+
+// Runs one write on the direct path. 0 when placed (its completion queued if signaled),
+// else non-zero: the caller sends it to the NIC, which reports whatever error it finds.
+int run_direct(QpRec* q, const ibv_send_wr* w, const WriteRequest& r) {
+  const int rc = kmod_direct(q->qp_num, r.rkey, r.remote_addr, w->sg_list, r.sge_count, r.length);
+  if (rc != 0) return rc;
+  count_writes(Path::unload_direct, 1, r.length);
+  if (r.signaled) {
+    ibv_wc wc{};
+    wc.wr_id = w->wr_id;
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = IBV_WC_RDMA_WRITE;
+    wc.qp_num = q->qp_num;
+    wc.byte_len = r.length;
+    CqRec* c = g_cqs.find(key_of(q->qp->send_cq));
+    c->lock_();
+    const bool ok = c->push(wc);
+    c->unlock_();
+    if (!ok) std::abort();  // the CQ holds at most its size; a full CQ is an overrun anyway
+  }
+  return 0;
+}
+
 // ---------------------------------------------------------------- post (ops.post_send)
+
+int post_send_nic(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 
 int hook_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   QpRec* q = g_qps.find(key_of(qp));
@@ -116,6 +170,20 @@ int hook_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     ContextRec* c = q ? q->c : context_find(qp->context);
     return c->post_send(qp, wr, bad);
   }
+  const Tunables& t = tunables();
+  if (direct_possible(q, t)) {
+    const WriteRequest r = classify(*wr, q->sq_sig_all);
+    if (r.is_write && !r.with_imm && !r.user_inline &&
+        choose_path(q, r, wr->sg_list, t, nullptr, true) == Path::unload_direct &&
+        run_direct(q, wr, r) == 0) {
+      if (!wr->next) return 0;
+      wr = wr->next;
+    }
+  }
+  return post_send_nic(q, qp, wr, bad);
+}
+
+int post_send_nic(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   const Tunables& t = tunables();
   const uint64_t start = q->ring.tail();
   uint64_t tail = start;
@@ -172,12 +240,14 @@ struct Emitter {
   int o;
   int limit;  // positions below limit are free to write
   void emit(const ibv_wc& wc) {
-    if (cq->pending_head == cq->pending_tail && o < limit && o < n) {
+    if (!cq->has_pending() && o < limit && o < n) {
       out[o++] = wc;
       return;
     }
-    if (cq->pending_tail - cq->pending_head > cq->pending_mask) std::abort();  // cannot happen: bounded by the rings
-    cq->pending[cq->pending_tail++ & cq->pending_mask] = wc;
+    cq->lock_();
+    const bool ok = cq->push(wc);
+    cq->unlock_();
+    if (!ok) std::abort();  // cannot happen: bounded by the CQ's own size
   }
 };
 
@@ -214,15 +284,20 @@ void merge_one(CqRec* c, Emitter& em, ibv_wc& wc) {
 }
 
 int drain_pending(CqRec* c, int n, ibv_wc* wc) {
+  c->lock_();
+  uint64_t h = c->pending_head.load(std::memory_order_relaxed);
+  const uint64_t t = c->pending_tail.load(std::memory_order_relaxed);
   int o = 0;
-  while (o < n && c->pending_head != c->pending_tail) wc[o++] = c->pending[c->pending_head++ & c->pending_mask];
+  while (o < n && h != t) wc[o++] = c->pending[h++ & c->pending_mask];
+  c->pending_head.store(h, std::memory_order_relaxed);
+  c->unlock_();
   return o;
 }
 
 int hook_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   CqRec* c = g_cqs.find(key_of(cq));
   if (__builtin_expect(!c, 0)) return context_find(cq->context)->poll_cq(cq, n, wc);
-  int got = c->pending_head != c->pending_tail ? drain_pending(c, n, wc) : 0;
+  int got = c->has_pending() ? drain_pending(c, n, wc) : 0;
   while (got < n) {
     const int r = c->c->poll_cq(cq, n - got, wc + got);
     if (r < 0) return got ? got : r;
@@ -233,10 +308,13 @@ int hook_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
       em.limit = i + 1;
       merge_one(c, em, cur);
     }
-    const bool queued = c->pending_head != c->pending_tail;
+    const int before = got;
     got = em.o;
-    if (queued) break;   // the array is as full as order allows
-    if (em.o == got && r < n - got) break;  // polled everything there was
+    if (c->has_pending()) {  // order put some behind queued ones: hand those over first
+      got += drain_pending(c, n - got, wc + got);
+      break;
+    }
+    if (r < n - before) break;  // polled everything there was
   }
   return got;
 }
@@ -631,6 +709,15 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   QpRec* q = g_qps.find(reinterpret_cast<uintptr_t>(qp));
   if (!q) return rc;
   if (mask & IBV_QP_DEST_QPN) q->dest_qp_num = attr->dest_qp_num;
+  if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTS && kmod_present() &&
+      qp->qp_type == IBV_QPT_RC && q->tracked) {
+    uint32_t flags = 0;
+    if (kmod_reg_qp(qp->context, qp->qp_num, &flags) == 0) {
+      q->peer_flags = flags;
+      q->kmod_registered = true;
+      q->reg_backoff = q->reg_countdown = 16;
+    }
+  }
   if ((mask & IBV_QP_AV) && attr->ah_attr.is_global && g_real.query_gid) {
     // Local peer: the destination GID is one of this host's (first GIDs of the port).
     bool local = false;
@@ -654,23 +741,31 @@ int unload_qp_destroy(ibv_qp* qp) {
   return rc;
 }
 
-static ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t iova) {
+static ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t iova, int access) {
   if (!mr) return mr;
   ContextRec* c = context_find(pd->context);
   if (!c) return mr;
-  auto* m = new (std::nothrow) MrRec{mr, pd, reinterpret_cast<uintptr_t>(addr), iova, len};
-  if (m && g_mrs.insert(lkey_key(c, mr->lkey), m) != 0) delete m;
+  auto* m = new (std::nothrow) MrRec{mr, pd, reinterpret_cast<uintptr_t>(addr), iova, len, 0};
+  if (!m) return mr;
+  // A target of direct writes: the kmod places into it by rkey (iova == address only:
+  // the kmod addresses regions by process address).
+  if (kmod_present() && (access & IBV_ACCESS_REMOTE_WRITE) && iova == m->addr && len)
+    if (kmod_reg_region(mr, m->addr, len, access, &m->kmod_handle) != 0) m->kmod_handle = 0;
+  if (g_mrs.insert(lkey_key(c, mr->lkey), m) != 0) {
+    if (m->kmod_handle) kmod_dereg_region(m->kmod_handle);
+    delete m;
+  }
   return mr;
 }
 
 ibv_mr* unload_mr_reg(ibv_pd* pd, void* addr, size_t len, int access) {
   ibv_mr* mr = g_real.reg_mr(pd, addr, len, access);
-  return mr_track(pd, mr, addr, len, reinterpret_cast<uintptr_t>(addr));
+  return mr_track(pd, mr, addr, len, reinterpret_cast<uintptr_t>(addr), access);
 }
 
 ibv_mr* unload_mr_reg_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned int access) {
   ibv_mr* mr = g_real.reg_mr_iova2(pd, addr, len, iova, access);
-  return mr_track(pd, mr, addr, len, iova);
+  return mr_track(pd, mr, addr, len, iova, static_cast<int>(access));
 }
 
 int unload_mr_dereg(ibv_mr* mr) {
@@ -678,6 +773,8 @@ int unload_mr_dereg(ibv_mr* mr) {
   MrRec* m = c ? g_mrs.find(lkey_key(c, mr->lkey)) : nullptr;
   if (m && m->mr == mr) g_mrs.remove(lkey_key(c, mr->lkey));
   else m = nullptr;
+  // No new direct write can find the region once the kmod forgot it.
+  if (m && m->kmod_handle) { kmod_dereg_region(m->kmod_handle); m->kmod_handle = 0; }
   const int rc = g_real.dereg_mr(mr);
   if (rc && m) g_mrs.insert(lkey_key(c, m->mr->lkey), m);
   else delete m;

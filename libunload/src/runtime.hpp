@@ -6,6 +6,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "config.hpp"
@@ -38,6 +39,12 @@ struct QpRec {
   bool sq_sig_all;
   bool peer_local;        // destination GID is one of this host's
   uint32_t dest_qp_num;
+  // The kmod's view (UNLOAD_IOC_REG_QP once the QP is in RTS): UNLOAD_PEER_* flags, and
+  // when to ask again while the peer is local but not yet paired.
+  uint32_t peer_flags;
+  bool kmod_registered;
+  uint32_t reg_countdown;
+  uint32_t reg_backoff;
   SqRing ring;
   // ibv_qp_ex (wr_* API): the provider's table and the request being built.
   ibv_qp_ex* qpx;
@@ -59,11 +66,27 @@ struct CqRec {
   int (*next_poll)(ibv_cq_ex*);
   void (*end_poll)(ibv_cq_ex*);
   uint32_t (*read_qp_num)(ibv_cq_ex*);
-  // Completions made ready but not yet handed over (the program's array was full).
+  // Completions made ready but not yet handed over: the direct path's (pushed by the
+  // posting thread) and those the program's array had no room for. Under `lock`; the
+  // poll path only looks at head != tail without it.
   ibv_wc* pending;
   uint32_t pending_mask;
-  uint64_t pending_head;
-  uint64_t pending_tail;
+  std::atomic<uint64_t> pending_head{0};
+  std::atomic<uint64_t> pending_tail{0};
+  std::atomic_flag lock = ATOMIC_FLAG_INIT;
+  bool has_pending() const {
+    return pending_tail.load(std::memory_order_acquire) != pending_head.load(std::memory_order_relaxed);
+  }
+  void lock_() { while (lock.test_and_set(std::memory_order_acquire)) {} }
+  void unlock_() { lock.clear(std::memory_order_release); }
+  // Under lock.
+  bool push(const ibv_wc& wc) {
+    const uint64_t t = pending_tail.load(std::memory_order_relaxed);
+    if (t - pending_head.load(std::memory_order_relaxed) > pending_mask) return false;
+    pending[t & pending_mask] = wc;
+    pending_tail.store(t + 1, std::memory_order_release);
+    return true;
+  }
 };
 
 struct MrRec {
@@ -72,6 +95,7 @@ struct MrRec {
   uint64_t addr;    // the process's virtual address
   uint64_t iova;    // the address requests use
   uint64_t length;
+  uint64_t kmod_handle;  // registered with the kmod as a direct-write target (0: not)
 };
 
 // Key for per-context QP numbers (completions name the QP by number).
