@@ -715,7 +715,10 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     if (kmod_reg_qp(qp->context, qp->qp_num, &flags) == 0) {
       q->peer_flags = flags;
       q->kmod_registered = true;
-      q->reg_backoff = q->reg_countdown = 16;
+      // Ask again at the first write (the peer often reaches RTS just after us), then
+      // after 32, 64, ... writes.
+      q->reg_countdown = 1;
+      q->reg_backoff = 16;
     }
   }
   if ((mask & IBV_QP_AV) && attr->ah_attr.is_global && g_real.query_gid) {

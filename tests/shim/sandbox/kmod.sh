@@ -1,0 +1,54 @@
+#!/bin/bash
+# With the kernel module loaded: tunables from the control page, the counters page in /sys/kernel/unload/stats, and the direct path under perftest and our programs.
+. "$(dirname "$0")/lib.sh"
+[ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
+[ -e /dev/unload ] || { echo "SKIP: the kernel module is not loaded"; exit 77; }
+BIN=$BUILD/tests/shim
+S=/sys/kernel/unload
+sysstat() { cat "$S/stats/$1" 2>/dev/null || echo 0; }
+
+under() {
+	local mode=$1 name=$2; shift 2
+	rm -f "$WORK/$name.stats"
+	env LD_PRELOAD="$SHIM" ${mode:+UNLOAD_MODE=$mode} UNLOAD_STATS_FILE="$WORK/$name.stats" \
+		timeout 300 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+	local rc=$?
+	cat "$WORK/$name.out"
+	[ $rc -eq 0 ] || { echo "--- $name rc=$rc"; tail -5 "$WORK/$name.err"; }
+	return $rc
+}
+
+under unload basic "$BIN/verbs_check" basic 200
+check "with the module: no 'not available' notice" [ "$(grep -c 'not available' "$WORK/basic.err")" -eq 0 ]
+show_stats basic
+check "unload, same-process loopback: writes took unload.direct" [ "$(stat "$WORK/basic.stats" writes_direct)" -eq 200 ]
+
+d0=$(sysstat writes_direct)
+check "ib_write_lat unload with the module" run_pair lat unload \
+	ib_write_lat -d "$DEV" -x "$GIDX" -n 200 -s 64 -- ib_write_lat -d "$DEV" -x "$GIDX" -n 200 -s 64 "$ADDR"
+show_stats lat
+check "ib_write_lat: writes took unload.direct" [ "$(stat "$WORK/lat.stats" writes_direct)" -ge 300 ]
+check "sysfs writes_direct grew by the direct writes" [ $(($(sysstat writes_direct) - d0)) -ge 300 ]
+
+for mode in unload threshold; do
+	check "integrity $mode with the module" under $mode int_$mode "$BIN/verbs_check" integrity 20000 7
+	show_stats int_$mode
+	check "order $mode with the module: 0 violations" under $mode ord_$mode "$BIN/verbs_check" order 5000 3
+	show_stats ord_$mode
+done
+timeout 300 "$BIN/verbs_check" errors >"$WORK/errors.ref" 2>&1
+under unload err "$BIN/verbs_check" errors >/dev/null
+check "errors with the module: same as without the shim" diff "$WORK/errors.ref" "$WORK/err.out"
+
+# The control page: a sysfs change reaches a running program without UNLOAD_MODE.
+if [ -w "$S/mode" ]; then
+	echo offload >"$S/mode"
+	under "" ctl_off "$BIN/verbs_check" basic 50 >/dev/null
+	check "sysfs mode=offload reaches the shim" [ "$(stat "$WORK/ctl_off.stats" writes_offload)" -eq 50 ]
+	echo unload >"$S/mode"
+	under "" ctl_un "$BIN/verbs_check" basic 50 >/dev/null
+	check "sysfs mode=unload reaches the shim" [ "$(stat "$WORK/ctl_un.stats" writes_direct)" -eq 50 ]
+	under offload ctl_forced "$BIN/verbs_check" basic 50 >/dev/null
+	check "UNLOAD_MODE=offload wins over sysfs mode=unload" [ "$(stat "$WORK/ctl_forced.stats" writes_offload)" -eq 50 ]
+fi
+finish
