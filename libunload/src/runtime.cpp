@@ -5,6 +5,7 @@
 #include "kmod.hpp"
 #include "unload.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -88,7 +89,9 @@ Path choose_path(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, const
   PathContext pc;
   pc.max_inline = q->max_inline;
   pc.direct_available = direct_ok && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
-  pc.sges_valid = (r.length <= q->max_inline || pc.direct_available) && sges_valid(q, sg, r.sge_count);
+  pc.stage_available = q->stage_base && r.length != 0 && r.length <= q->stage_size / 4;
+  pc.sges_valid = (r.length <= q->max_inline || pc.direct_available || pc.stage_available) &&
+                  sges_valid(q, sg, r.sge_count);
   const PathSet eligible = eligible_paths(r, pc);
   if (eligible == PathSet(Path::offload)) return Path::offload;
   const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
@@ -110,6 +113,32 @@ void fill_entry(SqEntry* e, const WriteRequest& r, uint64_t user_wr_id) {
   e->flags = static_cast<uint8_t>((r.signaled ? kSignaled : 0) | (r.is_write ? kWrite : 0));
   e->opcode = 0;
   e->status = 0;
+}
+
+// ---------------------------------------------------------------- stage (kmod)
+
+// Copies the payload into the QP's staging ring; false when there is no room now.
+bool stage_copy(QpRec* q, SqEntry* e, const ibv_sge* sg, uint32_t n, uint32_t len) {
+  const uint64_t a = (static_cast<uint64_t>(len) + 63) & ~63ull;
+  uint64_t t = q->stage_tail;
+  const uint64_t off = t % q->stage_size;
+  if (off + a > q->stage_size) t += q->stage_size - off;  // no wrap inside a slot
+  if (t + a - q->stage_head.load(std::memory_order_acquire) > q->stage_size) return false;
+  uint8_t* dst = q->stage_base + (t % q->stage_size);
+  uint32_t done = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    std::memcpy(dst + done, reinterpret_cast<const void*>(sg[i].addr), sg[i].length);
+    done += sg[i].length;
+  }
+  q->stage_tail = t + a;
+  e->stage_slot_valid = 1;
+  e->stage_end = t + a;
+  e->stage_sge = {reinterpret_cast<uintptr_t>(dst), len, q->stage_mr->lkey};
+  return true;
+}
+
+void stage_release(QpRec* q, const SqEntry& e) {
+  if (e.stage_slot_valid) q->stage_head.store(e.stage_end, std::memory_order_release);
 }
 
 // ---------------------------------------------------------------- direct (kmod)
@@ -186,6 +215,7 @@ int hook_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
 int post_send_nic(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   const Tunables& t = tunables();
   const uint64_t start = q->ring.tail();
+  const uint64_t stage_start = q->stage_tail;
   uint64_t tail = start;
   // Saved send_flags of the requests we changed, in post order (only the inline path
   // changes them; the wr_id of every request is swapped for its entry's tag).
@@ -197,7 +227,17 @@ int post_send_nic(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     const WriteRequest r = classify(*w, q->sq_sig_all);
     fill_entry(e, r, w->wr_id);
     e->saved_flags = w->send_flags;
-    const Path p = choose_path(q, r, w->sg_list, t, e);
+    Path p = choose_path(q, r, w->sg_list, t, e);
+    e->saved_sg = w->sg_list;
+    e->saved_nsge = w->num_sge;
+    if (p == Path::unload_stage) {
+      if (stage_copy(q, e, w->sg_list, r.sge_count, r.length)) {
+        w->sg_list = &e->stage_sge;
+        w->num_sge = 1;
+      } else {
+        p = Path::offload;
+      }
+    }
     e->path = static_cast<uint8_t>(p);
     if (p == Path::unload_inline) w->send_flags |= IBV_SEND_INLINE;
     w->wr_id = q->ring.tag_of(e);
@@ -223,9 +263,18 @@ int post_send_nic(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     if (rc && w == *bad && !failed) { failed = true; posted = seq - start; }
     w->wr_id = e->user_wr_id;
     w->send_flags = e->saved_flags;
+    w->sg_list = e->saved_sg;
+    w->num_sge = e->saved_nsge;
     if (!failed && (e->flags & kWrite)) count_writes(static_cast<Path>(e->path), 1, e->length);
   }
-  if (posted != n) q->ring.rollback(start + posted, n - posted);
+  if (posted != n) {
+    // Staging bytes of the requests not posted go back too.
+    uint64_t st = stage_start;
+    for (uint64_t i = start; i != start + posted; ++i)
+      if (q->ring.at(i)->stage_slot_valid) st = q->ring.at(i)->stage_end;
+    q->stage_tail = st;
+    q->ring.rollback(start + posted, n - posted);
+  }
   return rc;
 }
 
@@ -254,8 +303,9 @@ struct Emitter {
 struct PollSink {
   Emitter* em;
   QpRec* q;
-  void retired(SqEntry&) {}
+  void retired(SqEntry& e) { stage_release(q, e); }
   void nic(SqEntry& e, ibv_wc& wc) {
+    stage_release(q, e);
     wc.wr_id = e.user_wr_id;
     if (e.post_ns && wc.status == IBV_WC_SUCCESS && t_policy) {
       WriteRequest r;
@@ -328,13 +378,15 @@ bool map_current(CqRec* c, ibv_cq_ex* cq) {
   SqEntry* e = q ? q->ring.entry_of_tag(cq->wr_id) : nullptr;
   if (!e) return true;
   struct Sink {
+    QpRec* q;
     bool visible = true;
-    void retired(SqEntry&) {}
+    void retired(SqEntry& x) { stage_release(q, x); }
     void nic(SqEntry& x, ibv_wc& wc) {
+      stage_release(q, x);
       visible = !((x.flags & kHidden) && wc.status == IBV_WC_SUCCESS);
     }
     void cpu(SqEntry&) {}  // no CPU-executed requests reach ibv_cq_ex CQs yet
-  } sink;
+  } sink{q};
   ibv_wc wc{};
   wc.status = cq->status;
   const uint64_t user = e->user_wr_id;
@@ -440,7 +492,8 @@ Path qpx_payload(QpRec* q, const ibv_sge* sg, uint32_t n, bool user_inline) {
   r.remote_addr = e->remote_addr;
   e->length = r.length;
   e->sge_count = static_cast<uint16_t>(n);
-  const Path p = choose_path(q, r, sg, tunables(), e);
+  Path p = choose_path(q, r, sg, tunables(), e);
+  if (p == Path::unload_stage && !stage_copy(q, e, sg, n, r.length)) p = Path::offload;
   e->path = static_cast<uint8_t>(p);
   q->x_writes[policy::index_of(p)]++;
   q->x_bytes[policy::index_of(p)] += r.length;
@@ -450,19 +503,30 @@ Path qpx_payload(QpRec* q, const ibv_sge* sg, uint32_t n, bool user_inline) {
 void hook_wr_set_sge(ibv_qp_ex* qp, uint32_t lkey, uint64_t addr, uint32_t length) {
   QpRec* q = qpx_rec(qp);
   const ibv_sge sge{addr, length, lkey};
-  if (qpx_payload(q, &sge, 1, false) == Path::unload_inline)
+  SqEntry* e = q->x_write;
+  const Path p = qpx_payload(q, &sge, 1, false);
+  if (p == Path::unload_inline) {
     q->orig.wr_set_inline_data(qp, reinterpret_cast<void*>(addr), length);
-  else
+  } else if (p == Path::unload_stage) {
+    q->orig.wr_set_sge(qp, e->stage_sge.lkey, e->stage_sge.addr, length);
+  } else {
     q->orig.wr_set_sge(qp, lkey, addr, length);
+  }
 }
 
 void hook_wr_set_sge_list(ibv_qp_ex* qp, size_t n, const ibv_sge* sg) {
   QpRec* q = qpx_rec(qp);
   constexpr size_t kMax = 16;
-  if (n <= kMax && qpx_payload(q, sg, static_cast<uint32_t>(n), false) == Path::unload_inline) {
+  SqEntry* e = q->x_write;
+  const Path p = n <= kMax ? qpx_payload(q, sg, static_cast<uint32_t>(n), false) : Path::offload;
+  if (p == Path::unload_inline) {
     ibv_data_buf bufs[kMax];
     for (size_t i = 0; i < n; ++i) bufs[i] = {reinterpret_cast<void*>(sg[i].addr), sg[i].length};
     q->orig.wr_set_inline_data_list(qp, n, bufs);
+    return;
+  }
+  if (p == Path::unload_stage) {
+    q->orig.wr_set_sge(qp, e->stage_sge.lkey, e->stage_sge.addr, e->stage_sge.length);
     return;
   }
   if (n > kMax) q->x_write = nullptr;  // too scattered for the CPU paths: offload
@@ -494,6 +558,7 @@ void qpx_reset_batch(QpRec* q) {
 void hook_wr_start(ibv_qp_ex* qp) {
   QpRec* q = qpx_rec(qp);
   q->x_start = q->x_tail = q->ring.tail();
+  q->x_stage_start = q->stage_tail;
   qpx_reset_batch(q);
   q->orig.wr_start(qp);
 }
@@ -503,6 +568,7 @@ int hook_wr_complete(ibv_qp_ex* qp) {
   const int rc = q->orig.wr_complete(qp);
   if (rc) {
     q->ring.rollback(q->x_start, q->x_nic);
+    q->stage_tail = q->x_stage_start;
   } else {
     for (unsigned i = 0; i < policy::kPathCount; ++i)
       if (q->x_writes[i]) count_writes(static_cast<Path>(i), q->x_writes[i], q->x_bytes[i]);
@@ -515,6 +581,7 @@ void hook_wr_abort(ibv_qp_ex* qp) {
   QpRec* q = qpx_rec(qp);
   q->orig.wr_abort(qp);
   q->ring.rollback(q->x_start, q->x_nic);
+  q->stage_tail = q->x_stage_start;
   qpx_reset_batch(q);
 }
 
@@ -532,6 +599,8 @@ void install_qpx(QpRec* q, ibv_qp_ex* qpx) {
 
 // ---------------------------------------------------------------- QP creation
 
+constexpr size_t kStageArena = 256 * 1024;
+
 int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_all, bool send_ops) {
   auto* q = new (std::nothrow) QpRec();
   if (!q) return -ENOMEM;
@@ -542,6 +611,20 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_al
   q->sq_sig_all = sq_sig_all;
   q->tracked = qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC;
   if (q->tracked && q->ring.init(cap.max_send_wr * 2 + 64) != 0) { delete q; return -ENOMEM; }
+  if (q->tracked && kmod_present()) {
+    // The staging arena: pinned kernel memory, registered once on the QP's PD.
+    void* a = nullptr;
+    size_t len = 0;
+    if (kmod_arena_alloc(kStageArena, &a, &len) == 0) {
+      q->stage_mr = g_real.reg_mr(qp->pd, a, len, IBV_ACCESS_LOCAL_WRITE);
+      if (q->stage_mr) {
+        q->stage_base = static_cast<uint8_t*>(a);
+        q->stage_size = static_cast<uint32_t>(len);
+      } else {
+        munmap(a, len);
+      }
+    }
+  }
   if (send_ops && q->tracked) {
     ibv_qp_ex* qpx = g_real.qp_to_qp_ex ? g_real.qp_to_qp_ex(qp) : nullptr;
     if (qpx) install_qpx(q, qpx);
@@ -740,6 +823,10 @@ int unload_qp_destroy(ibv_qp* qp) {
   if (rc || !q) return rc;
   g_qps.remove(reinterpret_cast<uintptr_t>(qp));
   g_qps_by_num.remove(qpn_key(q->c, q->qp_num));
+  if (q->stage_mr) {
+    g_real.dereg_mr(q->stage_mr);
+    munmap(q->stage_base, q->stage_size);
+  }
   delete q;
   return rc;
 }

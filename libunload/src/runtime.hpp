@@ -46,6 +46,14 @@ struct QpRec {
   uint32_t reg_countdown;
   uint32_t reg_backoff;
   SqRing ring;
+  // unload.stage: this QP's staging arena from the kmod, registered once on its PD, used
+  // as a byte ring; the consumer frees up to an entry's stage_end when it completes.
+  uint8_t* stage_base;
+  ibv_mr* stage_mr;
+  uint32_t stage_size;
+  uint64_t stage_tail;
+  std::atomic<uint64_t> stage_head{0};
+  uint64_t x_stage_start;
   // ibv_qp_ex (wr_* API): the provider's table and the request being built.
   ibv_qp_ex* qpx;
   ibv_qp_ex orig;

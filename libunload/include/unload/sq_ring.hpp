@@ -37,8 +37,11 @@ struct SqEntry {
   uint8_t opcode;        // synthetic completions: an ibv_wc_opcode
   uint8_t status;        // synthetic completions: an ibv_wc_status
   std::atomic<uint8_t> done;  // synthetic completions: the CPU finished the request
-  uint8_t stage_slot_valid;
-  uint32_t stage_slot;   // stage path: the staging slot to free at completion
+  uint8_t stage_slot_valid;  // stage path: the staging bytes up to stage_end are freed
+  uint64_t stage_end;        // when this entry completes
+  ibv_sge stage_sge;         // the request's payload in the staging slot
+  ibv_sge* saved_sg;         // the program's SGE list, restored after the provider's call
+  int saved_nsge;
 };
 
 enum : uint8_t {

@@ -51,4 +51,26 @@ if [ -w "$S/mode" ]; then
 	under offload ctl_forced "$BIN/verbs_check" basic 50 >/dev/null
 	check "UNLOAD_MODE=offload wins over sysfs mode=unload" [ "$(stat "$WORK/ctl_forced.stats" writes_offload)" -eq 50 ]
 fi
+
+# unload.stage: with direct off, writes above the inline cap go through the staging arena.
+if [ -w "$S/direct_max" ]; then
+	old=$(cat "$S/direct_max")
+	echo 0 >"$S/direct_max"
+	check "integrity unload, direct off: completions and checksums" under unload int_stage "$BIN/verbs_check" integrity 20000 11
+	show_stats int_stage
+	check "integrity unload, direct off: stage used" [ "$(stat "$WORK/int_stage.stats" writes_stage)" -gt 0 ]
+	check "ib_write_bw 4KiB unload, direct off" run_pair bw_stage unload \
+		ib_write_bw -d "$DEV" -x "$GIDX" -n 500 -s 4096 -- ib_write_bw -d "$DEV" -x "$GIDX" -n 500 -s 4096 "$ADDR"
+	show_stats bw_stage
+	# 128 writes in flight outrun the 256 KiB arena: those go to the NIC.
+	check "ib_write_bw 4KiB: unload.stage used, the rest offloaded when the arena is full" \
+		[ "$(stat "$WORK/bw_stage.stats" writes_stage)" -gt 0 -a \
+		"$(($(stat "$WORK/bw_stage.stats" writes_stage) + $(stat "$WORK/bw_stage.stats" writes_offload)))" -ge 500 ]
+	check "ib_write_lat 4KiB unload, direct off" run_pair lat_stage unload \
+		ib_write_lat -d "$DEV" -x "$GIDX" -n 200 -s 4096 -- ib_write_lat -d "$DEV" -x "$GIDX" -n 200 -s 4096 "$ADDR"
+	show_stats lat_stage
+	check "ib_write_lat 4KiB: writes took unload.stage" [ "$(stat "$WORK/lat_stage.stats" writes_stage)" -ge 400 ]
+	check "sysfs writes_stage counted" [ "$(sysstat writes_stage)" -gt 0 ]
+	echo "$old" >"$S/direct_max"
+fi
 finish
