@@ -28,8 +28,8 @@ static inline const void *unload_uring_cmd_payload(const struct io_uring_cmd *io
 }
 
 /*
- * Posting a completion later (not used by the synchronous path, kept in one place):
- * res2 is ssize_t on 6.1, u64 on 6.12; both take issue_flags in Debian's kernels.
+ * Post a uring_cmd's completion: res2 is ssize_t on 6.1, u64 on 6.12; Debian's 6.1
+ * already has the issue_flags argument of later kernels.
  */
 static inline void unload_uring_cmd_done(struct io_uring_cmd *ioucmd, ssize_t ret,
 					 unsigned int issue_flags)

@@ -8,6 +8,7 @@
 #include <linux/highmem.h>
 #include <linux/sched.h>
 #include <linux/uaccess.h>
+#include <linux/uio.h>
 
 #include "unload_kmod.h"
 
@@ -74,64 +75,47 @@ static void unload_route_resolve(struct unload_session *sess, struct unload_rout
 	rt->deny = UNLOAD_DENY_NONE;
 }
 
-/* The local source of a request: a cursor over its segments. */
+/*
+ * The local source of a request, as an iov_iter over the submitter's memory: a fault
+ * stops the copy short without zero-filling the target (copy_from_user would).
+ */
 struct unload_src {
-	struct unload_iov iov[UNLOAD_MAX_IOV];
-	unsigned int nr;		/* segments */
-	unsigned int seg;		/* current segment */
-	u64 off;			/* offset in it */
+	struct unload_iov uiov[UNLOAD_MAX_IOV];
+	struct iovec kiov[UNLOAD_MAX_IOV];
+	struct iov_iter iter;
 };
 
 /* Load and check the source; returns a reason, NONE when usable. */
 static u32 unload_src_load(struct unload_src *src, const struct unload_direct_req *req)
 {
+	unsigned int i, nr;
 	u64 total = 0;
-	unsigned int i;
 
 	if (req->iov_count == 0) {
-		src->iov[0].addr = req->iov;
-		src->iov[0].len = req->length;
-		src->nr = 1;
+		src->uiov[0].addr = req->iov;
+		src->uiov[0].len = req->length;
+		nr = 1;
 	} else {
 		if (req->iov_count > UNLOAD_MAX_IOV)
 			return UNLOAD_DENY_INVALID;
-		if (copy_from_user(src->iov, u64_to_user_ptr(req->iov),
-				   req->iov_count * sizeof(src->iov[0])))
+		if (copy_from_user(src->uiov, u64_to_user_ptr(req->iov),
+				   req->iov_count * sizeof(src->uiov[0])))
 			return UNLOAD_DENY_FAULT;
-		src->nr = req->iov_count;
+		nr = req->iov_count;
 	}
-	for (i = 0; i < src->nr; i++) {
-		if (check_add_overflow(total, src->iov[i].len, &total))
+	for (i = 0; i < nr; i++) {
+		if (check_add_overflow(total, src->uiov[i].len, &total) ||
+		    src->uiov[i].len > MAX_RW_COUNT)
 			return UNLOAD_DENY_INVALID;
-		if (!access_ok(u64_to_user_ptr(src->iov[i].addr), src->iov[i].len))
+		if (!access_ok(u64_to_user_ptr(src->uiov[i].addr), src->uiov[i].len))
 			return UNLOAD_DENY_FAULT;
+		src->kiov[i].iov_base = u64_to_user_ptr(src->uiov[i].addr);
+		src->kiov[i].iov_len = src->uiov[i].len;
 	}
 	if (total != req->length)
 		return UNLOAD_DENY_INVALID;
-	src->seg = 0;
-	src->off = 0;
+	iov_iter_init(&src->iter, ITER_SOURCE, src->kiov, nr, total);
 	return UNLOAD_DENY_NONE;
-}
-
-/* Copy n bytes of the source to dst (kernel memory); advances the cursor. */
-static int unload_src_read(struct unload_src *src, void *dst, u64 n)
-{
-	while (n) {
-		struct unload_iov *v = &src->iov[src->seg];
-		u64 chunk = min(n, v->len - src->off);
-
-		if (!chunk) {
-			src->seg++;
-			src->off = 0;
-			continue;
-		}
-		if (copy_from_user(dst, u64_to_user_ptr(v->addr + src->off), chunk))
-			return -EFAULT;
-		dst += chunk;
-		n -= chunk;
-		src->off += chunk;
-	}
-	return 0;
 }
 
 /*
@@ -145,25 +129,22 @@ static int unload_place(struct unload_region *r, u64 off, u64 len, struct unload
 	u8 last[8];
 	void *kaddr;
 	u64 i;
-	int ret;
 
 	while (body) {
 		unsigned int poff = offset_in_page(pos);
-		u64 chunk = min_t(u64, body, PAGE_SIZE - poff);
+		size_t chunk = min_t(u64, body, PAGE_SIZE - poff);
 
-		kaddr = kmap_local_page(r->pages[pos >> PAGE_SHIFT]);
-		ret = unload_src_read(src, kaddr + poff, chunk);
-		kunmap_local(kaddr);
-		if (ret)
-			return ret;
+		/* Ascending, one page at a time, from the submitter's memory. */
+		if (copy_page_from_iter(r->pages[pos >> PAGE_SHIFT], poff, chunk,
+					&src->iter) != chunk)
+			return -EFAULT;
 		pos += chunk;
 		body -= chunk;
 		cond_resched();
 	}
 
-	ret = unload_src_read(src, last, tail);
-	if (ret)
-		return ret;
+	if (copy_from_iter(last, tail, &src->iter) != tail)
+		return -EFAULT;
 	if (tail == 8 && IS_ALIGNED(pos, 8) && offset_in_page(pos) <= PAGE_SIZE - 8) {
 		u64 v;
 

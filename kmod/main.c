@@ -181,7 +181,12 @@ static int unload_uring_cmd(struct io_uring_cmd *ioucmd, unsigned int issue_flag
 	if (count > UNLOAD_URING_INLINE_BATCH && (issue_flags & IO_URING_F_NONBLOCK))
 		return -EAGAIN;
 	ret = unload_submit_batch(sess, reqs, count, &done, &accepted);
-	return ret ? ret : done;
+	/*
+	 * Complete here, in whatever context io_uring issued us: 6.1 posts no CQE for a
+	 * positive return from io-wq, so the count always goes through cmd_done.
+	 */
+	unload_uring_cmd_done(ioucmd, ret ? ret : done, issue_flags);
+	return -EIOCBQUEUED;
 }
 
 static const struct file_operations unload_fops = {

@@ -1,0 +1,537 @@
+// Direct copies between two real processes on rxe through /dev/unload: placement,
+// canaries, ordering, every denial reason (counted), impersonation, peer exit and
+// deregistration mid-stream. One line per check. Exit 0 pass, 1 fail, 77 skip.
+#include <errno.h>
+#include <liburing.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "kmod_util.hpp"
+
+using namespace kt;
+
+namespace {
+
+constexpr size_t kBlock = 1 << 20;  // shared target block
+constexpr size_t kR1Off = 4096 + 100, kR1Len = 256 * 1024;  // PD1, remote write
+constexpr size_t kR2Off = 512 * 1024, kR2Len = 16 * 1024;   // PD2, remote write
+constexpr size_t kR3Off = 768 * 1024, kR3Len = 16 * 1024;   // PD1, no remote write
+constexpr uint8_t kFill = 0xa5;
+
+struct TargetInfo {
+  Wire wire;
+  uint32_t rkey1, rkey2, rkey3;
+  uint32_t pd1, pd2;
+  uint32_t unreg_rkey;  // a real MR of T never registered with the module
+};
+
+uint8_t* g_block;          // shared with T; T registered its regions over it
+std::vector<uint8_t> g_shadow;
+int g_fd;                  // S's session
+Rc g_s;                    // S's main QP
+TargetInfo g_t;
+
+uint64_t r1() { return reinterpret_cast<uintptr_t>(g_block + kR1Off); }
+
+// T: registers its regions, connects, then obeys one-byte commands.
+[[noreturn]] void target_main(int in, int out) {
+  Rc t;
+  rc_open(&t);
+  ibv_pd* pd2 = ibv_alloc_pd(t.ctx);
+  static uint8_t spare[4096];
+  ibv_mr* m1 = ibv_reg_mr(t.pd, g_block + kR1Off, kR1Len,
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ibv_mr* m2 = ibv_reg_mr(pd2, g_block + kR2Off, kR2Len,
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ibv_mr* m3 = ibv_reg_mr(t.pd, g_block + kR3Off, kR3Len, IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* m4 = ibv_reg_mr(t.pd, spare, sizeof spare,
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (!pd2 || !m1 || !m2 || !m3 || !m4) die("target MRs");
+  int fd = unload_open();
+  if (reg_region(fd, m1->addr, m1->length, m1->rkey,
+                 UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE, t.pd->handle) ||
+      reg_region(fd, m2->addr, m2->length, m2->rkey,
+                 UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE, pd2->handle) ||
+      reg_region(fd, m3->addr, m3->length, m3->rkey, UNLOAD_ACCESS_LOCAL_WRITE,
+                 t.pd->handle))
+    die("target REG_REGION");
+  TargetInfo ti{t.wire, m1->rkey, m2->rkey, m3->rkey, t.pd->handle, pd2->handle, m4->rkey};
+  xwrite(out, &ti, sizeof ti);
+  Wire s;
+  xread(in, &s, sizeof s);
+  rc_connect(&t, s);
+  if (reg_qp(fd, t.dev.c_str(), t.wire.qpn)) die("target REG_QP");
+  char c = 'R';
+  xwrite(out, &c, 1);
+  for (;;) {
+    xread(in, &c, 1);
+    if (c == 'D') {  // deregister region 1
+      unload_region_dereg d{};
+      d.rkey = m1->rkey;
+      if (uioctl(fd, UNLOAD_IOC_DEREG_REGION, &d)) die("DEREG_REGION");
+    } else if (c == 'X') {
+      _exit(0);  // everything is released by the exit
+    }
+    xwrite(out, &c, 1);
+  }
+}
+
+unload_direct_req make_req(uint32_t qpn, uint32_t rkey, uint64_t raddr, uint64_t len,
+                           const void* src) {
+  unload_direct_req r{};
+  r.qp_num = qpn;
+  r.rkey = rkey;
+  r.remote_addr = raddr;
+  r.length = len;
+  r.iov = reinterpret_cast<uintptr_t>(src);
+  return r;
+}
+
+int submit(int fd, unload_direct_req* reqs, uint32_t n) {
+  unload_submit s{};
+  s.reqs = reinterpret_cast<uintptr_t>(reqs);
+  s.count = n;
+  return uioctl(fd, UNLOAD_IOC_SUBMIT, &s);
+}
+
+// Apply accepted requests to the shadow (contiguous sources only).
+void shadow_apply(const unload_direct_req& r) {
+  if (r.result != 0) return;
+  size_t off = r.remote_addr - reinterpret_cast<uintptr_t>(g_block);
+  if (r.iov_count == 0) {
+    memcpy(&g_shadow[off], reinterpret_cast<const void*>(r.iov), r.length);
+  } else {
+    const auto* v = reinterpret_cast<const unload_iov*>(r.iov);
+    for (uint32_t i = 0; i < r.iov_count; i++) {
+      memcpy(&g_shadow[off], reinterpret_cast<const void*>(v[i].addr), v[i].len);
+      off += v[i].len;
+    }
+  }
+}
+
+size_t shadow_diff() {
+  size_t d = 0;
+  for (size_t i = 0; i < kBlock; i++) d += g_block[i] != g_shadow[i];
+  return d;
+}
+
+// Canary bytes: outside the three regions.
+size_t canary_diff() {
+  size_t d = 0;
+  for (size_t i = 0; i < kBlock; i++) {
+    bool inside = (i >= kR1Off && i < kR1Off + kR1Len) || (i >= kR2Off && i < kR2Off + kR2Len) ||
+                  (i >= kR3Off && i < kR3Off + kR3Len);
+    if (!inside) d += g_block[i] != kFill;
+  }
+  return d;
+}
+
+// Submit one request, return its reason (and the batch's ioctl status in *ret).
+uint32_t one(unload_direct_req r, int* result = nullptr, int fd = -1) {
+  int ret = submit(fd < 0 ? g_fd : fd, &r, 1);
+  if (ret) return 1000 + static_cast<uint32_t>(-ret);
+  if (result) *result = r.result;
+  shadow_apply(r);
+  return r.reason;
+}
+
+std::map<std::string, long long> deny_stats() {
+  static const char* names[] = {"disabled", "invalid", "qp_unregistered", "qp_not_owned",
+                                "qp_state", "peer_unknown", "peer_unpaired", "rkey", "pd",
+                                "access", "bounds", "length", "fault"};
+  std::map<std::string, long long> m;
+  for (const char* n : names) m[n] = stat(std::string("direct_denied_") + n);
+  return m;
+}
+
+void test_integrity(std::mt19937_64& rng) {
+  std::vector<uint8_t> src(70000);
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  const long long w0 = stat("writes_direct"), b0 = stat("bytes_direct");
+  long long accepted = 0, bytes = 0, notok = 0, checks_bad = 0;
+  std::vector<unload_direct_req> batch;
+  std::vector<unload_iov> iovs(16 * 4);
+  for (int n = 0; n < 2000; n++) {
+    uint64_t len = (n % 10 == 0) ? 1 + rng() % 65536 : 1 + rng() % 4096;
+    uint64_t off = rng() % (kR1Len - len + 1);
+    const uint8_t* s = &src[rng() % (src.size() - len)];
+    auto r = make_req(g_s.wire.qpn, g_t.rkey1, r1() + off, len, s);
+    if (n % 7 == 0 && len >= 4) {  // three segments
+      unload_iov* v = &iovs[batch.size() * 4];
+      uint64_t a = len / 3, b = len / 3;
+      v[0] = {reinterpret_cast<uintptr_t>(s), a};
+      v[1] = {reinterpret_cast<uintptr_t>(s + a), b};
+      v[2] = {reinterpret_cast<uintptr_t>(s + a + b), len - a - b};
+      r.iov = reinterpret_cast<uintptr_t>(v);
+      r.iov_count = 3;
+    }
+    batch.push_back(r);
+    if (batch.size() == 16 || n == 1999) {
+      if (submit(g_fd, batch.data(), static_cast<uint32_t>(batch.size()))) notok++;
+      for (auto& q : batch) {
+        if (q.result == 0) {
+          accepted++;
+          bytes += static_cast<long long>(q.length);
+        } else {
+          notok++;
+        }
+        shadow_apply(q);
+      }
+      batch.clear();
+      if (n % 200 == 199 && shadow_diff()) checks_bad++;
+    }
+  }
+  size_t diff = shadow_diff(), canary = canary_diff();
+  check(accepted == 2000 && notok == 0, "direct.ioctl_accepted", "%lld/2000", accepted);
+  check(diff == 0 && checks_bad == 0, "direct.bytes_exact", "%zu bytes differ", diff);
+  check(canary == 0, "direct.canaries", "%zu canary bytes changed", canary);
+  long long dw = stat("writes_direct") - w0, db = stat("bytes_direct") - b0;
+  check(dw == accepted && db == bytes, "direct.stats", "writes_direct +%lld bytes_direct +%lld",
+        dw, db);
+
+  // io_uring: small batches run at issue, large ones are punted to io-wq.
+  io_uring ring;
+  if (io_uring_queue_init(8, &ring, 0)) {
+    check(false, "uring.init", "io_uring_queue_init failed");
+    return;
+  }
+  long long uacc = 0, ufail = 0;
+  for (int round = 0; round < 40; round++) {
+    uint32_t count = round % 2 ? 4 : 64;
+    std::vector<unload_direct_req> reqs;
+    for (uint32_t i = 0; i < count; i++) {
+      uint64_t len = 1 + rng() % 2048, off = rng() % (kR1Len - len + 1);
+      reqs.push_back(make_req(g_s.wire.qpn, g_t.rkey1, r1() + off, len,
+                              &src[rng() % (src.size() - len)]));
+    }
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    io_uring_prep_rw(IORING_OP_URING_CMD, sqe, g_fd, nullptr, 0, 0);
+    sqe->cmd_op = UNLOAD_URING_SUBMIT;
+    unload_uring_submit us{reinterpret_cast<uintptr_t>(reqs.data()), count, 0};
+    memcpy(sqe->cmd, &us, sizeof us);
+    io_uring_submit(&ring);
+    io_uring_cqe* cqe;
+    __kernel_timespec ts{10, 0};
+    if (io_uring_wait_cqe_timeout(&ring, &cqe, &ts)) {
+      std::printf("uring: no completion for a batch of %u\n", count);
+      ufail++;
+      break;
+    }
+    if (cqe->res != static_cast<int>(count)) {
+      std::printf("uring: res %d for a batch of %u\n", cqe->res, count);
+      ufail++;
+    }
+    io_uring_cqe_seen(&ring, cqe);
+    for (auto& q : reqs) {
+      uacc += q.result == 0;
+      shadow_apply(q);
+    }
+  }
+  io_uring_queue_exit(&ring);
+  check(ufail == 0 && uacc == 20 * 64 + 20 * 4, "uring.accepted", "%lld/%d, %lld bad cqes",
+        uacc, 20 * 64 + 20 * 4, ufail);
+  diff = shadow_diff();
+  check(diff == 0 && canary_diff() == 0, "uring.bytes_exact", "%zu bytes differ", diff);
+}
+
+void test_ordering() {
+  // A poller on another CPU watches the last 8 bytes; when they turn up, every earlier
+  // byte must be there already.
+  constexpr size_t kLen = 16384;
+  uint8_t* dst = g_block + kR1Off + 4096;  // not 8-aligned: byte-wise tail
+  std::vector<uint8_t> src(kLen);
+  long long violations = 0, rounds = 0;
+  for (int aligned = 0; aligned < 2; aligned++) {
+    uint8_t* d = aligned ? reinterpret_cast<uint8_t*>(
+                               (reinterpret_cast<uintptr_t>(dst) + 7) & ~uintptr_t{7})
+                         : dst;
+    for (int round = 0; round < 100; round++, rounds++) {
+      uint8_t v = static_cast<uint8_t>(round * 2 + 1);
+      memset(src.data(), v, kLen);
+      memset(d, 0, kLen);
+      memset(&g_shadow[d - g_block], 0, kLen);
+      std::atomic<bool> go{false};
+      std::thread poller([&] {
+        go = true;
+        volatile uint8_t* last = d + kLen - 1;
+        while (*last != v) {
+        }
+        std::atomic_thread_fence(std::memory_order_acquire);
+        for (size_t i = 0; i < kLen; i++)
+          if (d[i] != v) {
+            violations++;
+            break;
+          }
+      });
+      while (!go) {
+      }
+      one(make_req(g_s.wire.qpn, g_t.rkey1, reinterpret_cast<uintptr_t>(d), kLen, src.data()));
+      poller.join();
+    }
+  }
+  check(violations == 0, "direct.ordering_last_bytes_last", "%lld violations in %lld rounds",
+        violations, rounds);
+}
+
+void test_denials(std::mt19937_64& rng) {
+  uint8_t src[256];
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  auto before = deny_stats();
+  std::map<std::string, long long> expect;
+  const uint32_t q = g_s.wire.qpn;
+  struct Case {
+    const char* name;
+    unload_direct_req req;
+    uint32_t reason;
+    const char* stat;
+  };
+  const uint64_t a1 = r1(), e1 = a1 + kR1Len;
+  const uint64_t a2 = reinterpret_cast<uintptr_t>(g_block + kR2Off);
+  const uint64_t a3 = reinterpret_cast<uintptr_t>(g_block + kR3Off);
+  std::vector<Case> cases = {
+      {"wrong_rkey", make_req(q, g_t.rkey1 ^ 0x5a5a00, a1, 8, src), UNLOAD_DENY_RKEY, "rkey"},
+      {"unregistered_mr_rkey", make_req(q, g_t.unreg_rkey, a1, 8, src), UNLOAD_DENY_RKEY, "rkey"},
+      {"rkey_other_pd", make_req(q, g_t.rkey2, a2, 8, src), UNLOAD_DENY_PD, "pd"},
+      {"no_remote_write", make_req(q, g_t.rkey3, a3, 8, src), UNLOAD_DENY_ACCESS, "access"},
+      {"bounds_before_start", make_req(q, g_t.rkey1, a1 - 1, 8, src), UNLOAD_DENY_BOUNDS, "bounds"},
+      {"bounds_past_end", make_req(q, g_t.rkey1, e1 - 7, 8, src), UNLOAD_DENY_BOUNDS, "bounds"},
+      {"bounds_at_end", make_req(q, g_t.rkey1, e1, 1, src), UNLOAD_DENY_BOUNDS, "bounds"},
+      {"bounds_2^64-8", make_req(q, g_t.rkey1, ~0ULL - 7, 8, src), UNLOAD_DENY_BOUNDS, "bounds"},
+      {"bounds_2^64-1", make_req(q, g_t.rkey1, ~0ULL, 1, src), UNLOAD_DENY_BOUNDS, "bounds"},
+      {"bounds_len_region+1", make_req(q, g_t.rkey1, a1, kR1Len + 1, src), UNLOAD_DENY_BOUNDS,
+       "bounds"},
+      {"bounds_zero_addr", make_req(q, g_t.rkey1, 0, 8, src), UNLOAD_DENY_BOUNDS, "bounds"},
+      {"length_0", make_req(q, g_t.rkey1, a1, 0, src), UNLOAD_DENY_LENGTH, "length"},
+      {"length_huge", make_req(q, g_t.rkey1, a1, 1ULL << 40, src), UNLOAD_DENY_LENGTH, "length"},
+      {"length_2^64-1", make_req(q, g_t.rkey1, a1, ~0ULL, src), UNLOAD_DENY_LENGTH, "length"},
+      {"impersonate_peer_qp", make_req(g_t.wire.qpn, g_t.rkey1, a1, 8, src),
+       UNLOAD_DENY_QP_UNREGISTERED, "qp_unregistered"},
+      {"unknown_qp", make_req(0xfffff0, g_t.rkey1, a1, 8, src), UNLOAD_DENY_QP_UNREGISTERED,
+       "qp_unregistered"},
+      {"source_fault", make_req(q, g_t.rkey1, a1, 64, reinterpret_cast<void*>(16)),
+       UNLOAD_DENY_FAULT, "fault"},
+  };
+  auto bad_flags = make_req(q, g_t.rkey1, a1, 8, src);
+  bad_flags.flags = 1;
+  cases.push_back({"invalid_flags", bad_flags, UNLOAD_DENY_INVALID, "invalid"});
+  unload_iov short_iov[2] = {{reinterpret_cast<uintptr_t>(src), 4},
+                             {reinterpret_cast<uintptr_t>(src + 4), 3}};
+  auto bad_iov = make_req(q, g_t.rkey1, a1, 8, src);
+  bad_iov.iov = reinterpret_cast<uintptr_t>(short_iov);
+  bad_iov.iov_count = 2;
+  cases.push_back({"invalid_iov_sum", bad_iov, UNLOAD_DENY_INVALID, "invalid"});
+  auto many_iov = bad_iov;
+  many_iov.iov_count = UNLOAD_MAX_IOV + 1;
+  cases.push_back({"invalid_iov_count", many_iov, UNLOAD_DENY_INVALID, "invalid"});
+
+  // QPs of S that are not properly paired.
+  Rc s2, s3, s4, s5;
+  rc_open(&s5, g_s.ctx, g_s.pd);  // exists, never registered
+  rc_open(&s2, g_s.ctx, g_s.pd);
+  rc_connect(&s2, s5.wire);       // peer QP registered by nobody
+  rc_open(&s3, g_s.ctx, g_s.pd);
+  rc_connect(&s3, g_t.wire);      // one-sided: T's QP is connected to S's main QP
+  rc_open(&s4, g_s.ctx, g_s.pd);
+  rc_init_only(&s4);              // not RTS
+  for (Rc* r : {&s2, &s3, &s4})
+    if (reg_qp(g_fd, r->dev.c_str(), r->wire.qpn)) die("REG_QP of a test QP");
+  cases.push_back({"peer_unregistered", make_req(s2.wire.qpn, g_t.rkey1, a1, 8, src),
+                   UNLOAD_DENY_PEER_UNKNOWN, "peer_unknown"});
+  cases.push_back({"peer_not_paired", make_req(s3.wire.qpn, g_t.rkey1, a1, 8, src),
+                   UNLOAD_DENY_PEER_UNPAIRED, "peer_unpaired"});
+  cases.push_back({"qp_not_rts", make_req(s4.wire.qpn, g_t.rkey1, a1, 8, src),
+                   UNLOAD_DENY_QP_STATE, "qp_state"});
+
+  size_t wrong = 0;
+  for (auto& c : cases) {
+    int result = 0;
+    uint32_t got = one(c.req, &result);
+    expect[c.stat]++;
+    if (!check(got == c.reason && result < 0, (std::string("deny.") + c.name).c_str(),
+               "reason %u (want %u) result %d", got, c.reason, result))
+      wrong++;
+  }
+
+  // Disabled by sysfs.
+  std::string dm;
+  sysfs_read("direct_max", &dm);
+  sysfs_write("direct_max", "0");
+  uint32_t got = one(make_req(q, g_t.rkey1, a1, 8, src));
+  sysfs_write("direct_max", dm);
+  check(got == UNLOAD_DENY_DISABLED, "deny.direct_max_0", "reason %u", got);
+  sysfs_write("enabled", "0");
+  uint32_t got2 = one(make_req(q, g_t.rkey1, a1, 8, src));
+  sysfs_write("enabled", "1");
+  check(got2 == UNLOAD_DENY_DISABLED, "deny.enabled_0", "reason %u", got2);
+  expect["disabled"] += 2;
+  uint32_t small = one(make_req(q, g_t.rkey1, a1, 8, src));
+  check(small == 0, "deny.restored_accepts", "reason %u", small);
+
+  // Registering another process's QP, same uid.
+  int r = reg_qp(g_fd, g_s.dev.c_str(), g_t.wire.qpn);
+  check(r == -EPERM, "impersonate.reg_peer_qp_same_uid", "REG_QP -> %d", r);
+
+  // Another uid: cannot register S's or T's QP, cannot submit on them.
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (setgid(65534) || setuid(65534)) _exit(2);
+    int fd = unload_open();
+    int a = reg_qp(fd, g_s.dev.c_str(), g_s.wire.qpn);
+    int b = reg_qp(fd, g_s.dev.c_str(), g_t.wire.qpn);
+    unload_direct_req rq = make_req(g_s.wire.qpn, g_t.rkey1, a1, 8, src);
+    int c = submit(fd, &rq, 1);
+    _exit(a == -EPERM && b == -EPERM && c == 0 && rq.reason == UNLOAD_DENY_QP_UNREGISTERED
+              ? 0 : 1);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  expect["qp_unregistered"]++;
+  check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "impersonate.other_uid",
+        "child status %d (REG_QP EPERM x2, submit denied)", WEXITSTATUS(st));
+
+  // A child inheriting S's session fd (another mm) cannot submit through it.
+  pid = fork();
+  if (pid == 0) {
+    unload_direct_req rq = make_req(q, g_t.rkey1, a1, 8, src);
+    _exit(submit(g_fd, &rq, 1) == -EPERM ? 0 : 1);
+  }
+  waitpid(pid, &st, 0);
+  check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "impersonate.inherited_fd", "child status %d",
+        WEXITSTATUS(st));
+
+  auto after = deny_stats();
+  size_t stat_bad = 0;
+  for (auto& [name, v] : after) {
+    long long d = v - before[name];
+    if (d != expect[name]) {
+      stat_bad++;
+      check(false, ("deny.stat." + name).c_str(), "+%lld (want +%lld)", d, expect[name]);
+    }
+  }
+  check(stat_bad == 0, "deny.stats_counted", "%zu of %zu reasons off", stat_bad, after.size());
+  size_t diff = shadow_diff();
+  check(diff == 0 && canary_diff() == 0, "deny.nothing_written", "%zu bytes differ", diff);
+  for (Rc* x : {&s2, &s3, &s4, &s5}) rc_close(x);
+  (void)wrong;
+}
+
+void test_dereg_mid_stream(int to_t, int from_t) {
+  std::vector<uint8_t> src(4096, 0x3c);
+  std::atomic<bool> stop{false};
+  std::atomic<long long> acc{0}, after_deny_acc{0}, rkey_denied{0}, other{0};
+  std::thread streamer([&] {
+    bool denied = false;
+    while (!stop) {
+      unload_direct_req rq[8];
+      for (auto& x : rq) x = make_req(g_s.wire.qpn, g_t.rkey1, r1() + 8192, 4096, src.data());
+      if (submit(g_fd, rq, 8)) {
+        other++;
+        continue;
+      }
+      for (auto& x : rq) {
+        if (x.result == 0) {
+          acc++;
+          if (denied) after_deny_acc++;
+          shadow_apply(x);
+        } else if (x.reason == UNLOAD_DENY_RKEY) {
+          denied = true;
+          rkey_denied++;
+        } else {
+          other++;
+        }
+      }
+      if (denied && rkey_denied > 100) stop = true;
+    }
+  });
+  usleep(20000);
+  const long long pinned0 = stat("pinned_pages");
+  char c = 'D';
+  xwrite(to_t, &c, 1);
+  xread(from_t, &c, 1);
+  const long long pinned1 = stat("pinned_pages");
+  streamer.join();
+  size_t diff = shadow_diff();
+  check(after_deny_acc == 0 && other == 0 && rkey_denied > 0, "dereg.mid_stream",
+        "%lld placed before, %lld after, %lld denied rkey, %lld other", acc.load(),
+        after_deny_acc.load(), rkey_denied.load(), other.load());
+  check(pinned0 - pinned1 >= static_cast<long long>(kR1Len / 4096),
+        "dereg.unpinned", "pinned_pages %lld -> %lld", pinned0, pinned1);
+  check(diff == 0 && canary_diff() == 0, "dereg.bytes_exact", "%zu bytes differ", diff);
+}
+
+}  // namespace
+
+int main() {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (access(UNLOAD_DEVICE_PATH, F_OK)) skip("no /dev/unload (module not loaded)");
+  const long long pins0 = foll_pins_outstanding();
+  g_block = static_cast<uint8_t*>(
+      mmap(nullptr, kBlock, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (g_block == MAP_FAILED) die("mmap");
+  memset(g_block, kFill, kBlock);
+  g_shadow.assign(g_block, g_block + kBlock);
+  int to_t[2], from_t[2];
+  if (pipe(to_t) || pipe(from_t)) die("pipe");
+  pid_t tpid = fork();
+  if (tpid == 0) target_main(to_t[0], from_t[1]);
+
+  std::mt19937_64 rng(12345);
+  rc_open(&g_s);
+  g_fd = unload_open();
+  xread(from_t[0], &g_t, sizeof g_t);
+  xwrite(to_t[1], &g_s.wire, sizeof g_s.wire);
+  rc_connect(&g_s, g_t.wire);
+  char c;
+  xread(from_t[0], &c, 1);
+  unload_qp_reg rq;
+  int r = reg_qp(g_fd, g_s.dev.c_str(), g_s.wire.qpn, &rq);
+  check(r == 0 && rq.state == IBV_QPS_RTS && rq.dest_qp_num == g_t.wire.qpn &&
+            (rq.peer_flags & (UNLOAD_PEER_LOCAL | UNLOAD_PEER_PAIRED)) ==
+                (UNLOAD_PEER_LOCAL | UNLOAD_PEER_PAIRED),
+        "qp.registered_paired", "ret %d state %u dest 0x%x flags 0x%x", r, rq.state,
+        rq.dest_qp_num, rq.peer_flags);
+
+  std::printf("info: foll pins outstanding %lld at start, %lld connected\n", pins0,
+              foll_pins_outstanding());
+  test_integrity(rng);
+  std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
+  test_ordering();
+  test_denials(rng);
+  std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
+  test_dereg_mid_stream(to_t[1], from_t[0]);
+  std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
+
+  // The peer exits: its session, QPs and regions go; writes are refused.
+  c = 'X';
+  xwrite(to_t[1], &c, 1);
+  int st;
+  waitpid(tpid, &st, 0);
+  uint8_t src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  long long pu0 = stat("direct_denied_peer_unknown");
+  uint32_t got = one(make_req(g_s.wire.qpn, g_t.rkey2, reinterpret_cast<uintptr_t>(g_block + kR2Off), 8, src));
+  check(got == UNLOAD_DENY_PEER_UNKNOWN && stat("direct_denied_peer_unknown") == pu0 + 1,
+        "peer.exited", "reason %u", got);
+
+  close(g_fd);
+  rc_close(&g_s);
+  ibv_dealloc_pd(g_s.pd);
+  ibv_close_device(g_s.ctx);
+  long long sess = stat("sessions"), pinned = stat("pinned_pages");
+  long long pins1 = foll_pins_outstanding();
+  check(sess == 0 && pinned == 0, "lifecycle.released", "sessions %lld pinned_pages %lld", sess,
+        pinned);
+  // rxe itself leaves the odd FOLL_PIN outstanding for a while (ibv_rc_pingpong alone
+  // does), so the exact pin balance of the module is checked by kmod_lifecycle.
+  std::printf("info: foll pins outstanding %lld -> %lld (rxe included)\n", pins0, pins1);
+  std::printf("%s: %d failed checks\n", failures() ? "FAIL" : "PASS", failures());
+  return failures() ? 1 : 0;
+}
