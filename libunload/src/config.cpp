@@ -23,6 +23,8 @@ Tunables g_tunables = policy::kDefaultTunables;
 bool g_have_kmod = false;
 bool g_mode_forced = false;  // UNLOAD_MODE set: it wins over the control page
 uint32_t g_forced_mode = 0;
+bool g_path_forced = false;  // UNLOAD_PATH set
+Path g_forced_path = Path::offload;
 thread_local Tunables t_tunables;
 thread_local uint32_t t_seq = 1;  // odd: never a stable control-page sequence
 std::atomic<ThreadStats*> g_stats_list{nullptr};
@@ -73,6 +75,21 @@ bool env_mode(Tunables& t) {
   }
   t.mode = m;
   return true;
+}
+
+bool env_path() {
+  const char* s = std::getenv("UNLOAD_PATH");
+  if (!s) return false;
+  static const char* const names[] = {"offload", "inline", "stage", "direct"};
+  for (unsigned i = 0; i < policy::kPathCount; ++i)
+    if (std::strcmp(s, names[i]) == 0) {
+      g_forced_path = static_cast<Path>(i);
+      return true;
+    }
+  std::fprintf(stderr,
+               "unload: UNLOAD_PATH=\"%s\" is not one of offload, inline, stage, direct; "
+               "ignored\n", s);
+  return false;
 }
 
 void write_stats_file() {
@@ -147,6 +164,11 @@ const Tunables& tunables() {
 }
 bool kmod_present() { return g_have_kmod; }
 
+bool forced_path(Path& p) {
+  p = g_forced_path;
+  return g_path_forced;
+}
+
 uint64_t now_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -155,7 +177,6 @@ uint64_t now_ns() {
 
 void config_init() {
   Tunables t = policy::kDefaultTunables;
-  // The kmod is not integrated yet: the environment always supplies the tunables.
   env_u32("UNLOAD_ENABLED", t.enabled, 1);
   const bool mode_ok = env_mode(t);
   env_u32("UNLOAD_THRESHOLD_BYTES", t.threshold_bytes);
@@ -168,6 +189,7 @@ void config_init() {
   g_tunables = t;
   g_mode_forced = mode_ok;
   g_forced_mode = t.mode;
+  g_path_forced = env_path();
   if (const char* why = kmod_open()) {
     g_have_kmod = false;
     std::fprintf(stderr,

@@ -36,6 +36,11 @@ Totals stats_totals();
 // copy taken from the control page under its sequence counter (UNLOAD_MODE still wins).
 const Tunables& tunables();
 
+// UNLOAD_PATH=offload|inline|stage|direct: every write takes that path when it is
+// eligible, the NIC otherwise, whatever the mode (for benchmarks that compare paths).
+// Returns true and sets `p` when a path is forced.
+bool forced_path(Path& p);
+
 // Whether the kmod is present (stage and direct are possible).
 bool kmod_present();
 

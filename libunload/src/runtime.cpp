@@ -84,7 +84,10 @@ policy::WriteFeatures features_of(const QpRec* q, const WriteRequest& r, PathSet
 // looking at anything else.
 Path choose_path(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t,
                  SqEntry* e, bool direct_ok = false) {
-  if (!t.enabled || t.mode == static_cast<uint32_t>(Mode::offload) || !r.is_write || r.user_inline)
+  Path forced;
+  const bool is_forced = forced_path(forced);
+  if (!t.enabled || (!is_forced && t.mode == static_cast<uint32_t>(Mode::offload)) ||
+      !r.is_write || r.user_inline)
     return Path::offload;
   PathContext pc;
   pc.max_inline = q->max_inline;
@@ -94,6 +97,7 @@ Path choose_path(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, const
                   sges_valid(q, sg, r.sge_count);
   const PathSet eligible = eligible_paths(r, pc);
   if (eligible == PathSet(Path::offload)) return Path::offload;
+  if (is_forced) return eligible.contains(forced) ? forced : Path::offload;
   const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
   const policy::WriteFeatures f = features_of(q, r, eligible, adaptive);
   const Path p = thread_policy().decide(f, t);

@@ -1,0 +1,402 @@
+// RDMA WRITE latency per size, over a real verbs device, between a forked client and
+// server: post-to-completion and ping-pong half round trip (as perftest ib_write_lat),
+// a translation-pressure workload (random target pages over a large footprint), and the
+// floors (CPU copy, syscall) the unload.direct path is compared with.
+//
+// The path is chosen outside: run under the shim with UNLOAD_MODE / UNLOAD_PATH (the
+// scripts/bench driver interleaves paths and repetitions); without the shim every write
+// is an offload. Own flags, before Google Benchmark's:
+//   --device=NAME  --gid=N  --footprint_mib=N  --iters_scale=F
+#include "rc_link.hpp"
+
+#include <benchmark/benchmark.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ub = unload::bench;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr size_t kMaxWrite = 1 << 20;
+// Buffer layout on both sides: [0, 1 MiB) the source ("out"), [1 MiB, 2 MiB) the
+// ping-pong target ("in"), then the translation-pressure footprint.
+constexpr size_t kOut = 0;
+constexpr size_t kIn = kMaxWrite;
+constexpr size_t kFootprint = 2 * kMaxWrite;
+
+enum class Op : uint32_t { pingpong = 1, stop = 2 };
+struct Command {
+	Op op;
+	uint32_t bytes;
+	uint64_t iters;
+};
+
+ub::RcLink g_link;
+int g_sock = -1;
+size_t g_footprint = 64u << 20;
+double g_iters_scale = 1.0;
+
+// Fewer iterations for big writes: under TCG a 1 MiB write takes milliseconds.
+int64_t iters_for(size_t bytes)
+{
+	double n = 4000.0 * 64.0 / (64.0 + static_cast<double>(bytes) / 64.0);
+	return std::max<int64_t>(20, static_cast<int64_t>(n * g_iters_scale));
+}
+
+volatile uint8_t *byte_at(size_t off) { return g_link.buf + off; }
+
+uint8_t load_acquire(size_t off)
+{
+	return __atomic_load_n(g_link.buf + off, __ATOMIC_ACQUIRE);
+}
+
+// Completions are drained as we go so the send queue never fills; the program's own
+// completion count must come out exact, so any error completion aborts the run.
+struct Drain {
+	int outstanding = 0;
+	bool ok = true;
+	void after_post()
+	{
+		++outstanding;
+		ibv_wc wc[16];
+		do {
+			int n = ibv_poll_cq(g_link.cq, 16, wc);
+			if (n < 0) {
+				ok = false;
+				return;
+			}
+			for (int i = 0; i < n; i++)
+				ok &= wc[i].status == IBV_WC_SUCCESS;
+			outstanding -= n;
+		} while (outstanding >= 64);
+	}
+	void finish()
+	{
+		if (outstanding > 0)
+			ok &= ub::poll_n(g_link, outstanding) == 0;
+		outstanding = 0;
+	}
+};
+
+void report(benchmark::State &state, std::vector<double> &ns, size_t bytes)
+{
+	if (ns.empty())
+		return;
+	std::sort(ns.begin(), ns.end());
+	state.counters["median_ns"] = ns[ns.size() / 2];
+	state.counters["p99_ns"] = ns[std::min(ns.size() - 1, ns.size() * 99 / 100)];
+	if (bytes)
+	state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
+}
+
+void BM_Write_PostToCompletion(benchmark::State &state)
+{
+	const auto bytes = static_cast<uint32_t>(state.range(0));
+	std::vector<double> ns;
+	ns.reserve(static_cast<size_t>(state.max_iterations));
+	uint8_t tag = 0;
+	for (auto _ : state) {
+		g_link.buf[kOut + bytes - 1] = ++tag;
+		auto t0 = Clock::now();
+		int rc = ub::post_write(g_link, kOut, kIn, bytes, true, false, tag);
+		if (!rc)
+			rc = ub::poll_n(g_link, 1);
+		auto dt = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+		if (rc) {
+			state.SkipWithError("write failed");
+			break;
+		}
+		state.SetIterationTime(dt * 1e-9);
+		ns.push_back(dt);
+	}
+	report(state, ns, bytes);
+}
+
+// The client's half of ib_write_lat's loop: write, then spin on our own target's last
+// byte until the server's reply lands there.
+void BM_Write_PingPong(benchmark::State &state)
+{
+	const auto bytes = static_cast<uint32_t>(state.range(0));
+	Command c{Op::pingpong, bytes, static_cast<uint64_t>(state.max_iterations)};
+	if (ub::sock_send(g_sock, &c, sizeof(c))) {
+		state.SkipWithError("server gone");
+		return;
+	}
+	std::vector<double> ns;
+	ns.reserve(static_cast<size_t>(state.max_iterations));
+	Drain drain;
+	uint8_t tag = 0;
+	const size_t last = kIn + bytes - 1;
+	for (auto _ : state) {
+		tag = static_cast<uint8_t>(tag % 255 + 1);
+		g_link.buf[kOut + bytes - 1] = tag;
+		auto t0 = Clock::now();
+		if (ub::post_write(g_link, kOut, kIn, bytes, true, false, tag)) {
+			state.SkipWithError("post failed");
+			break;
+		}
+		drain.after_post();
+		while (load_acquire(last) != tag) {
+		}
+		auto rtt = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+		state.SetIterationTime(rtt * 0.5e-9);
+		ns.push_back(rtt * 0.5);
+	}
+	drain.finish();
+	if (!drain.ok)
+		state.SkipWithError("error completion");
+	char done = 0;
+	ub::sock_recv(g_sock, &done, 1);
+	report(state, ns, bytes);
+}
+
+// Post-to-completion at random page-aligned offsets over a large target footprint:
+// on a real NIC the target's translation cache misses; rxe has no such cache.
+void BM_Write_RandomTarget(benchmark::State &state)
+{
+	const auto bytes = static_cast<uint32_t>(state.range(0));
+	const size_t pages = (g_footprint - bytes) / 4096;
+	std::mt19937_64 rng(42);
+	std::vector<double> ns;
+	ns.reserve(static_cast<size_t>(state.max_iterations));
+	for (auto _ : state) {
+		size_t off = kFootprint + (rng() % pages) * 4096;
+		auto t0 = Clock::now();
+		int rc = ub::post_write(g_link, kOut, off, bytes, true, false, 1);
+		if (!rc)
+			rc = ub::poll_n(g_link, 1);
+		auto dt = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+		if (rc) {
+			state.SkipWithError("write failed");
+			break;
+		}
+		state.SetIterationTime(dt * 1e-9);
+		ns.push_back(dt);
+	}
+	state.counters["footprint_mib"] = static_cast<double>(g_footprint >> 20);
+	report(state, ns, bytes);
+}
+
+// The physical floor of a CPU copy of this size in this environment.
+void BM_Floor_Memcpy(benchmark::State &state)
+{
+	const auto bytes = static_cast<size_t>(state.range(0));
+	std::vector<double> ns;
+	ns.reserve(static_cast<size_t>(state.max_iterations));
+	for (auto _ : state) {
+		auto t0 = Clock::now();
+		memcpy(g_link.buf + kIn, g_link.buf + kOut, bytes);
+		benchmark::ClobberMemory();
+		auto dt = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+		state.SetIterationTime(dt * 1e-9);
+		ns.push_back(dt);
+	}
+	report(state, ns, bytes);
+}
+
+// The cost of entering and leaving the kernel once, the other half of the direct floor.
+void BM_Floor_Syscall(benchmark::State &state)
+{
+	std::vector<double> ns;
+	ns.reserve(static_cast<size_t>(state.max_iterations));
+	for (auto _ : state) {
+		auto t0 = Clock::now();
+		benchmark::DoNotOptimize(syscall(SYS_getppid));
+		auto dt = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+		state.SetIterationTime(dt * 1e-9);
+		ns.push_back(dt);
+	}
+	report(state, ns, 0);
+}
+
+double p99_of(const std::vector<double> &v)
+{
+	std::vector<double> s(v);
+	std::sort(s.begin(), s.end());
+	return s.empty() ? 0 : s[std::min(s.size() - 1, s.size() * 99 / 100)];
+}
+
+void register_sizes(benchmark::internal::Benchmark *b, size_t max_bytes)
+{
+	b->ArgName("bytes")->UseManualTime()->ComputeStatistics("p99", p99_of);
+	for (size_t s = 8; s <= max_bytes; s *= 4)
+		b->Arg(static_cast<int64_t>(s))->Iterations(iters_for(s));
+}
+
+void register_all()
+{
+	register_sizes(benchmark::RegisterBenchmark("BM_Write_PostToCompletion",
+						    BM_Write_PostToCompletion),
+		       kMaxWrite);
+	register_sizes(benchmark::RegisterBenchmark("BM_Write_PingPong", BM_Write_PingPong),
+		       kMaxWrite);
+	register_sizes(benchmark::RegisterBenchmark("BM_Write_RandomTarget",
+						    BM_Write_RandomTarget),
+		       64 * 1024);
+	register_sizes(benchmark::RegisterBenchmark("BM_Floor_Memcpy", BM_Floor_Memcpy),
+		       kMaxWrite);
+	benchmark::RegisterBenchmark("BM_Floor_Syscall", BM_Floor_Syscall)
+		->UseManualTime()
+		->Iterations(20000)
+		->ComputeStatistics("p99", p99_of);
+}
+
+std::string read_line(const std::string &path)
+{
+	std::ifstream f(path);
+	std::string s;
+	std::getline(f, s);
+	return s;
+}
+
+void add_context()
+{
+	utsname u{};
+	uname(&u);
+	benchmark::AddCustomContext("kernel", u.release);
+	benchmark::AddCustomContext("device", g_link.device_name);
+	benchmark::AddCustomContext("gid_index", std::to_string(g_link.gid_index));
+	benchmark::AddCustomContext("qp_max_inline", std::to_string(g_link.max_inline));
+	for (const char *env : {"UNLOAD_MODE", "UNLOAD_PATH", "LD_PRELOAD"}) {
+		const char *v = getenv(env);
+		benchmark::AddCustomContext(env, v ? v : "");
+	}
+	for (const char *t : {"enabled", "mode", "threshold_bytes", "inline_max", "stage_max",
+			      "direct_max", "explore_shift", "hysteresis_pct",
+			      "cpu_budget_pct"}) {
+		std::string v = read_line(std::string("/sys/kernel/unload/") + t);
+		benchmark::AddCustomContext(std::string("unload.") + t, v.empty() ? "-" : v);
+	}
+}
+
+// The server: connect, then answer ping-pong rounds until told to stop.
+int serve(const ub::LinkOptions &opt, int sock)
+{
+	std::string err;
+	if (int rc = g_link.connect(opt, sock, err); rc) {
+		fprintf(stderr, "bench server: %s: %s\n", err.c_str(), strerror(-rc));
+		return 1;
+	}
+	Command c{};
+	while (ub::sock_recv(sock, &c, sizeof(c)) == 0 && c.op == Op::pingpong) {
+		Drain drain;
+		uint8_t tag = 0;
+		const size_t last = kIn + c.bytes - 1;
+		for (uint64_t i = 0; i < c.iters; i++) {
+			tag = static_cast<uint8_t>(tag % 255 + 1);
+			while (load_acquire(last) != tag) {
+			}
+			g_link.buf[kOut + c.bytes - 1] = tag;
+			if (ub::post_write(g_link, kOut, kIn, c.bytes, true, false, tag))
+				return 1;
+			drain.after_post();
+		}
+		drain.finish();
+		// The next round reuses the tags from 1: clear our target's last byte.
+		*byte_at(last) = 0;
+		char done = drain.ok ? 1 : 0;
+		ub::sock_send(sock, &done, 1);
+	}
+	return 0;
+}
+
+bool take_flag(const char *arg, const char *name, std::string &value)
+{
+	size_t n = strlen(name);
+	if (strncmp(arg, name, n) || arg[n] != '=')
+		return false;
+	value = arg + n + 1;
+	return true;
+}
+
+}  // namespace
+
+int main(int argc, char **argv)
+{
+	ub::LinkOptions opt;
+	std::vector<char *> rest{argv[0]};
+	for (int i = 1; i < argc; i++) {
+		std::string v;
+		char *end = nullptr;
+		if (take_flag(argv[i], "--device", v)) {
+			opt.device = v;
+		} else if (take_flag(argv[i], "--gid", v)) {
+			opt.gid_index = static_cast<int>(strtol(v.c_str(), &end, 10));
+			if (v.empty() || *end || opt.gid_index < 0) {
+				fprintf(stderr, "bench: --gid wants a GID index, not '%s'\n", v.c_str());
+				return 2;
+			}
+		} else if (take_flag(argv[i], "--footprint_mib", v)) {
+			unsigned long mib = strtoul(v.c_str(), &end, 10);
+			if (v.empty() || *end || mib < 1 || mib > 4096) {
+				fprintf(stderr, "bench: --footprint_mib wants 1..4096, not '%s'\n",
+					v.c_str());
+				return 2;
+			}
+			g_footprint = mib << 20;
+		} else if (take_flag(argv[i], "--iters_scale", v)) {
+			g_iters_scale = strtod(v.c_str(), &end);
+			if (v.empty() || *end || !(g_iters_scale > 0 && g_iters_scale <= 100)) {
+				fprintf(stderr, "bench: --iters_scale wants (0, 100], not '%s'\n",
+					v.c_str());
+				return 2;
+			}
+		} else {
+			rest.push_back(argv[i]);
+		}
+	}
+	opt.buffer_bytes = kFootprint + g_footprint;
+
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+		perror("bench: socketpair");
+		return 1;
+	}
+	pid_t server = fork();
+	if (server < 0) {
+		perror("bench: fork");
+		return 1;
+	}
+	if (server == 0) {
+		close(sv[0]);
+		_exit(serve(opt, sv[1]));
+	}
+	close(sv[1]);
+	g_sock = sv[0];
+
+	std::string err;
+	int rc = g_link.connect(opt, g_sock, err);
+	if (rc) {
+		fprintf(stderr, "bench: %s: %s\n", err.c_str(), strerror(-rc));
+		close(g_sock);
+		waitpid(server, nullptr, 0);
+		return 1;
+	}
+	int bargc = static_cast<int>(rest.size());
+	benchmark::Initialize(&bargc, rest.data());
+	register_all();
+	add_context();
+	benchmark::RunSpecifiedBenchmarks();
+	benchmark::Shutdown();
+
+	Command stop{Op::stop, 0, 0};
+	ub::sock_send(g_sock, &stop, sizeof(stop));
+	close(g_sock);
+	int status = 0;
+	waitpid(server, &status, 0);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
