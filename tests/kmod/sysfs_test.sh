@@ -1,0 +1,92 @@
+#!/bin/bash
+# sysfs of unload.ko: every tunable round-trips, a table of bad inputs is rejected with EINVAL leaving the value unchanged, file modes, stats reset, the docs list every file.
+set -u
+R=/sys/kernel/unload
+DOC=${UNLOAD_SOURCE_DIR:-$(dirname "$0")/../..}/docs/sysfs.md
+fail=0
+check() { # name ok figure
+	if [ "$2" = 1 ]; then s=ok; else s=FAIL; fail=$((fail + 1)); fi
+	printf 'check %-40s %s ... %s\n' "$1" "$3" "$s"
+}
+[ -d $R ] || { echo "skip: no $R (module not loaded)"; exit 77; }
+
+# name min max default
+tunables="enabled 0 1 1
+threshold_bytes 0 2147483648 1024
+inline_max 0 65536 256
+stage_max 0 1073741824 65536
+direct_max 0 2147483648 1073741824
+explore_shift 0 31 5
+hysteresis_pct 0 1000 10
+cpu_budget_pct 0 100 50"
+
+while read -r n min max def; do
+	v=$(cat $R/$n)
+	check "default.$n" "$([ "$v" = "$def" ] && echo 1)" "$v (want $def)"
+	ok=1
+	for x in $min $max $(((min + max) / 2)) $def; do
+		echo $x >$R/$n 2>/dev/null && [ "$(cat $R/$n)" = "$x" ] || ok=0
+	done
+	check "roundtrip.$n" $ok "min $min max $max mid default"
+	echo $def >$R/$n
+	bad=0 total=0
+	for x in "" "abc" "-1" "$((max + 1))" "1.5" "0x" "18446744073709551616" \
+		"99999999999999999999999" "12abc" " " "1 2" "$(head -c 5000 /dev/zero | tr '\0' 9)"; do
+		total=$((total + 1))
+		if printf '%s' "$x" >$R/$n 2>/dev/null; then bad=$((bad + 1)); continue; fi
+		[ "$(cat $R/$n)" = "$def" ] || bad=$((bad + 1))
+	done
+	check "invalid.$n" "$([ $bad = 0 ] && echo 1)" "$((total - bad))/$total rejected, value kept"
+done <<<"$tunables"
+
+# mode takes words
+v=$(cat $R/mode)
+check default.mode "$([ "$v" = adaptive ] && echo 1)" "$v (want adaptive)"
+ok=1
+for m in offload unload threshold adaptive; do
+	echo $m >$R/mode && [ "$(cat $R/mode)" = $m ] || ok=0
+done
+check roundtrip.mode $ok "offload unload threshold adaptive"
+bad=0 total=0
+for x in "" bogus 0 3 Offload "offload2" "unloadx" " adaptive"; do
+	total=$((total + 1))
+	if printf '%s' "$x" >$R/mode 2>/dev/null; then bad=$((bad + 1)); continue; fi
+	[ "$(cat $R/mode)" = adaptive ] || bad=$((bad + 1))
+done
+check invalid.mode "$([ $bad = 0 ] && echo 1)" "$((total - bad))/$total rejected, value kept"
+err=$( (echo bogus >$R/mode) 2>&1)
+check invalid.mode_errno "$(echo "$err" | grep -q 'Invalid argument' && echo 1)" "${err##*: }"
+
+# modes: nothing world-writable; stats read-only but reset write-only
+ww=$(find $R -type f -perm -o+w | wc -l)
+check modes.no_world_writable "$([ "$ww" = 0 ] && echo 1)" "$ww world-writable files"
+ro=$(find $R/stats -type f ! -name reset -perm /222 | wc -l)
+check modes.stats_read_only "$([ "$ro" = 0 ] && echo 1)" "$ro writable statistics"
+rm=$(stat -c %a $R/stats/reset)
+check modes.reset "$([ "$rm" = 200 ] && echo 1)" "mode $rm"
+
+# reset
+for x in 0 2 abc ""; do printf '%s' "$x" >$R/stats/reset 2>/dev/null && fail=$((fail + 1)); done
+echo 1 >$R/stats/reset
+nz=0
+for f in $R/stats/*; do
+	case $(basename $f) in reset | sessions | pinned_pages) continue ;; esac
+	[ "$(cat $f)" = 0 ] || nz=$((nz + 1))
+done
+check stats.reset "$([ $nz = 0 ] && echo 1)" "$nz counters non-zero after reset"
+s=$(cat $R/stats/sessions)
+exec 7</dev/unload
+s1=$(cat $R/stats/sessions)
+exec 7<&-
+s2=$(cat $R/stats/sessions)
+check stats.sessions "$([ $((s1 - s)) = 1 ] && [ "$s2" = "$s" ] && echo 1)" "$s -> $s1 -> $s2"
+
+# documentation lists every file
+missing=""
+for f in $(cd $R && find . -type f | sed 's|^\./||'); do
+	grep -q "\`$f\`" "$DOC" 2>/dev/null || missing="$missing $f"
+done
+check docs.every_file "$([ -z "$missing" ] && echo 1)" "missing:${missing:- none}"
+
+echo "$([ $fail = 0 ] && echo PASS || echo FAIL): $fail failed checks"
+[ $fail = 0 ]
