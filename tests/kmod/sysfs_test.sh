@@ -30,7 +30,7 @@ while read -r n min max def; do
 	check "roundtrip.$n" $ok "min $min max $max mid default"
 	echo $def >$R/$n
 	bad=0 total=0
-	for x in "" "abc" "-1" "$((max + 1))" "1.5" "0x" "18446744073709551616" \
+	for x in $'\n' "abc" "-1" "$((max + 1))" "1.5" "0x" "18446744073709551616" \
 		"99999999999999999999999" "12abc" " " "1 2" "$(head -c 5000 /dev/zero | tr '\0' 9)"; do
 		total=$((total + 1))
 		if printf '%s' "$x" >$R/$n 2>/dev/null; then bad=$((bad + 1)); continue; fi
@@ -48,7 +48,7 @@ for m in offload unload threshold adaptive; do
 done
 check roundtrip.mode $ok "offload unload threshold adaptive"
 bad=0 total=0
-for x in "" bogus 0 3 Offload "offload2" "unloadx" " adaptive"; do
+for x in $'\n' bogus 0 3 Offload "offload2" "unloadx" " adaptive"; do
 	total=$((total + 1))
 	if printf '%s' "$x" >$R/mode 2>/dev/null; then bad=$((bad + 1)); continue; fi
 	[ "$(cat $R/mode)" = adaptive ] || bad=$((bad + 1))
@@ -66,7 +66,9 @@ rm=$(stat -c %a $R/stats/reset)
 check modes.reset "$([ "$rm" = 200 ] && echo 1)" "mode $rm"
 
 # reset
-for x in 0 2 abc ""; do printf '%s' "$x" >$R/stats/reset 2>/dev/null && fail=$((fail + 1)); done
+acc=0
+for x in 0 2 abc $'\n' -1; do printf '%s' "$x" >$R/stats/reset 2>/dev/null && acc=$((acc + 1)); done
+check invalid.reset "$([ $acc = 0 ] && echo 1)" "$((5 - acc))/5 rejected"
 echo 1 >$R/stats/reset
 nz=0
 for f in $R/stats/*; do
