@@ -113,7 +113,7 @@ int cmd_pins() {
 int cmd_kill(int n) {
   std::mt19937 rng(7);
   const long long s0 = stat("sessions"), pp0 = stat("pinned_pages");
-  const long long w0 = stat("writes_direct");
+  const long long w0 = stat("writes_direct"), pins0 = foll_pins_outstanding();
   int not_ready = 0;
   const time_t t0 = time(nullptr);
   for (int i = 0; i < n; i++) {
@@ -141,6 +141,9 @@ int cmd_kill(int n) {
         n, not_ready, stat("writes_direct") - w0, static_cast<long>(time(nullptr) - t0));
   check(s1 == s0 && pp1 == pp0, "kill.back_to_baseline",
         "sessions %lld -> %lld, pinned_pages %lld -> %lld", s0, s1, pp0, pp1);
+  const long long pins1 = foll_pins_outstanding();
+  check(pins1 == pins0, "kill.foll_pin_balance", "outstanding %lld -> %lld (rxe included)",
+        pins0, pins1);
   return failures() ? 1 : 0;
 }
 

@@ -76,9 +76,23 @@ long long vmstat(const char* key) {
   return -1;
 }
 
-long long foll_pins_outstanding() {
+static long long foll_pins_now() {
   long long a = vmstat("nr_foll_pin_acquired"), r = vmstat("nr_foll_pin_released");
   return a < 0 || r < 0 ? -1 : a - r;
+}
+
+// rxe releases the pins of a dead process's MRs a little later: wait until the count has
+// not moved for 300 ms (at most 5 s).
+long long foll_pins_outstanding() {
+  long long v = foll_pins_now();
+  int still = 0;
+  for (int i = 0; i < 100 && still < 6; i++) {
+    usleep(50000);
+    long long w = foll_pins_now();
+    still = w == v ? still + 1 : 0;
+    v = w;
+  }
+  return v;
 }
 
 int uioctl(int fd, unsigned long cmd, void* arg) {
