@@ -92,6 +92,39 @@ struct Drain {
 	}
 };
 
+// Writes per path so far, from the module's statistics (all -1 without the module):
+// the share each path took in a benchmark shows what the adaptive policy chose.
+struct PathCounts {
+	double n[4] = {-1, -1, -1, -1};
+};
+
+PathCounts path_counts()
+{
+	static const char *const names[4] = {"offload", "inline", "stage", "direct"};
+	PathCounts c;
+	for (int i = 0; i < 4; i++) {
+		std::ifstream f(std::string("/sys/kernel/unload/stats/writes_") + names[i]);
+		double v;
+		if (f >> v)
+			c.n[i] = v;
+	}
+	return c;
+}
+
+void report_paths(benchmark::State &state, const PathCounts &before)
+{
+	static const char *const names[4] = {"offload", "inline", "stage", "direct"};
+	PathCounts after = path_counts();
+	double total = 0;
+	for (int i = 0; i < 4; i++)
+		total += after.n[i] - before.n[i];
+	if (before.n[0] < 0 || total <= 0)
+		return;
+	for (int i = 0; i < 4; i++)
+		state.counters[std::string("share_") + names[i]] =
+			(after.n[i] - before.n[i]) / total;
+}
+
 void report(benchmark::State &state, std::vector<double> &ns, size_t bytes)
 {
 	if (ns.empty())
@@ -108,6 +141,7 @@ void BM_Write_PostToCompletion(benchmark::State &state)
 	const auto bytes = static_cast<uint32_t>(state.range(0));
 	std::vector<double> ns;
 	ns.reserve(static_cast<size_t>(state.max_iterations));
+	const PathCounts before = path_counts();
 	uint8_t tag = 0;
 	for (auto _ : state) {
 		g_link.buf[kOut + bytes - 1] = ++tag;
@@ -123,6 +157,7 @@ void BM_Write_PostToCompletion(benchmark::State &state)
 		state.SetIterationTime(dt * 1e-9);
 		ns.push_back(dt);
 	}
+	report_paths(state, before);
 	report(state, ns, bytes);
 }
 
@@ -139,6 +174,7 @@ void BM_Write_PingPong(benchmark::State &state)
 	std::vector<double> ns;
 	ns.reserve(static_cast<size_t>(state.max_iterations));
 	Drain drain;
+	const PathCounts before = path_counts();
 	uint8_t tag = 0;
 	const size_t last = kIn + bytes - 1;
 	for (auto _ : state) {
@@ -161,6 +197,7 @@ void BM_Write_PingPong(benchmark::State &state)
 		state.SkipWithError("error completion");
 	char done = 0;
 	ub::sock_recv(g_sock, &done, 1);
+	report_paths(state, before);
 	report(state, ns, bytes);
 }
 

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Summarise a scripts/bench results directory: the size x path table, summary.json, and a
+log-log plot of latency against size (PNG and SVG).
+
+Every figure is a median over repetitions of a per-repetition median (or p99) of per-write
+latencies; paths are compared as ratios measured in the same run, interleaved.
+
+    bench_report.py RESULTS_DIR
+"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+VARIANTS = ["noshim", "offload", "inline", "stage", "direct", "adaptive"]
+WORKLOADS = ["PostToCompletion", "PingPong", "RandomTarget"]
+PATHS = ["offload", "inline", "stage", "direct"]
+
+
+def load(results):
+    """{(variant, workload, bytes): [run, ...]}, floors {name/bytes: [run, ...]}, context."""
+    runs, floors, context = {}, {}, {}
+    for path in sorted(glob.glob(os.path.join(results, "raw", "*.json"))):
+        variant = os.path.basename(path).split(".")[0]
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, json.JSONDecodeError):
+            continue
+        context = context or doc.get("context", {})
+        for b in doc.get("benchmarks", []):
+            if b.get("run_type") != "iteration" or b.get("error_occurred"):
+                continue
+            m = re.match(r"BM_(Write|Floor)_(\w+)(?:/bytes:(\d+))?", b["name"])
+            if not m or "median_ns" not in b:
+                continue
+            kind, name, size = m.group(1), m.group(2), int(m.group(3) or 0)
+            if kind == "Floor":
+                floors.setdefault((name, size), []).append(b)
+            else:
+                runs.setdefault((variant, name, size), []).append(b)
+    return runs, floors, context
+
+
+def med(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def summarise(runs, floors):
+    rows = []
+    syscall = med(b["median_ns"] for b in floors.get(("Syscall", 0), []))
+    for workload in WORKLOADS:
+        sizes = sorted({s for (v, w, s) in runs if w == workload})
+        for size in sizes:
+            row = {"workload": workload, "bytes": size, "paths": {}}
+            for v in VARIANTS:
+                rs = runs.get((v, workload, size))
+                if not rs:
+                    continue
+                entry = {"median_ns": med(b["median_ns"] for b in rs),
+                         "p99_ns": med(b["p99_ns"] for b in rs),
+                         "reps": len(rs)}
+                shares = {p: med(b.get("share_" + p) for b in rs) for p in PATHS}
+                if any(x is not None for x in shares.values()):
+                    entry["share"] = shares
+                row["paths"][v] = entry
+            base = row["paths"].get("offload", {}).get("median_ns")
+            for entry in row["paths"].values():
+                if base and entry["median_ns"]:
+                    entry["speedup_vs_offload"] = base / entry["median_ns"]
+            ad = row["paths"].get("adaptive", {}).get("share")
+            if ad:
+                row["adaptive_chose"] = max(PATHS, key=lambda p: ad.get(p) or 0)
+            copy = med(b["median_ns"] for b in floors.get(("Memcpy", size), []))
+            if syscall is not None and copy is not None:
+                row["direct_floor_ns"] = syscall + copy
+                d = row["paths"].get("direct", {}).get("median_ns")
+                if d:
+                    row["direct_vs_floor"] = d / row["direct_floor_ns"]
+            rows.append(row)
+    return rows
+
+
+def overhead(results):
+    """Shim overhead in ib_write_lat (mode=offload): median t_typical per size, ratio."""
+    path = os.path.join(results, "write_lat.tsv")
+    data = {}
+    if os.path.exists(path):
+        for line in open(path):
+            parts = line.split()
+            if len(parts) == 4 and parts[3] != "nan":
+                data.setdefault((int(parts[1]), parts[2]), []).append(float(parts[3]))
+    out = []
+    for size in sorted({s for (s, _) in data}):
+        a, b = med(data.get((size, "noshim"), [])), med(data.get((size, "shim"), []))
+        if a and b:
+            out.append({"bytes": size, "noshim_us": a, "shim_us": b, "overhead_pct": (b / a - 1) * 100})
+    return out
+
+
+def fmt_ns(v):
+    if v is None:
+        return "-"
+    return f"{v / 1000:.1f}us" if v >= 10000 else f"{v:.0f}ns"
+
+
+def table(rows, shim_overhead):
+    lines = []
+    for workload in WORKLOADS:
+        sel = [r for r in rows if r["workload"] == workload]
+        if not sel:
+            continue
+        lines.append(f"\n{workload}: median / p99 (speedup vs offload)")
+        head = f"{'bytes':>8} " + " ".join(f"{v:>24}" for v in VARIANTS) + "  adaptive chose  direct/floor"
+        lines.append(head)
+        for r in sel:
+            cells = []
+            for v in VARIANTS:
+                e = r["paths"].get(v)
+                if not e:
+                    cells.append(f"{'-':>24}")
+                    continue
+                sp = e.get("speedup_vs_offload")
+                cells.append(f"{fmt_ns(e['median_ns']) + '/' + fmt_ns(e['p99_ns']) + (f' ({sp:.2f}x)' if sp else ''):>24}")
+            floor = r.get("direct_vs_floor")
+            lines.append(f"{r['bytes']:>8} " + " ".join(cells) +
+                         f"  {r.get('adaptive_chose', '-'):>14}  {f'{floor:.2f}x' if floor else '-':>12}")
+    if shim_overhead:
+        lines.append("\nShim overhead in perftest ib_write_lat (mode=offload), median t_typical:")
+        for o in shim_overhead:
+            lines.append(f"{o['bytes']:>8} B: {o['noshim_us']:.2f} us without, {o['shim_us']:.2f} us with: {o['overhead_pct']:+.1f}%")
+    return "\n".join(lines)
+
+
+def plot(rows, results):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("bench_report: matplotlib missing, no plot", file=sys.stderr)
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, workload in zip(axes, ["PostToCompletion", "PingPong"]):
+        sel = [r for r in rows if r["workload"] == workload]
+        for v in VARIANTS:
+            pts = [(r["bytes"], r["paths"][v]["median_ns"] / 1000) for r in sel if v in r["paths"]]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=v)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("write size (bytes)")
+        ax.set_ylabel("median latency (us)")
+        ax.set_title(f"RDMA WRITE {workload}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    for ext in ("png", "svg"):
+        fig.savefig(os.path.join(results, f"latency.{ext}"), dpi=110)
+
+
+def main():
+    results = sys.argv[1]
+    runs, floors, context = load(results)
+    rows = summarise(runs, floors)
+    if not rows:
+        print("bench_report: no benchmark results in", results, file=sys.stderr)
+        return 1
+    ovh = overhead(results)
+    with open(os.path.join(results, "summary.json"), "w") as f:
+        json.dump({"context": context, "rows": rows, "shim_overhead": ovh}, f, indent=1)
+    text = table(rows, ovh)
+    with open(os.path.join(results, "table.txt"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+    plot(rows, results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
