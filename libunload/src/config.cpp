@@ -2,6 +2,7 @@
 #include "config.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
@@ -141,6 +142,11 @@ void count_writes(Path p, uint64_t n, uint64_t bytes) {
   if (g_have_kmod && p != Path::unload_direct) kmod_count(p, n, bytes);
 }
 
+void count_fence() {
+  thread_stats().fences++;
+  if (g_have_kmod) kmod_count_fence();
+}
+
 Totals stats_totals() {
   Totals t{};
   for (ThreadStats* s = g_stats_list.load(std::memory_order_acquire); s; s = s->next) {
@@ -199,6 +205,15 @@ void config_init() {
     g_have_kmod = true;
   }
   std::atexit([] { unload_stats_flush(); });
+  // A forked child starts with no writes of its own: its statistics block (at its exit)
+  // must not repeat the parent's counts.
+  pthread_atfork(nullptr, nullptr, [] {
+    for (ThreadStats* s = g_stats_list.load(std::memory_order_acquire); s; s = s->next) {
+      std::memset(s->writes, 0, sizeof s->writes);
+      std::memset(s->bytes, 0, sizeof s->bytes);
+      s->fences = 0;
+    }
+  });
 }
 
 }  // namespace unload::rt

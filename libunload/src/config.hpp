@@ -25,6 +25,9 @@ ThreadStats& thread_stats();
 // counters page (the module counts direct writes itself).
 void count_writes(Path p, uint64_t n, uint64_t bytes);
 
+// Counts one fence (a wait before a direct write) here and in the counters page.
+void count_fence();
+
 struct Totals {
   uint64_t writes[policy::kPathCount];
   uint64_t bytes[policy::kPathCount];

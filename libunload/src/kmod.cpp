@@ -64,6 +64,8 @@ void kmod_count(policy::Path p, uint64_t n, uint64_t bytes) {
   __atomic_fetch_add(&g_kmod.cnt->bytes[i], bytes, __ATOMIC_RELAXED);
 }
 
+void kmod_count_fence() { __atomic_fetch_add(&g_kmod.cnt->fences, 1, __ATOMIC_RELAXED); }
+
 int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags) {
   unload_qp_reg r{};
   const size_t n = strnlen(ctx->device->name, sizeof r.ibdev - 1);

@@ -29,6 +29,7 @@ const char* kmod_open();
 uint32_t kmod_tunables(policy::Tunables& t, uint32_t seq);
 // Adds to this session's counters page (offload, inline, stage; the module counts direct).
 void kmod_count(policy::Path p, uint64_t n, uint64_t bytes);
+void kmod_count_fence();
 // 0 or -errno. peer_flags: UNLOAD_PEER_*.
 int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags);
 int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t length, int access, uint64_t* handle);

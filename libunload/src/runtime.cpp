@@ -145,12 +145,67 @@ void stage_release(QpRec* q, const SqEntry& e) {
   if (e.stage_slot_valid) q->stage_head.store(e.stage_end, std::memory_order_release);
 }
 
+// ---------------------------------------------------------------- poll (ops.poll_cq)
+
+// Hands completions to the program's array while there is room and nothing is queued
+// before them; queues the rest on the CQ, in order.
+struct Emitter {
+  CqRec* cq;
+  ibv_wc* out;
+  int n;
+  int o;
+  int limit;  // positions below limit are free to write
+  void emit(const ibv_wc& wc) {
+    if (!cq->has_pending() && o < limit && o < n) {
+      out[o++] = wc;
+      return;
+    }
+    cq->lock_();
+    const bool ok = cq->push(wc);
+    cq->unlock_();
+    if (!ok) std::abort();  // cannot happen: bounded by the CQ's own size
+  }
+};
+
+struct PollSink {
+  Emitter* em;
+  QpRec* q;
+  void retired(SqEntry& e) { stage_release(q, e); }
+  void nic(SqEntry& e, ibv_wc& wc) {
+    stage_release(q, e);
+    wc.wr_id = e.user_wr_id;
+    if (e.post_ns && wc.status == IBV_WC_SUCCESS && t_policy) {
+      WriteRequest r;
+      r.length = e.length;
+      r.sge_count = e.sge_count;
+      r.rkey = e.rkey;
+      r.remote_addr = e.remote_addr;
+      const policy::WriteFeatures f = features_of(q, r, PathSet::all(), false);
+      t_policy->observe(static_cast<Path>(e.path), f, now_ns() - e.post_ns);
+    }
+    if ((e.flags & kMarker) || ((e.flags & kHidden) && wc.status == IBV_WC_SUCCESS)) return;
+    em->emit(wc);
+  }
+  void cpu(SqEntry& e) {
+    if ((e.flags & kSignaled) || e.status != IBV_WC_SUCCESS) em->emit(synth_wc(e, q->qp_num));
+  }
+};
+
+// Maps one NIC completion (in place) and emits what follows from it.
+void merge_one(CqRec* c, Emitter& em, ibv_wc& wc) {
+  QpRec* q = g_qps_by_num.find(qpn_key(c->c, wc.qp_num));
+  SqEntry* e = q ? q->ring.entry_of_tag(wc.wr_id) : nullptr;
+  if (!e) { em.emit(wc); return; }
+  PollSink sink{&em, q};
+  q->ring.on_nic_completion(e, wc, sink);
+}
+
 // ---------------------------------------------------------------- direct (kmod)
 
-// Whether a write on this QP may go direct now. Only with nothing of the QP outstanding
-// (so no fence is ever needed and the synthetic completion is next in its send queue),
-// with a peer the kmod paired, and a send CQ the merger serves without a completion
-// channel (a shim-made completion could not wake a sleeper on it).
+// Whether writes on this QP may go direct at all: a peer the kmod paired, and a send CQ
+// the merger serves (ibv_cq_ex CQs: not yet). Ordering behind the QP's NIC requests is the
+// fence's business (fence_before_direct), wake-ups on a completion channel the marker's
+// (wake_channel).
 bool direct_possible(QpRec* q, const Tunables& t) {
   if (!kmod_present() || !t.enabled || t.direct_max == 0 || !q->kmod_registered) return false;
   if (t.mode == static_cast<uint32_t>(Mode::offload)) return false;
@@ -164,19 +219,89 @@ bool direct_possible(QpRec* q, const Tunables& t) {
     if (kmod_reg_qp(q->qp->context, q->qp_num, &flags) == 0) q->peer_flags = flags;
     if (!(q->peer_flags & UNLOAD_PEER_PAIRED)) return false;
   }
-  if (q->ring.in_flight() != 0) return false;
   const ibv_cq* scq = q->qp->send_cq;
-  if (!scq || scq->channel) return false;
+  if (!scq) return false;
   const CqRec* c = g_cqs.find(key_of(scq));
   return c && !c->cqx;
 }
 
+// Posts the shim's own signaled zero-length RDMA WRITE on the QP (to a target the
+// program's next write names, so it is valid whatever the responder checks). It places
+// nothing and consumes nothing at the peer; its completion is never shown. 0 or -errno.
+int post_marker(QpRec* q, uint32_t rkey, uint64_t remote_addr) {
+  const uint64_t tail = q->ring.tail();
+  SqEntry* e = q->ring.reserve(tail);
+  if (!e) return -ENOMEM;
+  WriteRequest r;
+  r.signaled = true;
+  fill_entry(e, r, 0);
+  e->flags = kHidden | kMarker;
+  ibv_send_wr w{}, *bad = nullptr;
+  w.wr_id = q->ring.tag_of(e);
+  w.opcode = IBV_WR_RDMA_WRITE;
+  w.send_flags = IBV_SEND_SIGNALED;
+  w.wr.rdma.rkey = rkey;
+  w.wr.rdma.remote_addr = remote_addr;
+  q->ring.publish(tail + 1, 1);
+  const int rc = q->c->post_send(q->qp, &w, &bad);
+  if (rc) q->ring.rollback(tail, 1);
+  return rc ? -rc : 0;
+}
+
+// One round of the fence's wait: polls the send CQ itself, unless another thread is
+// polling it (that thread makes the same progress). Every completion met goes through the
+// merger into the CQ's pending queue, in order, for the program's next poll.
+void fence_poll(CqRec* c) {
+  if (!c->poll_try_lock()) { __builtin_ia32_pause(); return; }
+  ibv_wc wc[16];
+  const int r = c->c->poll_cq(c->cq, 16, wc);
+  Emitter em{c, nullptr, 0, 0, 0};
+  for (int i = 0; i < r; ++i) merge_one(c, em, wc[i]);
+  c->poll_unlock();
+}
+
+// DESIGN.md 3, "Ordering": a direct write is placed only after every earlier request of
+// its QP executed at the responder. RC completes a QP's requests in order, and a request's
+// completion means the responder executed it (the ACK comes after placement; reads and
+// atomics completed too), so it suffices that every ring entry of the QP completed. When
+// the newest one is unsignaled no completion would say so: a marker is posted behind it.
+// Then the CQ is polled until the ring is empty. IBV_SEND_FENCE asks for less than this
+// (earlier reads and atomics only), so a direct write always honours it. 0 when the write
+// may go direct now; -errno when not (no room for the marker): the caller sends it to the
+// NIC, which orders it by itself.
+int fence_before_direct(QpRec* q, const WriteRequest& r) {
+  if (q->ring.in_flight() == 0) return 0;
+  if (!q->ring.last_signaled())
+    if (int rc = post_marker(q, r.rkey, r.remote_addr)) return rc;
+  CqRec* c = g_cqs.find(key_of(q->qp->send_cq));
+  while (q->ring.in_flight() != 0) fence_poll(c);
+  count_fence();
+  return 0;
+}
+
+// A shim-made completion was queued on `c`: when the program armed the CQ's completion
+// channel, make the real CQ event fire with a marker on the QP, whose completion the
+// merger hides. Protocol with hook_req_notify_cq (a Dekker pair): the program arms, then
+// (fence) polls, which drains the pending queue; we queue, then (fence) look at `armed`.
+// Either its poll sees our completion or we see it armed; a marker per arming suffices
+// because an arming fires one event at most.
+void wake_channel(QpRec* q, CqRec* c, const WriteRequest& r) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!c->armed.load(std::memory_order_relaxed) || !c->armed.exchange(false)) return;
+  // After the fence of this write the send queue is empty, so the marker has room.
+  if (post_marker(q, r.rkey, r.remote_addr) != 0) c->armed.store(true);
+}
+
 // Runs one write on the direct path. 0 when placed (its completion queued if signaled),
 // else non-zero: the caller sends it to the NIC, which reports whatever error it finds.
-int run_direct(QpRec* q, const ibv_send_wr* w, const WriteRequest& r) {
+int run_direct(QpRec* q, const ibv_send_wr* w, const WriteRequest& r, uint64_t t0) {
   const int rc = kmod_direct(q->qp_num, r.rkey, r.remote_addr, w->sg_list, r.sge_count, r.length);
   if (rc != 0) return rc;
   count_writes(Path::unload_direct, 1, r.length);
+  if (t0 && t_policy) {  // adaptive: the write is complete now, fence included
+    const policy::WriteFeatures f = features_of(q, r, PathSet::all(), false);
+    t_policy->observe(Path::unload_direct, f, now_ns() - t0);
+  }
   if (r.signaled) {
     ibv_wc wc{};
     wc.wr_id = w->wr_id;
@@ -189,6 +314,7 @@ int run_direct(QpRec* q, const ibv_send_wr* w, const WriteRequest& r) {
     const bool ok = c->push(wc);
     c->unlock_();
     if (!ok) std::abort();  // the CQ holds at most its size; a full CQ is an overrun anyway
+    if (c->cq->channel) wake_channel(q, c, r);
   }
   return 0;
 }
@@ -197,6 +323,47 @@ int run_direct(QpRec* q, const ibv_send_wr* w, const WriteRequest& r) {
 
 int post_send_nic(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 
+// Whether the policy sends this request direct; `t0` gets the decision's time (adaptive).
+bool wants_direct(QpRec* q, const ibv_send_wr* w, const Tunables& t, WriteRequest& r, uint64_t& t0) {
+  r = classify(*w, q->sq_sig_all);
+  if (!r.is_write || r.with_imm || r.user_inline) return false;
+  SqEntry probe;
+  probe.post_ns = 0;
+  if (choose_path(q, r, w->sg_list, t, &probe, true) != Path::unload_direct) return false;
+  t0 = probe.post_ns;
+  return true;
+}
+
+// A list where some writes may go direct: the NIC segments between them are posted as
+// they are, each direct write after its fence, all in list order.
+int post_send_mixed(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t) {
+  ibv_send_wr* seg = wr;      // first request of the NIC segment not posted yet
+  ibv_send_wr* last = nullptr;  // the segment's last request so far
+  for (ibv_send_wr* w = wr; w;) {
+    ibv_send_wr* const next = w->next;
+    WriteRequest r;
+    uint64_t t0 = 0;
+    if (wants_direct(q, w, t, r, t0)) {
+      if (last) {  // the NIC requests before it go first
+        last->next = nullptr;
+        const int rc = post_send_nic(q, qp, seg, bad);
+        last->next = w;
+        if (rc) return rc;
+      }
+      if (fence_before_direct(q, r) == 0 && run_direct(q, w, r, t0) == 0) {
+        seg = next;
+        last = nullptr;
+        w = next;
+        continue;
+      }
+      seg = w;  // refused: the NIC takes it (and reports what it finds)
+    }
+    last = w;
+    w = next;
+  }
+  return last ? post_send_nic(q, qp, seg, bad) : 0;
+}
+
 int hook_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   QpRec* q = g_qps.find(key_of(qp));
   if (__builtin_expect(!q || !q->tracked, 0)) {
@@ -204,15 +371,7 @@ int hook_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     return c->post_send(qp, wr, bad);
   }
   const Tunables& t = tunables();
-  if (direct_possible(q, t)) {
-    const WriteRequest r = classify(*wr, q->sq_sig_all);
-    if (r.is_write && !r.with_imm && !r.user_inline &&
-        choose_path(q, r, wr->sg_list, t, nullptr, true) == Path::unload_direct &&
-        run_direct(q, wr, r) == 0) {
-      if (!wr->next) return 0;
-      wr = wr->next;
-    }
-  }
+  if (direct_possible(q, t)) return post_send_mixed(q, qp, wr, bad, t);
   return post_send_nic(q, qp, wr, bad);
 }
 
@@ -282,61 +441,6 @@ int post_send_nic(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   return rc;
 }
 
-// ---------------------------------------------------------------- poll (ops.poll_cq)
-
-// Hands completions to the program's array while there is room and nothing is queued
-// before them; queues the rest on the CQ, in order.
-struct Emitter {
-  CqRec* cq;
-  ibv_wc* out;
-  int n;
-  int o;
-  int limit;  // positions below limit are free to write
-  void emit(const ibv_wc& wc) {
-    if (!cq->has_pending() && o < limit && o < n) {
-      out[o++] = wc;
-      return;
-    }
-    cq->lock_();
-    const bool ok = cq->push(wc);
-    cq->unlock_();
-    if (!ok) std::abort();  // cannot happen: bounded by the CQ's own size
-  }
-};
-
-struct PollSink {
-  Emitter* em;
-  QpRec* q;
-  void retired(SqEntry& e) { stage_release(q, e); }
-  void nic(SqEntry& e, ibv_wc& wc) {
-    stage_release(q, e);
-    wc.wr_id = e.user_wr_id;
-    if (e.post_ns && wc.status == IBV_WC_SUCCESS && t_policy) {
-      WriteRequest r;
-      r.length = e.length;
-      r.sge_count = e.sge_count;
-      r.rkey = e.rkey;
-      r.remote_addr = e.remote_addr;
-      const policy::WriteFeatures f = features_of(q, r, PathSet::all(), false);
-      t_policy->observe(static_cast<Path>(e.path), f, now_ns() - e.post_ns);
-    }
-    if ((e.flags & kHidden) && wc.status == IBV_WC_SUCCESS) return;
-    em->emit(wc);
-  }
-  void cpu(SqEntry& e) {
-    if ((e.flags & kSignaled) || e.status != IBV_WC_SUCCESS) em->emit(synth_wc(e, q->qp_num));
-  }
-};
-
-// Maps one NIC completion (in place) and emits what follows from it.
-void merge_one(CqRec* c, Emitter& em, ibv_wc& wc) {
-  QpRec* q = g_qps_by_num.find(qpn_key(c->c, wc.qp_num));
-  SqEntry* e = q ? q->ring.entry_of_tag(wc.wr_id) : nullptr;
-  if (!e) { em.emit(wc); return; }
-  PollSink sink{&em, q};
-  q->ring.on_nic_completion(e, wc, sink);
-}
-
 int drain_pending(CqRec* c, int n, ibv_wc* wc) {
   c->lock_();
   uint64_t h = c->pending_head.load(std::memory_order_relaxed);
@@ -348,9 +452,21 @@ int drain_pending(CqRec* c, int n, ibv_wc* wc) {
   return o;
 }
 
+// Polling is serialised per CQ (poll_mu, uncontended in the usual one-poller case; the
+// provider takes its own CQ lock anyway): the merger pops send-queue rings, which have one
+// consumer at a time, and several threads may poll one CQ, or a fence poll it from the
+// posting thread.
+int poll_merge(CqRec* c, ibv_cq* cq, int n, ibv_wc* wc);
 int hook_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   CqRec* c = g_cqs.find(key_of(cq));
   if (__builtin_expect(!c, 0)) return context_find(cq->context)->poll_cq(cq, n, wc);
+  c->poll_lock();
+  const int got = poll_merge(c, cq, n, wc);
+  c->poll_unlock();
+  return got;
+}
+
+int poll_merge(CqRec* c, ibv_cq* cq, int n, ibv_wc* wc) {
   int got = c->has_pending() ? drain_pending(c, n, wc) : 0;
   while (got < n) {
     const int r = c->c->poll_cq(cq, n - got, wc + got);
@@ -373,6 +489,19 @@ int hook_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   return got;
 }
 
+// ibv_req_notify_cq (ops.req_notify_cq). `armed` is set only once the provider armed the
+// CQ, so a marker posted after wake_channel saw it produces a CQE the arming covers; the
+// fence pairs with wake_channel's (see there) before the program's next poll.
+int hook_req_notify_cq(ibv_cq* cq, int solicited_only) {
+  CqRec* c = g_cqs.find(key_of(cq));
+  if (__builtin_expect(!c, 0)) return context_find(cq->context)->req_notify_cq(cq, solicited_only);
+  const int rc = c->c->req_notify_cq(cq, solicited_only);
+  // Solicited-only: send completions fire no event without the shim either.
+  if (rc == 0 && !solicited_only) c->armed.store(true, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return rc;
+}
+
 // ---------------------------------------------------------------- ibv_cq_ex polling
 
 // Maps the current completion of an ibv_cq_ex in place. Returns false when it is a
@@ -387,7 +516,7 @@ bool map_current(CqRec* c, ibv_cq_ex* cq) {
     void retired(SqEntry& x) { stage_release(q, x); }
     void nic(SqEntry& x, ibv_wc& wc) {
       stage_release(q, x);
-      visible = !((x.flags & kHidden) && wc.status == IBV_WC_SUCCESS);
+      visible = !((x.flags & kMarker) || ((x.flags & kHidden) && wc.status == IBV_WC_SUCCESS));
     }
     void cpu(SqEntry&) {}  // no CPU-executed requests reach ibv_cq_ex CQs yet
   } sink{q};
@@ -743,6 +872,7 @@ ibv_context* unload_context_open(ibv_device* dev) {
   }
   ctx->ops.post_send = hook_post_send;
   ctx->ops.poll_cq = hook_poll_cq;
+  if (c->req_notify_cq) ctx->ops.req_notify_cq = hook_req_notify_cq;
   if (v && v->sz >= sizeof(*v) - offsetof(verbs_context, create_qp_ex) && v->create_qp_ex) {
     c->create_qp_ex = v->create_qp_ex;
     v->create_qp_ex = hook_create_qp_ex;
@@ -768,6 +898,7 @@ int unload_context_close(ibv_context* ctx) {
   if (c) {
     ctx->ops.post_send = c->post_send;
     ctx->ops.poll_cq = c->poll_cq;
+    ctx->ops.req_notify_cq = c->req_notify_cq;
     if (verbs_context* v = verbs_get_ctx(ctx)) {
       if (c->create_qp_ex) v->create_qp_ex = c->create_qp_ex;
       if (c->create_cq_ex) v->create_cq_ex = c->create_cq_ex;

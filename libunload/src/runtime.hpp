@@ -82,11 +82,20 @@ struct CqRec {
   std::atomic<uint64_t> pending_head{0};
   std::atomic<uint64_t> pending_tail{0};
   std::atomic_flag lock = ATOMIC_FLAG_INIT;
+  // Serialises poll-and-merge: the send-queue rings have one consumer at a time, and a
+  // fence polls from the posting thread while the program may poll from another.
+  std::atomic_flag poll_mu = ATOMIC_FLAG_INIT;
+  // Completion channel: the program armed the CQ (ibv_req_notify_cq, not solicited-only)
+  // and no wake-up marker was posted since. See hook_req_notify_cq.
+  std::atomic<bool> armed{false};
   bool has_pending() const {
     return pending_tail.load(std::memory_order_acquire) != pending_head.load(std::memory_order_relaxed);
   }
   void lock_() { while (lock.test_and_set(std::memory_order_acquire)) {} }
   void unlock_() { lock.clear(std::memory_order_release); }
+  void poll_lock() { while (poll_mu.test_and_set(std::memory_order_acquire)) __builtin_ia32_pause(); }
+  bool poll_try_lock() { return !poll_mu.test_and_set(std::memory_order_acquire); }
+  void poll_unlock() { poll_mu.clear(std::memory_order_release); }
   // Under lock.
   bool push(const ibv_wc& wc) {
     const uint64_t t = pending_tail.load(std::memory_order_relaxed);

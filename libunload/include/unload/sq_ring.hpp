@@ -33,7 +33,7 @@ struct SqEntry {
   uint32_t saved_flags;  // the program's send_flags, restored after the provider's call
   uint16_t sge_count;
   uint8_t path;          // a policy::Path value
-  uint8_t flags;         // kSignaled | kHidden | kCpu | kWrite
+  uint8_t flags;         // kSignaled | kHidden | kCpu | kWrite | kMarker
   uint8_t opcode;        // synthetic completions: an ibv_wc_opcode
   uint8_t status;        // synthetic completions: an ibv_wc_status
   std::atomic<uint8_t> done;  // synthetic completions: the CPU finished the request
@@ -49,6 +49,7 @@ enum : uint8_t {
   kHidden = 1u << 1,    // the shim asked for a completion the program did not
   kCpu = 1u << 2,       // executed by the CPU: completion synthesised by the shim
   kWrite = 1u << 3,     // an RDMA WRITE (with or without immediate)
+  kMarker = 1u << 4,    // the shim's own request (a fence or wake-up marker): never shown
 };
 
 // What the consumer learns when it pops entries. A Sink has:
@@ -89,6 +90,14 @@ class SqRing {
     tail_.store(to_tail, std::memory_order_release);
   }
   SqEntry* at(uint64_t seq) const { return &slots_[seq & mask_]; }
+  // Producer side: whether the newest request still in flight will produce a NIC
+  // completion (so waiting for it needs no marker). Its entry cannot be reused under us:
+  // only the producer reserves.
+  bool last_signaled() const {
+    const uint64_t t = tail_.load(std::memory_order_relaxed);
+    if (t == head_.load(std::memory_order_acquire)) return false;
+    return (slots_[(t - 1) & mask_].flags & (kSignaled | kHidden)) != 0;
+  }
   uint64_t tag_of(const SqEntry* e) const { return reinterpret_cast<uintptr_t>(e); }
   // The entry a NIC completion's wr_id names, or nullptr when the wr_id is not a tag of
   // this ring (a receive completion, or a request posted around the shim).
