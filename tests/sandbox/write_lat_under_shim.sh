@@ -9,7 +9,11 @@ iters=200
 
 LD_PRELOAD=$shim ib_write_lat -d rxe0 -x 1 -s 64 -n $iters >"$stats/server.log" 2>&1 &
 server=$!
-sleep 1
+# Until the server listens (a fixed sleep is not enough when guests share the cores).
+for _ in $(seq 300); do
+	ss -ltnH 'sport = :18515' | grep -q . && break
+	sleep 0.1
+done
 LD_PRELOAD=$shim timeout 120 ib_write_lat -d rxe0 -x 1 -s 64 -n $iters 192.0.2.1 >"$stats/client.log" 2>&1
 client_rc=$?
 wait $server

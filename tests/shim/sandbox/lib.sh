@@ -16,6 +16,18 @@ check() { local d=$1; shift; if "$@"; then pass "$d"; else fail "$d"; fi; }
 # stat FILE KEY: the sum of KEY over every process block in a UNLOAD_STATS_FILE.
 stat() { awk -v k="$2" '$1 == k { s += $2 } END { print s + 0 }' "$1" 2>/dev/null || echo 0; }
 
+# wait_server PROGRAM PID: until the server listens (perftest and ibv_rc_pingpong: TCP
+# 18515; rping listens through the RDMA CM, which ss cannot see) or exits. A fixed sleep
+# is not enough under TCG when another guest shares the host's cores.
+wait_server() {
+	if [ "$1" = rping ]; then sleep "${SERVER_WAIT:-2}"; return; fi
+	for _ in $(seq 300); do
+		ss -ltnH 'sport = :18515' 2>/dev/null | grep -q . && return
+		kill -0 "$2" 2>/dev/null || return
+		sleep 0.1
+	done
+}
+
 # run_pair NAME MODE SERVER_CMD... -- CLIENT_CMD...: runs a server and a client under the
 # shim in MODE, both writing statistics to $WORK/NAME.stats; logs in $WORK/NAME.{srv,cli}.
 run_pair() {
@@ -28,7 +40,7 @@ run_pair() {
 	env LD_PRELOAD="$SHIM" UNLOAD_MODE="$mode" UNLOAD_STATS_FILE="$WORK/$name.stats" \
 		timeout 120 "${srv[@]}" >"$WORK/$name.srv" 2>&1 &
 	local spid=$!
-	sleep "${SERVER_WAIT:-1}"
+	wait_server "${srv[0]}" $spid
 	env LD_PRELOAD="$SHIM" UNLOAD_MODE="$mode" UNLOAD_STATS_FILE="$WORK/$name.stats" \
 		timeout 120 "${cli[@]}" >"$WORK/$name.cli" 2>&1
 	local crc=$?
