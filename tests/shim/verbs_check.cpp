@@ -12,11 +12,23 @@
 //                                           bad lkey, QP in error: prints statuses and
 //                                           QP states (compare runs with and without)
 //   verbs_dlopen basic [writes]             64-byte signaled writes, checked
+//   verbs_check event [writes] [fd]         a send CQ with a completion channel: waits
+//                                           with ibv_get_cq_event (fd: poll(2) on the
+//                                           channel fd first); a lost wake-up fails
+//   verbs_check threads [threads] [writes] [shared]
+//                                           a QP per thread, separate CQs or one shared
+//                                           CQ; checks completions and checksums
+//   verbs_check fork [writes]               fork() after registration: the child exits,
+//                                           the parent keeps writing, checked
+//   verbs_check cqex [writes]               an ibv_create_cq_ex send CQ polled with
+//                                           start_poll/next_poll/end_poll
 //
 // Environment: UNLOAD_TEST_DEV (rxe0), UNLOAD_TEST_GID (1). Exit 0 on success.
 #include <infiniband/verbs.h>
 
 #include <dlfcn.h>
+#include <poll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -462,6 +474,268 @@ int basic(long writes) {
   return 0;
 }
 
+
+#ifndef UNLOAD_DLOPEN
+// ------------------------------------------------------------------ helpers of the modes below
+
+// A loopback pair with one source and one target region, for the modes below.
+struct Pair {
+  ibv_qp *s, *r;
+  std::vector<uint8_t> src, dst, shadow;
+  ibv_mr *smr, *dmr;
+};
+
+void make_pair(Env& e, Pair& p, ibv_cq* scq, ibv_cq* rcq, uint32_t depth, size_t src_len, size_t dst_len) {
+  p.s = make_qp(e, scq, rcq, depth);
+  p.r = make_qp(e, rcq, rcq, depth);
+  p.src.assign(src_len, 0);
+  p.dst.assign(dst_len, 0);
+  p.shadow.assign(dst_len, 0);
+  p.smr = reg(e, p.src.data(), p.src.size(), IBV_ACCESS_LOCAL_WRITE);
+  p.dmr = reg(e, p.dst.data(), p.dst.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  connect(e, p.s, p.r->qp_num);
+  connect(e, p.r, p.s->qp_num);
+}
+
+// Posts write k of a random stream on `p`: random length (mostly small, so every path
+// is taken), random offset, payload from source slot k % slots, mirrored in the shadow.
+void post_random(Pair& p, std::mt19937_64& rng, uint64_t wr_id, uint64_t k, uint32_t slots,
+                 uint32_t max_len, bool sig) {
+  const uint32_t len = rng() % 2 ? 1 + static_cast<uint32_t>(rng() % 64)
+                                 : 1 + static_cast<uint32_t>(rng() % max_len);
+  const size_t off = rng() % (p.dst.size() - len);
+  uint8_t* s = &p.src[(k % slots) * max_len];
+  for (uint32_t i = 0; i < len; ++i) s[i] = static_cast<uint8_t>(rng());
+  std::memcpy(&p.shadow[off], s, len);
+  ibv_sge sg{reinterpret_cast<uintptr_t>(s), len, p.smr->lkey};
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = wr_id;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sg;
+  wr.num_sge = 1;
+  wr.send_flags = sig ? IBV_SEND_SIGNALED : 0;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(&p.dst[off]);
+  wr.wr.rdma.rkey = p.dmr->rkey;
+  if (ibv_post_send(p.s, &wr, &bad)) die("post_send");
+}
+
+bool same(const Pair& p) { return fnv(p.dst.data(), p.dst.size()) == fnv(p.shadow.data(), p.shadow.size()); }
+
+// ------------------------------------------------------------------ event
+
+int event(long writes, bool use_fd) {
+  Env e = open_env();
+  constexpr uint32_t kDepth = 32, kMaxLen = 512;
+  ibv_comp_channel* ch = ibv_create_comp_channel(e.ctx);
+  if (!ch) die("create_comp_channel");
+  ibv_cq* cq = V.create_cq(e.ctx, kDepth, nullptr, ch, 0);
+  ibv_cq* rcq = V.create_cq(e.ctx, 16, nullptr, nullptr, 0);
+  if (!cq || !rcq) die("create_cq");
+  Pair p;
+  make_pair(e, p, cq, rcq, kDepth, size_t{kDepth} * kMaxLen, 1 << 16);
+  std::mt19937_64 rng(5);
+  if (ibv_req_notify_cq(cq, 0)) die("req_notify_cq");
+  uint64_t events = 0;
+  long bad = 0;
+  // As ibv_rc_pingpong -e does: post, sleep on the channel, and only after the event
+  // re-arm and poll. So every signaled completion, NIC-made or shim-made, must fire the
+  // event itself. A lost wake-up is a 60 s timeout (poll(2) on the fd, or SIGALRM).
+  for (uint64_t k = 0; k < static_cast<uint64_t>(writes); ++k) {
+    const bool s = k % 3 == 2 || k + 1 == static_cast<uint64_t>(writes);
+    post_random(p, rng, k, k, kDepth, kMaxLen, s);
+    if (!s) continue;
+    for (bool found = false; !found;) {
+      if (use_fd) {
+        pollfd pf{ch->fd, POLLIN, 0};
+        if (::poll(&pf, 1, 60000) != 1) { std::printf("event: lost wake-up (fd) at %" PRIu64 "\n", k); return 1; }
+      } else {
+        alarm(60);
+      }
+      ibv_cq* ecq;
+      void* ectx;
+      if (ibv_get_cq_event(ch, &ecq, &ectx)) die("get_cq_event");
+      alarm(0);
+      if (ecq != cq) ++bad;
+      ++events;
+      if (ibv_req_notify_cq(cq, 0)) die("req_notify_cq");
+      ibv_wc wc[4];
+      int n;
+      while ((n = ibv_poll_cq(cq, 4, wc)) > 0)
+        for (int i = 0; i < n; ++i) {
+          if (wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != k || found ||
+              wc[i].qp_num != p.s->qp_num || wc[i].opcode != IBV_WC_RDMA_WRITE) ++bad;
+          found = true;
+        }
+      if (n < 0) die("poll_cq");
+    }
+  }
+  ibv_ack_cq_events(cq, static_cast<unsigned>(events));
+  const bool ok = same(p);
+  // ibv_destroy_cq waits for every event to be acknowledged: exact accounting or a hang.
+  if (ibv_destroy_qp(p.s) || ibv_destroy_cq(cq)) die("destroy");
+  std::printf("event: writes %ld bad_completions %ld checksum %s events>0 %d\n", writes, bad,
+              ok ? "ok" : "MISMATCH", events > 0);
+  std::fprintf(stderr, "event: %" PRIu64 " events\n", events);
+  return bad || !ok || events == 0;
+}
+
+// ------------------------------------------------------------------ threads
+
+int threads(int nthreads, long writes, bool shared) {
+  Env e = open_env();
+  constexpr uint32_t kDepth = 32, kMaxLen = 1024;
+  ibv_cq* rcq = V.create_cq(e.ctx, 16, nullptr, nullptr, 0);
+  ibv_cq* scq_shared = shared ? V.create_cq(e.ctx, static_cast<int>(kDepth) * nthreads, nullptr, nullptr, 0) : nullptr;
+  struct T {
+    Pair p;
+    ibv_cq* cq;
+    std::atomic<uint64_t> completed{0};  // every request below it completed
+    std::atomic<uint64_t> next_sig{0};   // the next signaled k whose completion is due
+    std::atomic<long> bad{0};
+  };
+  std::vector<T> ts(static_cast<size_t>(nthreads));
+  for (auto& t : ts) {
+    t.cq = shared ? scq_shared : V.create_cq(e.ctx, kDepth, nullptr, nullptr, 0);
+    if (!t.cq || !rcq) die("create_cq");
+    make_pair(e, t.p, t.cq, rcq, kDepth, size_t{kDepth} * kMaxLen, 1 << 18);
+  }
+  // Signaled: every 4th request and the last. A completion is checked against the
+  // signaled sequence of its QP (completions of a send queue come in post order).
+  auto sig_of = [&](uint64_t k) { return k % 4 == 3 || k + 1 == static_cast<uint64_t>(writes); };
+  auto next_sig_after = [&](uint64_t k) {
+    for (uint64_t j = k + 1;; ++j) if (sig_of(j)) return j;
+  };
+  std::atomic<long> stray{0};
+  auto poll_cq = [&](ibv_cq* cq) {
+    ibv_wc wc[8];
+    const int n = ibv_poll_cq(cq, 8, wc);
+    if (n < 0) die("poll_cq");
+    for (int i = 0; i < n; ++i) {
+      const size_t ti = wc[i].wr_id >> 40;
+      const uint64_t k = wc[i].wr_id & ((1ull << 40) - 1);
+      if (ti >= ts.size()) { ++stray; continue; }
+      T& t = ts[ti];
+      // With a shared CQ two pollers may take two completions of one QP: the later one
+      // can be recorded first, so the check is "one of the due ones", then the max.
+      if (wc[i].status != IBV_WC_SUCCESS || wc[i].qp_num != t.p.s->qp_num || !sig_of(k)) { ++t.bad; continue; }
+      uint64_t c = t.completed.load();
+      while (c < k + 1 && !t.completed.compare_exchange_weak(c, k + 1)) {}
+      if (!shared) {
+        if (k != t.next_sig.load()) ++t.bad;
+        t.next_sig.store(next_sig_after(k));
+      }
+    }
+  };
+  std::vector<std::thread> th;
+  for (int i = 0; i < nthreads; ++i)
+    th.emplace_back([&, i] {
+      T& t = ts[static_cast<size_t>(i)];
+      std::mt19937_64 rng(static_cast<uint64_t>(i) * 7919 + 1);
+      t.next_sig.store(next_sig_after(~0ull));
+      for (uint64_t k = 0; k < static_cast<uint64_t>(writes); ++k) {
+        while (k >= t.completed.load() + kDepth) poll_cq(t.cq);
+        post_random(t.p, rng, (uint64_t(i) << 40) | k, k, kDepth, kMaxLen, sig_of(k));
+        poll_cq(t.cq);
+      }
+      while (t.completed.load() < static_cast<uint64_t>(writes)) poll_cq(t.cq);
+    });
+  for (auto& x : th) x.join();
+  long bad = stray.load(), mism = 0;
+  for (auto& t : ts) { bad += t.bad.load(); mism += !same(t.p); }
+  std::printf("threads: %d x %ld writes, %s CQ, bad_completions %ld checksum_mismatches %ld\n",
+              nthreads, writes, shared ? "shared" : "separate", bad, mism);
+  return bad || mism;
+}
+
+// ------------------------------------------------------------------ fork
+
+int fork_check(long writes) {
+  Env e = open_env();
+  constexpr uint32_t kDepth = 16, kMaxLen = 512;
+  ibv_cq* cq = V.create_cq(e.ctx, kDepth, nullptr, nullptr, 0);
+  if (!cq) die("create_cq");
+  Pair p;
+  make_pair(e, p, cq, cq, kDepth, size_t{kDepth} * kMaxLen, 1 << 16);
+  std::mt19937_64 rng(3);
+  long bad = 0;
+  auto run = [&](uint64_t from, uint64_t to) {
+    for (uint64_t k = from; k < to; ++k) {
+      post_random(p, rng, k, k, kDepth, kMaxLen, true);
+      ibv_wc wc;
+      int n;
+      while ((n = ibv_poll_cq(cq, 1, &wc)) == 0) {}
+      if (n < 0 || wc.status != IBV_WC_SUCCESS || wc.wr_id != k) ++bad;
+    }
+  };
+  run(0, static_cast<uint64_t>(writes));
+  const pid_t child = fork();
+  if (child < 0) die("fork");
+  if (child == 0) {
+    // The child touches the registered buffers (copy-on-write) and leaves.
+    std::memset(p.src.data(), 0x5a, p.src.size());
+    std::memset(p.dst.data(), 0x5a, p.dst.size());
+    std::exit(0);
+  }
+  run(static_cast<uint64_t>(writes), 2 * static_cast<uint64_t>(writes));  // while the child lives
+  int st = 0;
+  if (waitpid(child, &st, 0) != child) die("waitpid");
+  run(2 * static_cast<uint64_t>(writes), 3 * static_cast<uint64_t>(writes));
+  const bool ok = same(p);
+  std::printf("fork: writes %ld bad_completions %ld child_exit %d checksum %s\n", 3 * writes, bad,
+              WIFEXITED(st) ? WEXITSTATUS(st) : -1, ok ? "ok" : "MISMATCH");
+  return bad || !ok || !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+}
+
+// ------------------------------------------------------------------ cqex
+
+int cqex(long writes) {
+  Env e = open_env();
+  constexpr uint32_t kDepth = 32, kMaxLen = 512;
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = kDepth;
+  ca.wc_flags = IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_BYTE_LEN;
+  ibv_cq_ex* cqx = ibv_create_cq_ex(e.ctx, &ca);
+  if (!cqx) die("create_cq_ex");
+  ibv_cq* cq = ibv_cq_ex_to_cq(cqx);
+  Pair p;
+  make_pair(e, p, cq, cq, kDepth, size_t{kDepth} * kMaxLen, 1 << 16);
+  std::mt19937_64 rng(9);
+  long bad = 0;
+  std::deque<uint64_t> sig;
+  uint64_t completed = 0;
+  auto drain = [&] {
+    ibv_poll_cq_attr pa{};
+    int rc = ibv_start_poll(cqx, &pa);
+    if (rc == ENOENT) return;
+    if (rc) die("start_poll");
+    do {
+      // wr_id and status only: rxe (rdma-core 44) reads opcode and qp_num back as 0.
+      if (cqx->status != IBV_WC_SUCCESS || sig.empty() || cqx->wr_id != sig.front()) {
+        if (bad++ < 3)
+          std::fprintf(stderr, "cqex: wr_id %" PRIu64 " (want %" PRIu64 ") status %d\n", cqx->wr_id,
+                       sig.empty() ? 0 : sig.front(), cqx->status);
+        if (bad > 100) std::exit(1);
+      } else {
+        sig.pop_front();
+        completed = cqx->wr_id + 1;
+      }
+    } while ((rc = ibv_next_poll(cqx)) == 0);
+    ibv_end_poll(cqx);
+    if (rc != ENOENT) die("next_poll");
+  };
+  for (uint64_t k = 0; k < static_cast<uint64_t>(writes); ++k) {
+    while (k >= completed + kDepth) drain();
+    const bool s = k % 2 == 0 || k + 1 == static_cast<uint64_t>(writes);
+    if (s) sig.push_back(k);
+    post_random(p, rng, k, k, kDepth, kMaxLen, s);
+    drain();
+  }
+  while (!sig.empty()) drain();
+  const bool ok = same(p);
+  std::printf("cqex: writes %ld bad_completions %ld checksum %s\n", writes, bad, ok ? "ok" : "MISMATCH");
+  return bad || !ok;
+}
+#endif  // !UNLOAD_DLOPEN
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -472,6 +746,14 @@ int main(int argc, char** argv) {
   if (cmd == "order") return order(n ? n : 20000, seed);
   if (cmd == "errors") return errors();
   if (cmd == "basic") return basic(n ? n : 100);
-  std::fprintf(stderr, "usage: %s integrity|order|errors|basic [n] [seed]\n", argv[0]);
+#ifndef UNLOAD_DLOPEN
+  if (cmd == "event") return event(n ? n : 2000, argc > 3 && std::string(argv[3]) == "fd");
+  if (cmd == "threads")
+    return threads(n ? static_cast<int>(n) : 4, argc > 3 ? std::atol(argv[3]) : 20000,
+                   argc > 4 && std::string(argv[4]) == "shared");
+  if (cmd == "fork") return fork_check(n ? n : 200);
+  if (cmd == "cqex") return cqex(n ? n : 2000);
+#endif
+  std::fprintf(stderr, "usage: %s integrity|order|errors|basic|event|threads|fork|cqex [n] [...]\n", argv[0]);
   return 2;
 }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# With the kernel module loaded: tunables from the control page, the counters page in /sys/kernel/unload/stats, and the direct path under perftest and our programs.
+# With the kernel module loaded: tunables from the control page, the counters page in /sys/kernel/unload/stats, the direct path (fences, completion channels, threads, fork) under perftest and our programs, adaptive mode.
 . "$(dirname "$0")/lib.sh"
 [ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
 [ -e /dev/unload ] || { echo "SKIP: the kernel module is not loaded"; exit 77; }
@@ -35,7 +35,35 @@ for mode in unload threshold; do
 	show_stats int_$mode
 	check "order $mode with the module: 0 violations" under $mode ord_$mode "$BIN/verbs_check" order 5000 3
 	show_stats ord_$mode
+	check "event $mode: direct completions wake ibv_get_cq_event" under $mode ev_$mode "$BIN/verbs_check" event 600
+	check "event $mode: direct completions wake poll(2) on the channel fd" under $mode evfd_$mode "$BIN/verbs_check" event 600 fd
+	check "event $mode: writes took unload.direct" [ "$(stat "$WORK/evfd_$mode.stats" writes_direct)" -gt 0 ]
+	check "threads $mode: 4 threads, a CQ each" under $mode thr_$mode "$BIN/verbs_check" threads 4 3000
+	check "threads $mode: 4 threads, one shared CQ" under $mode thrs_$mode "$BIN/verbs_check" threads 4 3000 shared
+	show_stats thrs_$mode
+	check "fork $mode: the child exits, the parent keeps writing" under $mode fork_$mode "$BIN/verbs_check" fork 200
+	show_stats fork_$mode
 done
+# threshold: the data (mostly > threshold_bytes) takes the NIC, the 8-byte flag goes
+# direct behind it: every such switch needs a fence.
+f0=$(sysstat fences)
+check "order threshold: NIC->direct switches fenced" [ "$(stat "$WORK/ord_threshold.stats" fences)" -gt 0 -a \
+	"$(stat "$WORK/ord_threshold.stats" writes_direct)" -gt 0 -a "$(stat "$WORK/ord_threshold.stats" writes_offload)" -gt 0 ]
+check "integrity threshold: mixed NIC and direct writes, fenced" [ "$(stat "$WORK/int_threshold.stats" fences)" -gt 0 ]
+under threshold ord_f "$BIN/verbs_check" order 2000 5 >/dev/null
+check "sysfs fences grew by the fences of a run" [ $(($(sysstat fences) - f0)) -ge "$(stat "$WORK/ord_f.stats" fences)" -a "$(stat "$WORK/ord_f.stats" fences)" -gt 0 ]
+
+# adaptive: correctness only (which path wins is the benchmarks' business).
+check "integrity adaptive with the module" under adaptive int_adaptive "$BIN/verbs_check" integrity 20000 7
+show_stats int_adaptive
+check "order adaptive with the module: 0 violations" under adaptive ord_adaptive "$BIN/verbs_check" order 5000 3
+show_stats ord_adaptive
+check "ib_write_lat adaptive with the module" run_pair lat_ad adaptive \
+	ib_write_lat -d "$DEV" -x "$GIDX" -n 500 -s 64 -- ib_write_lat -d "$DEV" -x "$GIDX" -n 500 -s 64 "$ADDR"
+show_stats lat_ad
+check "ib_write_bw adaptive with the module" run_pair bw_ad adaptive \
+	ib_write_bw -d "$DEV" -x "$GIDX" -n 500 -s 1024 -- ib_write_bw -d "$DEV" -x "$GIDX" -n 500 -s 1024 "$ADDR"
+show_stats bw_ad
 timeout 300 "$BIN/verbs_check" errors >"$WORK/errors.ref" 2>&1
 under unload err "$BIN/verbs_check" errors >/dev/null
 check "errors with the module: same as without the shim" diff "$WORK/errors.ref" "$WORK/err.out"
