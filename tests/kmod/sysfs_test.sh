@@ -8,6 +8,8 @@ check() { # name ok figure
 	if [ "$2" = 1 ]; then s=ok; else s=FAIL; fail=$((fail + 1)); fi
 	printf 'check %-40s %s ... %s\n' "$1" "$3" "$s"
 }
+# Builtins only in the loops: TCG makes every fork expensive.
+get() { read -r REPLY <"$1" || REPLY=; }
 [ -d $R ] || { echo "skip: no $R (module not loaded)"; exit 77; }
 
 # name min max default
@@ -20,21 +22,22 @@ explore_shift 0 31 5
 hysteresis_pct 0 1000 10
 cpu_budget_pct 0 100 50"
 
+long=$(printf '9%.0s' {1..5000})
 while read -r n min max def; do
-	v=$(cat $R/$n)
+	get $R/$n; v=$REPLY
 	check "default.$n" "$([ "$v" = "$def" ] && echo 1)" "$v (want $def)"
 	ok=1
 	for x in $min $max $(((min + max) / 2)) $def; do
-		echo $x >$R/$n 2>/dev/null && [ "$(cat $R/$n)" = "$x" ] || ok=0
+		echo $x >$R/$n 2>/dev/null && get $R/$n && [ "$REPLY" = "$x" ] || ok=0
 	done
 	check "roundtrip.$n" $ok "min $min max $max mid default"
 	echo $def >$R/$n
 	bad=0 total=0
 	for x in $'\n' "abc" "-1" "$((max + 1))" "1.5" "0x" "18446744073709551616" \
-		"99999999999999999999999" "12abc" " " "1 2" "$(head -c 5000 /dev/zero | tr '\0' 9)"; do
+		"99999999999999999999999" "12abc" " " "1 2" "$long"; do
 		total=$((total + 1))
 		if printf '%s' "$x" >$R/$n 2>/dev/null; then bad=$((bad + 1)); continue; fi
-		[ "$(cat $R/$n)" = "$def" ] || bad=$((bad + 1))
+		get $R/$n; [ "$REPLY" = "$def" ] || bad=$((bad + 1))
 	done
 	check "invalid.$n" "$([ $bad = 0 ] && echo 1)" "$((total - bad))/$total rejected, value kept"
 done <<<"$tunables"
@@ -44,14 +47,14 @@ v=$(cat $R/mode)
 check default.mode "$([ "$v" = adaptive ] && echo 1)" "$v (want adaptive)"
 ok=1
 for m in offload unload threshold adaptive; do
-	echo $m >$R/mode && [ "$(cat $R/mode)" = $m ] || ok=0
+	echo $m >$R/mode && get $R/mode && [ "$REPLY" = $m ] || ok=0
 done
 check roundtrip.mode $ok "offload unload threshold adaptive"
 bad=0 total=0
 for x in $'\n' bogus 0 3 Offload "offload2" "unloadx" " adaptive"; do
 	total=$((total + 1))
 	if printf '%s' "$x" >$R/mode 2>/dev/null; then bad=$((bad + 1)); continue; fi
-	[ "$(cat $R/mode)" = adaptive ] || bad=$((bad + 1))
+	get $R/mode; [ "$REPLY" = adaptive ] || bad=$((bad + 1))
 done
 check invalid.mode "$([ $bad = 0 ] && echo 1)" "$((total - bad))/$total rejected, value kept"
 err=$( (echo bogus >$R/mode) 2>&1)
