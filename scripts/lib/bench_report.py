@@ -101,13 +101,24 @@ def overhead(results):
     return out
 
 
+def policy_costs(results):
+    """Median ns per call of the policy's decide/observe per mode, from bench_policy."""
+    path = os.path.join(results, "policy.json")
+    out = {}
+    if os.path.exists(path):
+        for b in json.load(open(path)).get("benchmarks", []):
+            if b.get("aggregate_name") == "median":
+                out[b["run_name"]] = b["real_time"]
+    return out
+
+
 def fmt_ns(v):
     if v is None:
         return "-"
     return f"{v / 1000:.1f}us" if v >= 10000 else f"{v:.0f}ns"
 
 
-def table(rows, shim_overhead):
+def table(rows, shim_overhead, policy=None):
     lines = []
     for workload in WORKLOADS:
         sel = [r for r in rows if r["workload"] == workload]
@@ -132,6 +143,10 @@ def table(rows, shim_overhead):
         lines.append("\nShim overhead in perftest ib_write_lat (mode=offload), median t_typical:")
         for o in shim_overhead:
             lines.append(f"{o['bytes']:>8} B: {o['noshim_us']:.2f} us without, {o['shim_us']:.2f} us with: {o['overhead_pct']:+.1f}%")
+    if policy:
+        lines.append("\nPolicy cost per call (host CPU, median of 5):")
+        for name, ns in sorted(policy.items()):
+            lines.append(f"  {name:<32} {ns:6.1f} ns")
     return "\n".join(lines)
 
 
@@ -170,9 +185,10 @@ def main():
         print("bench_report: no benchmark results in", results, file=sys.stderr)
         return 1
     ovh = overhead(results)
+    pol = policy_costs(results)
     with open(os.path.join(results, "summary.json"), "w") as f:
-        json.dump({"context": context, "rows": rows, "shim_overhead": ovh}, f, indent=1)
-    text = table(rows, ovh)
+        json.dump({"context": context, "rows": rows, "shim_overhead": ovh, "policy_ns": pol}, f, indent=1)
+    text = table(rows, ovh, pol)
     with open(os.path.join(results, "table.txt"), "w") as f:
         f.write(text + "\n")
     print(text)

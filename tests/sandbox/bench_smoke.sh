@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The bench suite runs end to end (one small size, few iterations): every path yields a latency, the report and plots are written.
+set -uo pipefail
+src=${UNLOAD_SOURCE_DIR:?} build=${UNLOAD_BUILD_DIR:?}
+out=$(mktemp -d)
+"$src/scripts/lib/bench-sweep" "$out" "$build" 1 1 "" || exit 1
+python3 "$src/scripts/lib/bench_report.py" "$out" >"$out/report.txt" || { echo "FAIL: bench_report"; exit 1; }
+sed 's/^/  | /' "$out/report.txt"
+python3 - "$out" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+s = json.load(open(os.path.join(out, "summary.json")))
+fails = 0
+def check(what, ok):
+    global fails
+    print(("ok: " if ok else "FAIL: ") + what)
+    fails += not ok
+for workload in ("PostToCompletion", "PingPong"):
+    rows = [r for r in s["rows"] if r["workload"] == workload]
+    check(f"{workload}: rows for 8 and 4096 bytes", sorted(r["bytes"] for r in rows) == [8, 4096])
+    for r in rows:
+        for v in ("noshim", "offload", "inline", "stage", "direct", "adaptive"):
+            if v == "inline" and r["bytes"] > 1024:
+                continue
+            e = r["paths"].get(v, {})
+            check(f"{workload} {r['bytes']} B {v}: a positive latency", (e.get("median_ns") or 0) > 0)
+        sh = r["paths"].get("direct", {}).get("share", {})
+        check(f"{workload} {r['bytes']} B: UNLOAD_PATH=direct went direct (share {sh.get('direct')})",
+              (sh.get("direct") or 0) > 0.5)
+check("shim overhead measured with ib_write_lat", len(s["shim_overhead"]) > 0)
+for f in ("latency.png", "latency.svg", "table.txt"):
+    check(f"{f} written", os.path.getsize(os.path.join(out, f)) > 0)
+sys.exit(1 if fails else 0)
+PY
