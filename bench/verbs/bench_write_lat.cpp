@@ -6,7 +6,7 @@
 // The path is chosen outside: run under the shim with UNLOAD_MODE / UNLOAD_PATH (the
 // scripts/bench driver interleaves paths and repetitions); without the shim every write
 // is an offload. Own flags, before Google Benchmark's:
-//   --device=NAME  --gid=N  --footprint_mib=N  --iters_scale=F
+//   --device=NAME  --gid=N  --footprint_mib=N  --iters_scale=F  --spin_yield=auto|0|1
 #include "rc_link.hpp"
 
 #include <benchmark/benchmark.h>
@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +63,18 @@ volatile uint8_t *byte_at(size_t off) { return g_link.buf + off; }
 uint8_t load_acquire(size_t off)
 {
 	return __atomic_load_n(g_link.buf + off, __ATOMIC_ACQUIRE);
+}
+
+// Spin until the byte at `off` becomes `tag`. With fewer CPUs than spinners plus the
+// device's own work (rxe runs in kernel threads), a pure spin starves the device until
+// the next scheduler tick; yielding between loads hands it the CPU.
+bool g_spin_yield = false;
+
+void spin_until(size_t off, uint8_t tag)
+{
+	while (load_acquire(off) != tag)
+		if (g_spin_yield)
+			sched_yield();
 }
 
 // Completions are drained as we go so the send queue never fills; the program's own
@@ -186,8 +199,7 @@ void BM_Write_PingPong(benchmark::State &state)
 			break;
 		}
 		drain.after_post();
-		while (load_acquire(last) != tag) {
-		}
+		spin_until(last, tag);
 		auto rtt = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
 		state.SetIterationTime(rtt * 0.5e-9);
 		ns.push_back(rtt * 0.5);
@@ -267,25 +279,26 @@ double p99_of(const std::vector<double> &v)
 	return s.empty() ? 0 : s[std::min(s.size() - 1, s.size() * 99 / 100)];
 }
 
-void register_sizes(benchmark::internal::Benchmark *b, size_t max_bytes)
+// 8 B, then powers of 4 from 64 B. Iterations() holds for a whole registration, so each
+// size is its own registration with its own count.
+template <class Fn>
+void register_sizes(const char *name, Fn fn, size_t max_bytes)
 {
-	b->ArgName("bytes")->UseManualTime()->ComputeStatistics("p99", p99_of);
-	for (size_t s = 8; s <= max_bytes; s *= 4)
-		b->Arg(static_cast<int64_t>(s))->Iterations(iters_for(s));
+	for (size_t s = 8; s <= max_bytes; s = s == 8 ? 64 : s * 4)
+		benchmark::RegisterBenchmark(name, fn)
+			->ArgName("bytes")
+			->Arg(static_cast<int64_t>(s))
+			->Iterations(iters_for(s))
+			->UseManualTime()
+			->ComputeStatistics("p99", p99_of);
 }
 
 void register_all()
 {
-	register_sizes(benchmark::RegisterBenchmark("BM_Write_PostToCompletion",
-						    BM_Write_PostToCompletion),
-		       kMaxWrite);
-	register_sizes(benchmark::RegisterBenchmark("BM_Write_PingPong", BM_Write_PingPong),
-		       kMaxWrite);
-	register_sizes(benchmark::RegisterBenchmark("BM_Write_RandomTarget",
-						    BM_Write_RandomTarget),
-		       64 * 1024);
-	register_sizes(benchmark::RegisterBenchmark("BM_Floor_Memcpy", BM_Floor_Memcpy),
-		       kMaxWrite);
+	register_sizes("BM_Write_PostToCompletion", BM_Write_PostToCompletion, kMaxWrite);
+	register_sizes("BM_Write_PingPong", BM_Write_PingPong, kMaxWrite);
+	register_sizes("BM_Write_RandomTarget", BM_Write_RandomTarget, 64 * 1024);
+	register_sizes("BM_Floor_Memcpy", BM_Floor_Memcpy, kMaxWrite);
 	benchmark::RegisterBenchmark("BM_Floor_Syscall", BM_Floor_Syscall)
 		->UseManualTime()
 		->Iterations(20000)
@@ -308,6 +321,7 @@ void add_context()
 	benchmark::AddCustomContext("device", g_link.device_name);
 	benchmark::AddCustomContext("gid_index", std::to_string(g_link.gid_index));
 	benchmark::AddCustomContext("qp_max_inline", std::to_string(g_link.max_inline));
+	benchmark::AddCustomContext("spin_yield", g_spin_yield ? "1" : "0");
 	for (const char *env : {"UNLOAD_MODE", "UNLOAD_PATH", "LD_PRELOAD"}) {
 		const char *v = getenv(env);
 		benchmark::AddCustomContext(env, v ? v : "");
@@ -335,8 +349,7 @@ int serve(const ub::LinkOptions &opt, int sock)
 		const size_t last = kIn + c.bytes - 1;
 		for (uint64_t i = 0; i < c.iters; i++) {
 			tag = static_cast<uint8_t>(tag % 255 + 1);
-			while (load_acquire(last) != tag) {
-			}
+			spin_until(last, tag);
 			g_link.buf[kOut + c.bytes - 1] = tag;
 			if (ub::post_write(g_link, kOut, kIn, c.bytes, true, false, tag))
 				return 1;
@@ -365,6 +378,7 @@ bool take_flag(const char *arg, const char *name, std::string &value)
 int main(int argc, char **argv)
 {
 	ub::LinkOptions opt;
+	std::string spin_yield = "auto";
 	std::vector<char *> rest{argv[0]};
 	for (int i = 1; i < argc; i++) {
 		std::string v;
@@ -385,6 +399,13 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			g_footprint = mib << 20;
+		} else if (take_flag(argv[i], "--spin_yield", v)) {
+			if (v != "auto" && v != "0" && v != "1") {
+				fprintf(stderr, "bench: --spin_yield wants auto, 0 or 1, not '%s'\n",
+					v.c_str());
+				return 2;
+			}
+			spin_yield = v;
 		} else if (take_flag(argv[i], "--iters_scale", v)) {
 			g_iters_scale = strtod(v.c_str(), &end);
 			if (v.empty() || *end || !(g_iters_scale > 0 && g_iters_scale <= 100)) {
@@ -397,6 +418,8 @@ int main(int argc, char **argv)
 		}
 	}
 	opt.buffer_bytes = kFootprint + g_footprint;
+	// Two spinning processes and the device need more than 2 CPUs to spin freely.
+	g_spin_yield = spin_yield == "1" || (spin_yield == "auto" && sysconf(_SC_NPROCESSORS_ONLN) < 4);
 
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
