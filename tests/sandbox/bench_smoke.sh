@@ -4,9 +4,9 @@ set -uo pipefail
 src=${UNLOAD_SOURCE_DIR:?} build=${UNLOAD_BUILD_DIR:?}
 out=$(mktemp -d)
 "$src/scripts/lib/bench-sweep" "$out" "$build" 1 1 "" || exit 1
-python3 "$src/scripts/lib/bench_report.py" "$out" >"$out/report.txt" || { echo "FAIL: bench_report"; exit 1; }
+/usr/bin/python3 "$src/scripts/lib/bench_report.py" "$out" >"$out/report.txt" || { echo "FAIL: bench_report"; exit 1; }
 sed 's/^/  | /' "$out/report.txt"
-python3 - "$out" <<'PY'
+/usr/bin/python3 - "$out" <<'PY'
 import json, os, sys
 out = sys.argv[1]
 s = json.load(open(os.path.join(out, "summary.json")))
