@@ -364,6 +364,18 @@ int post_send_mixed(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, co
   return last ? post_send_nic(q, qp, seg, bad) : 0;
 }
 
+// Whether every request of a list passes the local checks (its SGEs in regions of the QP's
+// PD). A request failing them moves the QP to error at the NIC, which flushes the earlier
+// requests of the list still in flight: a write placed direct ahead of it could not be
+// flushed, so such a list goes to the NIC whole (DESIGN.md 3, "Errors").
+bool list_locally_valid(const QpRec* q, const ibv_send_wr* wr) {
+  for (const ibv_send_wr* w = wr; w; w = w->next)
+    if (w->num_sge > 0 && !(w->send_flags & IBV_SEND_INLINE) &&
+        !sges_valid(q, w->sg_list, static_cast<uint32_t>(w->num_sge)))
+      return false;
+  return true;
+}
+
 int hook_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   QpRec* q = g_qps.find(key_of(qp));
   if (__builtin_expect(!q || !q->tracked, 0)) {
@@ -371,7 +383,7 @@ int hook_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     return c->post_send(qp, wr, bad);
   }
   const Tunables& t = tunables();
-  if (direct_possible(q, t)) return post_send_mixed(q, qp, wr, bad, t);
+  if (direct_possible(q, t) && (!wr->next || list_locally_valid(q, wr))) return post_send_mixed(q, qp, wr, bad, t);
   return post_send_nic(q, qp, wr, bad);
 }
 
