@@ -9,6 +9,7 @@ latencies; paths are compared as ratios measured in the same run, interleaved.
 """
 import glob
 import json
+import math
 import os
 import re
 import statistics
@@ -91,7 +92,8 @@ def overhead(results):
     if os.path.exists(path):
         for line in open(path):
             parts = line.split()
-            if len(parts) == 4 and parts[3] != "nan":
+            # perftest prints inf or nothing when a run failed: such a run has no figure.
+            if len(parts) == 4 and math.isfinite(float(parts[3])):
                 data.setdefault((int(parts[1]), parts[2]), []).append(float(parts[3]))
     out = []
     for size in sorted({s for (s, _) in data}):
