@@ -58,6 +58,11 @@ int64_t iters_for(size_t bytes)
 	return std::max<int64_t>(20, static_cast<int64_t>(n * g_iters_scale));
 }
 
+double ns_since(Clock::time_point t0)
+{
+	return std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+}
+
 volatile uint8_t *byte_at(size_t off) { return g_link.buf + off; }
 
 uint8_t load_acquire(size_t off)
@@ -149,6 +154,26 @@ void report(benchmark::State &state, std::vector<double> &ns, size_t bytes)
 	state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
 }
 
+// Post one signaled write to the peer's buffer at `remote_off` and wait for its
+// completion: one timed iteration of the post-to-completion benchmarks. False (and the
+// benchmark skipped) when the write failed.
+bool timed_write(benchmark::State &state, std::vector<double> &ns, size_t remote_off,
+		 uint32_t bytes, uint64_t wr_id)
+{
+	auto t0 = Clock::now();
+	int rc = ub::post_write(g_link, kOut, remote_off, bytes, true, false, wr_id);
+	if (!rc)
+		rc = ub::poll_n(g_link, 1);
+	double dt = ns_since(t0);
+	if (rc) {
+		state.SkipWithError("write failed");
+		return false;
+	}
+	state.SetIterationTime(dt * 1e-9);
+	ns.push_back(dt);
+	return true;
+}
+
 void BM_Write_PostToCompletion(benchmark::State &state)
 {
 	const auto bytes = static_cast<uint32_t>(state.range(0));
@@ -158,17 +183,8 @@ void BM_Write_PostToCompletion(benchmark::State &state)
 	uint8_t tag = 0;
 	for (auto _ : state) {
 		g_link.buf[kOut + bytes - 1] = ++tag;
-		auto t0 = Clock::now();
-		int rc = ub::post_write(g_link, kOut, kIn, bytes, true, false, tag);
-		if (!rc)
-			rc = ub::poll_n(g_link, 1);
-		auto dt = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
-		if (rc) {
-			state.SkipWithError("write failed");
+		if (!timed_write(state, ns, kIn, bytes, tag))
 			break;
-		}
-		state.SetIterationTime(dt * 1e-9);
-		ns.push_back(dt);
 	}
 	report_paths(state, before);
 	report(state, ns, bytes);
@@ -200,7 +216,7 @@ void BM_Write_PingPong(benchmark::State &state)
 		}
 		drain.after_post();
 		spin_until(last, tag);
-		auto rtt = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+		auto rtt = ns_since(t0);
 		state.SetIterationTime(rtt * 0.5e-9);
 		ns.push_back(rtt * 0.5);
 	}
@@ -224,17 +240,8 @@ void BM_Write_RandomTarget(benchmark::State &state)
 	ns.reserve(static_cast<size_t>(state.max_iterations));
 	for (auto _ : state) {
 		size_t off = kFootprint + (rng() % pages) * 4096;
-		auto t0 = Clock::now();
-		int rc = ub::post_write(g_link, kOut, off, bytes, true, false, 1);
-		if (!rc)
-			rc = ub::poll_n(g_link, 1);
-		auto dt = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
-		if (rc) {
-			state.SkipWithError("write failed");
+		if (!timed_write(state, ns, off, bytes, 1))
 			break;
-		}
-		state.SetIterationTime(dt * 1e-9);
-		ns.push_back(dt);
 	}
 	state.counters["footprint_mib"] = static_cast<double>(g_footprint >> 20);
 	report(state, ns, bytes);
@@ -250,7 +257,7 @@ void BM_Floor_Memcpy(benchmark::State &state)
 		auto t0 = Clock::now();
 		memcpy(g_link.buf + kIn, g_link.buf + kOut, bytes);
 		benchmark::ClobberMemory();
-		auto dt = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+		auto dt = ns_since(t0);
 		state.SetIterationTime(dt * 1e-9);
 		ns.push_back(dt);
 	}
@@ -265,7 +272,7 @@ void BM_Floor_Syscall(benchmark::State &state)
 	for (auto _ : state) {
 		auto t0 = Clock::now();
 		benchmark::DoNotOptimize(syscall(SYS_getppid));
-		auto dt = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+		auto dt = ns_since(t0);
 		state.SetIterationTime(dt * 1e-9);
 		ns.push_back(dt);
 	}
