@@ -44,7 +44,11 @@ initramfs_build() {
 		esac
 		echo "$base" >>"$root/modules/order"
 	done
-	(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out.tmp"
-	mv "$out.tmp" "$out"
+	# Sandboxes of one kernel may start together (ctest -j): each builds into its own
+	# file and renames it into place, so none boots a half-written archive.
+	local tmp
+	tmp=$(mktemp "$out.XXXXXX")
+	(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$tmp"
+	mv "$tmp" "$out"
 	rm -rf "$root"
 }

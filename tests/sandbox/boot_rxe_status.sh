@@ -12,9 +12,9 @@ if [ "$rc" -eq 3 ]; then echo "ok: guest exit 3 -> sandbox exit 3"; else echo "F
 if echo "$out" | grep -q 'hca_id:.*rxe0'; then echo "ok: ibv_devinfo shows rxe0"; else echo "FAIL: no rxe device"; fail=1; fi
 if echo "$out" | grep -q "^$flavour\."; then echo "ok: kernel $flavour booted"; else echo "FAIL: not kernel $flavour"; fail=1; fi
 
-"$sandbox" --kernel "$flavour" -- true >/dev/null 2>&1
+out=$("$sandbox" --kernel "$flavour" -- true 2>&1)
 rc=$?
-if [ "$rc" -eq 0 ]; then echo "ok: guest exit 0 -> sandbox exit 0"; else echo "FAIL: guest exit 0 -> sandbox exit $rc"; fail=1; fi
+if [ "$rc" -eq 0 ]; then echo "ok: guest exit 0 -> sandbox exit 0"; else echo "FAIL: guest exit 0 -> sandbox exit $rc"; echo "$out" | tail -n 30 | sed 's/^/  | /'; fail=1; fi
 
 # A kernel warning in the guest fails the run even when the command succeeds.
 "$sandbox" --kernel "$flavour" -- sh -c 'echo "WARNING: sandbox self-test" >/dev/kmsg' >/dev/null 2>&1
