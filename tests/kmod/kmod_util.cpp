@@ -81,12 +81,13 @@ static long long foll_pins_now() {
   return a < 0 || r < 0 ? -1 : a - r;
 }
 
-// rxe releases the pins of a dead process's MRs a little later: wait until the count has
-// not moved for 300 ms (at most 5 s).
+// rxe releases the pins of a dead process's MRs from deferred work, which a loaded TCG
+// guest can hold back for well over 300 ms: wait until the count has not moved for 1 s
+// (at most 15 s).
 long long foll_pins_outstanding() {
   long long v = foll_pins_now();
   int still = 0;
-  for (int i = 0; i < 100 && still < 6; i++) {
+  for (int i = 0; i < 300 && still < 20; i++) {
     usleep(50000);
     long long w = foll_pins_now();
     still = w == v ? still + 1 : 0;
