@@ -156,14 +156,11 @@ struct Emitter {
   int o;
   int limit;  // positions below limit are free to write
   void emit(const ibv_wc& wc) {
-    if (!cq->has_pending() && o < limit && o < n) {
+    if (o < limit && o < n && cq->pending.empty()) {
       out[o++] = wc;
       return;
     }
-    cq->lock_();
-    const bool ok = cq->push(wc);
-    cq->unlock_();
-    if (!ok) std::abort();  // cannot happen: bounded by the CQ's own size
+    if (!cq->pending.push(wc)) std::abort();  // cannot happen: bounded by the CQ's own size
   }
 };
 
@@ -203,7 +200,7 @@ void merge_one(CqRec* c, Emitter& em, ibv_wc& wc) {
 // ---------------------------------------------------------------- direct (kmod)
 
 // Whether writes on this QP may go direct at all: a peer the kmod paired, and a send CQ
-// the merger serves (ibv_cq_ex CQs: not yet). Ordering behind the QP's NIC requests is the
+// that can hand over completions the shim makes. Ordering behind the QP's NIC requests is the
 // fence's business (fence_before_direct), wake-ups on a completion channel the marker's
 // (wake_channel).
 bool direct_possible(QpRec* q, const Tunables& t) {
@@ -222,7 +219,7 @@ bool direct_possible(QpRec* q, const Tunables& t) {
   const ibv_cq* scq = q->qp->send_cq;
   if (!scq) return false;
   const CqRec* c = g_cqs.find(key_of(scq));
-  return c && !c->cqx;
+  return c && (!c->cqx || c->cqx_direct);
 }
 
 // Posts the shim's own signaled zero-length RDMA WRITE on the QP (to a target the
@@ -248,16 +245,16 @@ int post_marker(QpRec* q, uint32_t rkey, uint64_t remote_addr) {
   return rc ? -rc : 0;
 }
 
-// One round of the fence's wait: polls the send CQ itself, unless another thread is
-// polling it (that thread makes the same progress). Every completion met goes through the
-// merger into the CQ's pending queue, in order, for the program's next poll.
+// One round of the fence's wait: polls the send CQ itself, through its gate (a program
+// thread polling it at the same time makes the same progress). Every completion met goes
+// through the merger into the CQ's pending queue, in order, for the program's next poll.
 void fence_poll(CqRec* c) {
-  if (!c->poll_try_lock()) { __builtin_ia32_pause(); return; }
+  const bool how = c->gate.enter(this_tid());
   ibv_wc wc[16];
   const int r = c->c->poll_cq(c->cq, 16, wc);
   Emitter em{c, nullptr, 0, 0, 0};
   for (int i = 0; i < r; ++i) merge_one(c, em, wc[i]);
-  c->poll_unlock();
+  c->gate.leave(how);
 }
 
 // DESIGN.md 3, "Ordering": a direct write is placed only after every earlier request of
@@ -269,11 +266,16 @@ void fence_poll(CqRec* c) {
 // (earlier reads and atomics only), so a direct write always honours it. 0 when the write
 // may go direct now; -errno when not (no room for the marker): the caller sends it to the
 // NIC, which orders it by itself.
+//
+// An ibv_cq_ex send CQ is not polled here: what the fence met would have to be handed over
+// later with every field the program asked for, timestamps included. A write behind
+// requests still in flight on such a QP goes to the NIC.
 int fence_before_direct(QpRec* q, const WriteRequest& r) {
   if (q->ring.in_flight() == 0) return 0;
+  CqRec* c = g_cqs.find(key_of(q->qp->send_cq));
+  if (c->cqx) return -EBUSY;
   if (!q->ring.last_signaled())
     if (int rc = post_marker(q, r.rkey, r.remote_addr)) return rc;
-  CqRec* c = g_cqs.find(key_of(q->qp->send_cq));
   while (q->ring.in_flight() != 0) fence_poll(c);
   count_fence();
   return 0;
@@ -310,10 +312,8 @@ int run_direct(QpRec* q, const ibv_send_wr* w, const WriteRequest& r, uint64_t t
     wc.qp_num = q->qp_num;
     wc.byte_len = r.length;
     CqRec* c = g_cqs.find(key_of(q->qp->send_cq));
-    c->lock_();
-    const bool ok = c->push(wc);
-    c->unlock_();
-    if (!ok) std::abort();  // the CQ holds at most its size; a full CQ is an overrun anyway
+    // The queue holds twice the CQ's size; more would be an overrun of the CQ anyway.
+    if (!c->pending.push(wc)) std::abort();
     if (c->cq->channel) wake_channel(q, c, r);
   }
   return 0;
@@ -453,33 +453,21 @@ int post_send_nic(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   return rc;
 }
 
-int drain_pending(CqRec* c, int n, ibv_wc* wc) {
-  c->lock_();
-  uint64_t h = c->pending_head.load(std::memory_order_relaxed);
-  const uint64_t t = c->pending_tail.load(std::memory_order_relaxed);
-  int o = 0;
-  while (o < n && h != t) wc[o++] = c->pending[h++ & c->pending_mask];
-  c->pending_head.store(h, std::memory_order_relaxed);
-  c->unlock_();
-  return o;
-}
-
-// Polling is serialised per CQ (poll_mu, uncontended in the usual one-poller case; the
-// provider takes its own CQ lock anyway): the merger pops send-queue rings, which have one
-// consumer at a time, and several threads may poll one CQ, or a fence poll it from the
-// posting thread.
+// Polling is serialised per CQ by its gate (see poll_gate.hpp: free for the usual single
+// poller): the merger pops send-queue rings, which have one consumer at a time, and several
+// threads may poll one CQ, or a fence poll it from the posting thread.
 int poll_merge(CqRec* c, ibv_cq* cq, int n, ibv_wc* wc);
 int hook_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   CqRec* c = g_cqs.find(key_of(cq));
   if (__builtin_expect(!c, 0)) return context_find(cq->context)->poll_cq(cq, n, wc);
-  c->poll_lock();
+  const bool how = c->gate.enter(this_tid());
   const int got = poll_merge(c, cq, n, wc);
-  c->poll_unlock();
+  c->gate.leave(how);
   return got;
 }
 
 int poll_merge(CqRec* c, ibv_cq* cq, int n, ibv_wc* wc) {
-  int got = c->has_pending() ? drain_pending(c, n, wc) : 0;
+  int got = c->pending.pop(wc, n);
   while (got < n) {
     const int r = c->c->poll_cq(cq, n - got, wc + got);
     if (r < 0) return got ? got : r;
@@ -492,8 +480,8 @@ int poll_merge(CqRec* c, ibv_cq* cq, int n, ibv_wc* wc) {
     }
     const int before = got;
     got = em.o;
-    if (c->has_pending()) {  // order put some behind queued ones: hand those over first
-      got += drain_pending(c, n - got, wc + got);
+    if (!c->pending.empty()) {  // order put some behind queued ones: hand those over first
+      got += c->pending.pop(wc + got, n - got);
       break;
     }
     if (r < n - before) break;  // polled everything there was
@@ -516,12 +504,23 @@ int hook_req_notify_cq(ibv_cq* cq, int solicited_only) {
 
 // ---------------------------------------------------------------- ibv_cq_ex polling
 
-// Maps the current completion of an ibv_cq_ex in place. Returns false when it is a
-// completion the shim asked for itself and the program must not see.
+// The QP whose ring issued `tag`: by the completion's QP number, else among the QPs that
+// send to this CQ (some providers read the QP number back as 0, e.g. rxe in rdma-core 44).
+QpRec* cqx_qp_of(CqRec* c, ibv_cq_ex* cq, uint64_t tag, SqEntry** e) {
+  if (QpRec* q = g_qps_by_num.find(qpn_key(c->c, c->orig.read_qp_num(cq))))
+    if ((*e = q->ring.entry_of_tag(tag))) return q;
+  for (auto& slot : c->send_qps)
+    if (QpRec* q = slot.load(std::memory_order_acquire))
+      if ((*e = q->ring.entry_of_tag(tag))) return q;
+  return nullptr;
+}
+
+// Maps the provider's current completion in place. Returns false when it is a completion
+// the shim asked for itself and the program must not see.
 bool map_current(CqRec* c, ibv_cq_ex* cq) {
-  QpRec* q = g_qps_by_num.find(qpn_key(c->c, c->read_qp_num(cq)));
-  SqEntry* e = q ? q->ring.entry_of_tag(cq->wr_id) : nullptr;
-  if (!e) return true;
+  SqEntry* e = nullptr;
+  QpRec* q = cqx_qp_of(c, cq, cq->wr_id, &e);
+  if (!q) return true;
   struct Sink {
     QpRec* q;
     bool visible = true;
@@ -530,7 +529,7 @@ bool map_current(CqRec* c, ibv_cq_ex* cq) {
       stage_release(q, x);
       visible = !((x.flags & kMarker) || ((x.flags & kHidden) && wc.status == IBV_WC_SUCCESS));
     }
-    void cpu(SqEntry&) {}  // no CPU-executed requests reach ibv_cq_ex CQs yet
+    void cpu(SqEntry&) {}  // CPU-executed requests never wait in a ring (see fence_before_direct)
   } sink{q};
   ibv_wc wc{};
   wc.status = cq->status;
@@ -540,21 +539,106 @@ bool map_current(CqRec* c, ibv_cq_ex* cq) {
   return sink.visible;
 }
 
+// Makes the next completion the shim made the current one, if there is one.
+bool cqx_take_synth(CqRec* c, ibv_cq_ex* cq) {
+  if (!c->cqx_direct || c->pending.pop(&c->cur, 1) == 0) return false;
+  c->synth = true;
+  cq->wr_id = c->cur.wr_id;
+  cq->status = c->cur.status;
+  return true;
+}
+
+// Steps the provider to its next completion the program may see: 0, or ENOENT (or the
+// provider's error).
+int cqx_provider_next(CqRec* c, ibv_cq_ex* cq) {
+  c->synth = false;
+  int rc;
+  if (!c->provider_open) {
+    rc = c->orig.start_poll(cq, &c->attr);
+    if (rc) return rc;
+    c->provider_open = true;
+  } else {
+    rc = c->orig.next_poll(cq);
+  }
+  while (rc == 0 && !map_current(c, cq)) rc = c->orig.next_poll(cq);
+  return rc;
+}
+
+// A poll sequence runs inside the CQ's gate, from start_poll to end_poll (or to a
+// start_poll that found nothing). The shim's completions go first: they were ready before
+// whatever the provider has now (a direct write's earlier requests had all completed).
 int hook_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   CqRec* c = g_cqs.find(key_of(cq));
-  int rc = c->start_poll(cq, attr);
-  while (rc == 0 && !map_current(c, cq)) {
-    rc = c->next_poll(cq);
-    if (rc) { c->end_poll(cq); return rc; }
-  }
+  c->gate_how = c->gate.enter(this_tid());
+  c->attr = *attr;
+  c->provider_open = false;
+  if (cqx_take_synth(c, cq)) return 0;
+  const int rc = cqx_provider_next(c, cq);
+  if (rc == 0) return 0;
+  if (c->provider_open) c->orig.end_poll(cq);  // every completion it had was the shim's own
+  c->provider_open = false;
+  c->gate.leave(c->gate_how);
   return rc;
 }
 
 int hook_next_poll(ibv_cq_ex* cq) {
   CqRec* c = g_cqs.find(key_of(cq));
-  int rc = c->next_poll(cq);
-  while (rc == 0 && !map_current(c, cq)) rc = c->next_poll(cq);
-  return rc;
+  if (cqx_take_synth(c, cq)) return 0;
+  return cqx_provider_next(c, cq);
+}
+
+void hook_end_poll(ibv_cq_ex* cq) {
+  CqRec* c = g_cqs.find(key_of(cq));
+  if (c->provider_open) c->orig.end_poll(cq);
+  c->provider_open = false;
+  c->synth = false;
+  c->gate.leave(c->gate_how);
+}
+
+// The read_* entry points: from the shim's completion while one is current. A direct
+// write's completion has what a NIC's RDMA WRITE completion has; the receive-side fields
+// are undefined for it, and 0 here.
+#define UNLOAD_CQX_READ(type, name, synth_value)                        \
+  type hook_##name(ibv_cq_ex* cq) {                                     \
+    CqRec* c = g_cqs.find(key_of(cq));                                  \
+    return c->synth ? static_cast<type>(synth_value) : c->orig.name(cq); \
+  }
+UNLOAD_CQX_READ(ibv_wc_opcode, read_opcode, c->cur.opcode)
+UNLOAD_CQX_READ(uint32_t, read_vendor_err, c->cur.vendor_err)
+UNLOAD_CQX_READ(uint32_t, read_byte_len, c->cur.byte_len)
+UNLOAD_CQX_READ(__be32, read_imm_data, 0)
+UNLOAD_CQX_READ(uint32_t, read_qp_num, c->cur.qp_num)
+UNLOAD_CQX_READ(uint32_t, read_src_qp, 0)
+UNLOAD_CQX_READ(unsigned int, read_wc_flags, 0)
+UNLOAD_CQX_READ(uint32_t, read_slid, 0)
+UNLOAD_CQX_READ(uint8_t, read_sl, 0)
+UNLOAD_CQX_READ(uint8_t, read_dlid_path_bits, 0)
+#undef UNLOAD_CQX_READ
+
+// The fields a shim-made completion can answer; a CQ asking for more (timestamps, VLAN,
+// flow tag, tag matching) keeps every write on the NIC.
+constexpr uint64_t kCqxSynthFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+                                    IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+                                    IBV_WC_EX_WITH_DLID_PATH_BITS;
+
+void cqx_hooks_install(CqRec* r, ibv_cq_ex* cqx, uint64_t wc_flags) {
+  r->orig = *cqx;
+  r->wc_flags = wc_flags;
+  if (!cqx->start_poll || !cqx->next_poll || !cqx->end_poll || !cqx->read_qp_num) return;
+  cqx->start_poll = hook_start_poll;
+  cqx->next_poll = hook_next_poll;
+  cqx->end_poll = hook_end_poll;
+  // Every read_* the provider has must be ours before a completion of ours can be current.
+  bool all = true;
+#define SET(name) if (cqx->name) cqx->name = hook_##name; else all = false
+  SET(read_opcode); SET(read_vendor_err); SET(read_byte_len); SET(read_qp_num);
+  SET(read_wc_flags);
+#undef SET
+#define SET_IF(name) if (cqx->name) cqx->name = hook_##name
+  SET_IF(read_imm_data); SET_IF(read_src_qp); SET_IF(read_slid); SET_IF(read_sl);
+  SET_IF(read_dlid_path_bits);
+#undef SET_IF
+  r->cqx_direct = all && (wc_flags & ~kCqxSynthFlags) == 0;
 }
 
 // ---------------------------------------------------------------- ibv_qp_ex (wr_* API)
@@ -751,6 +835,7 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_al
   if (!q) return -ENOMEM;
   q->qp = qp;
   q->c = c;
+  q->send_cq = qp->send_cq;
   q->qp_num = qp->qp_num;
   q->max_inline = cap.max_inline_data;
   q->sq_sig_all = sq_sig_all;
@@ -776,8 +861,13 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_al
   }
   int rc = g_qps.insert(key_of(qp), q);
   if (!rc) rc = g_qps_by_num.insert(qpn_key(c, qp->qp_num), q);
-  if (rc) { g_qps.remove(key_of(qp)); delete q; }
-  return rc;
+  if (rc) { g_qps.remove(key_of(qp)); delete q; return rc; }
+  if (CqRec* scq = q->send_cq ? g_cqs.find(key_of(q->send_cq)) : nullptr)
+    for (auto& slot : scq->send_qps) {
+      QpRec* none = nullptr;
+      if (slot.compare_exchange_strong(none, q, std::memory_order_release)) break;
+    }
+  return 0;
 }
 
 // Asks for the larger inline cap the inline path wants, within the device's limits:
@@ -814,10 +904,7 @@ ibv_qp* hook_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
   return qp;
 }
 
-void free_cq_rec(CqRec* r) {
-  std::free(r->pending);
-  delete r;
-}
+void free_cq_rec(CqRec* r) { delete r; }
 
 CqRec* cq_register(ContextRec* c, ibv_cq* cq, ibv_cq_ex* cqx, int cqe) {
   auto* r = new (std::nothrow) CqRec();
@@ -825,11 +912,10 @@ CqRec* cq_register(ContextRec* c, ibv_cq* cq, ibv_cq_ex* cqx, int cqe) {
   r->cq = cq;
   r->cqx = cqx;
   r->c = c;
-  uint32_t cap = 64;
-  while (cap < static_cast<uint32_t>(cqe) * 2 + 64) cap <<= 1;
-  r->pending = static_cast<ibv_wc*>(std::calloc(cap, sizeof(ibv_wc)));
-  r->pending_mask = cap - 1;
-  if (!r->pending || g_cqs.insert(key_of(cq), r) != 0) { free_cq_rec(r); return nullptr; }
+  if (r->pending.init(static_cast<uint32_t>(cqe) * 2 + 64) != 0 || g_cqs.insert(key_of(cq), r) != 0) {
+    free_cq_rec(r);
+    return nullptr;
+  }
   return r;
 }
 
@@ -838,16 +924,7 @@ ibv_cq_ex* hook_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
   ibv_cq_ex* cqx = c->create_cq_ex(ctx, attr);
   if (!cqx) return nullptr;
   ibv_cq* cq = ibv_cq_ex_to_cq(cqx);
-  if (CqRec* r = cq_register(c, cq, cqx, static_cast<int>(attr->cqe))) {
-    r->start_poll = cqx->start_poll;
-    r->next_poll = cqx->next_poll;
-    r->end_poll = cqx->end_poll;
-    r->read_qp_num = cqx->read_qp_num;
-    if (cqx->start_poll && cqx->next_poll && cqx->read_qp_num) {
-      cqx->start_poll = hook_start_poll;
-      cqx->next_poll = hook_next_poll;
-    }
-  }
+  if (CqRec* r = cq_register(c, cq, cqx, static_cast<int>(attr->cqe))) cqx_hooks_install(r, cqx, attr->wc_flags);
   return cqx;
 }
 
@@ -862,6 +939,7 @@ extern "C" {
 void unload_runtime_init(const unload_real_verbs* real) {
   g_real = *real;
   config_init();
+  poll_gate_init();
 }
 
 ibv_context* unload_context_open(ibv_device* dev) {
@@ -970,6 +1048,11 @@ int unload_qp_destroy(ibv_qp* qp) {
   if (rc || !q) return rc;
   g_qps.remove(reinterpret_cast<uintptr_t>(qp));
   g_qps_by_num.remove(qpn_key(q->c, q->qp_num));
+  if (CqRec* scq = g_cqs.find(key_of(q->send_cq)))
+    for (auto& slot : scq->send_qps) {
+      QpRec* me = q;
+      if (slot.compare_exchange_strong(me, nullptr, std::memory_order_release)) break;
+    }
   if (q->stage_mr) {
     g_real.dereg_mr(q->stage_mr);
     munmap(q->stage_base, q->stage_size);

@@ -10,7 +10,9 @@
 #include <cstdint>
 
 #include "config.hpp"
+#include "poll_gate.hpp"
 #include "tables.hpp"
+#include "wc_queue.hpp"
 #include "unload/classify.hpp"
 #include "unload/runtime.h"
 #include "unload/sq_ring.hpp"
@@ -33,6 +35,7 @@ struct ContextRec {
 struct QpRec {
   ibv_qp* qp;
   ContextRec* c;
+  ibv_cq* send_cq;        // kept: the QP is gone when its record is freed
   uint32_t qp_num;
   uint32_t max_inline;    // the QP's real inline cap
   bool tracked;           // RC/UC: requests go through the ring
@@ -69,41 +72,31 @@ struct CqRec {
   ibv_cq* cq;
   ibv_cq_ex* cqx;         // non-null for ibv_create_cq_ex CQs
   ContextRec* c;
-  // ibv_cq_ex polling: the provider's functions.
-  int (*start_poll)(ibv_cq_ex*, ibv_poll_cq_attr*);
-  int (*next_poll)(ibv_cq_ex*);
-  void (*end_poll)(ibv_cq_ex*);
-  uint32_t (*read_qp_num)(ibv_cq_ex*);
+  // ibv_cq_ex polling: the provider's functions, and the state of a poll sequence
+  // (start_poll .. end_poll, inside the gate). A completion the shim made (a direct
+  // write's) is handed over without the provider: `synth` says the current one is
+  // `cur`, and the read_* hooks answer from it.
+  ibv_cq_ex orig;
+  uint64_t wc_flags;       // what the program asked ibv_create_cq_ex for
+  bool cqx_direct;         // its completions can be made by the shim (see cqx_hooks_install)
+  bool synth;
+  bool provider_open;      // the provider's start_poll succeeded; its end_poll is due
+  bool gate_how;
+  ibv_poll_cq_attr attr;
+  ibv_wc cur;
   // Completions made ready but not yet handed over: the direct path's (pushed by the
-  // posting thread) and those the program's array had no room for. Under `lock`; the
-  // poll path only looks at head != tail without it.
-  ibv_wc* pending;
-  uint32_t pending_mask;
-  std::atomic<uint64_t> pending_head{0};
-  std::atomic<uint64_t> pending_tail{0};
-  std::atomic_flag lock = ATOMIC_FLAG_INIT;
-  // Serialises poll-and-merge: the send-queue rings have one consumer at a time, and a
-  // fence polls from the posting thread while the program may poll from another.
-  std::atomic_flag poll_mu = ATOMIC_FLAG_INIT;
+  // posting thread) and those the program's array had no room for.
+  WcQueue pending;
+  // Serialises the CQ's consumers (poll-and-merge): the send-queue rings have one
+  // consumer at a time, and a fence polls from the posting thread while the program may
+  // poll from another. Biased to the first poller: no atomic read-modify-write for it.
+  PollGate gate;
+  // QPs whose send CQ this is, to map ibv_cq_ex completions whose QP number the provider
+  // does not give (set at QP creation, cleared at destruction; the rest by number).
+  std::atomic<QpRec*> send_qps[8];
   // Completion channel: the program armed the CQ (ibv_req_notify_cq, not solicited-only)
   // and no wake-up marker was posted since. See hook_req_notify_cq.
   std::atomic<bool> armed{false};
-  bool has_pending() const {
-    return pending_tail.load(std::memory_order_acquire) != pending_head.load(std::memory_order_relaxed);
-  }
-  void lock_() { while (lock.test_and_set(std::memory_order_acquire)) {} }
-  void unlock_() { lock.clear(std::memory_order_release); }
-  void poll_lock() { while (poll_mu.test_and_set(std::memory_order_acquire)) __builtin_ia32_pause(); }
-  bool poll_try_lock() { return !poll_mu.test_and_set(std::memory_order_acquire); }
-  void poll_unlock() { poll_mu.clear(std::memory_order_release); }
-  // Under lock.
-  bool push(const ibv_wc& wc) {
-    const uint64_t t = pending_tail.load(std::memory_order_relaxed);
-    if (t - pending_head.load(std::memory_order_relaxed) > pending_mask) return false;
-    pending[t & pending_mask] = wc;
-    pending_tail.store(t + 1, std::memory_order_release);
-    return true;
-  }
 };
 
 struct MrRec {

@@ -1,0 +1,43 @@
+#include "poll_gate.hpp"
+
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace unload::rt {
+
+namespace {
+
+std::atomic<bool> g_biased{false};
+thread_local uint32_t t_tid = 0;
+
+long membarrier(int cmd) { return syscall(__NR_membarrier, cmd, 0, 0); }
+
+}  // namespace
+
+bool poll_gate_init() {
+  const long cmds = membarrier(MEMBARRIER_CMD_QUERY);
+  const bool ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+                  membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+  g_biased.store(ok, std::memory_order_relaxed);
+  // A forked child's thread has a new id (the registration is inherited with the mm).
+  if (ok) pthread_atfork(nullptr, nullptr, [] { t_tid = 0; });
+  return ok;
+}
+
+uint32_t this_tid() {
+  if (__builtin_expect(t_tid == 0, 0)) t_tid = static_cast<uint32_t>(gettid());
+  return t_tid;
+}
+
+bool PollGate::biased_allowed() { return g_biased.load(std::memory_order_relaxed); }
+
+void PollGate::join() {
+  shared_.store(true, std::memory_order_seq_cst);
+  // Only fails if registration did; then no gate was ever biased (owner_ stays 0).
+  (void)membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+  while (owner_in_.load(std::memory_order_acquire)) __builtin_ia32_pause();
+}
+
+}  // namespace unload::rt

@@ -1,0 +1,75 @@
+// Mutual exclusion for the consumers of one CQ without an atomic read-modify-write on the
+// poll path in the usual case.
+//
+// The merger pops send-queue rings, which take one consumer at a time; verbs lets several
+// threads poll one CQ, and a fence polls the send CQ from the posting thread. Most programs
+// poll each CQ from one thread only, so the gate is biased towards the first thread that
+// polls (the owner): it enters with two plain stores and a load. The first other thread
+// that comes (a joiner) turns the gate shared for good, and from then on everybody takes a
+// spin lock.
+//
+// The hand-over is Dekker's protocol with an asymmetric barrier: the owner stores
+// `owner_in_` then loads `shared_`; a joiner stores `shared_` then loads `owner_in_`. Each
+// side needs a full barrier between its store and its load, and the owner's would cost as
+// much as the lock it avoids, so it has only a compiler barrier and the joiner runs
+// membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which makes every running thread of the
+// process execute a full barrier. Then either the joiner sees the owner inside and waits
+// for it to leave, or the owner sees the gate shared and takes the lock. Without
+// membarrier (an old kernel, or seccomp) every gate is shared from the start.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace unload::rt {
+
+// Once per process, before the first poll: registers for expedited private membarrier.
+// Returns whether the biased fast path may be used.
+bool poll_gate_init();
+
+// This thread's id, cached (gettid is a syscall).
+uint32_t this_tid();
+
+class PollGate {
+ public:
+  // Enters the gate as `me`; returns how to leave it.
+  bool enter(uint32_t me) {
+    uint32_t o = owner_.load(std::memory_order_relaxed);
+    if (__builtin_expect(o == 0, 0) && biased_allowed()) {
+      // The first poller claims the gate (once per CQ).
+      if (owner_.compare_exchange_strong(o, me, std::memory_order_relaxed)) o = me;
+    }
+    if (o == me && !shared_.load(std::memory_order_relaxed)) {
+      owner_in_.store(true, std::memory_order_relaxed);
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // the joiner's membarrier does the rest
+      if (__builtin_expect(!shared_.load(std::memory_order_acquire), 1)) return kBiased;
+      owner_in_.store(false, std::memory_order_release);
+    }
+    if (!shared_.load(std::memory_order_acquire)) join();
+    lock();
+    return kLocked;
+  }
+  void leave(bool how) {
+    if (how == kBiased) owner_in_.store(false, std::memory_order_release);
+    else mu_.clear(std::memory_order_release);
+  }
+  bool shared() const { return shared_.load(std::memory_order_relaxed); }
+
+  static constexpr bool kBiased = true;
+  static constexpr bool kLocked = false;
+
+ private:
+  static bool biased_allowed();
+  void join();
+  void lock() {
+    while (mu_.test_and_set(std::memory_order_acquire))
+      while (mu_.test(std::memory_order_relaxed)) __builtin_ia32_pause();
+  }
+
+  std::atomic<uint32_t> owner_{0};     // tid of the first poller; 0 before the first poll
+  std::atomic<bool> shared_{false};    // a second thread came: everybody locks from now on
+  std::atomic<bool> owner_in_{false};  // the owner is inside without the lock
+  std::atomic_flag mu_ = ATOMIC_FLAG_INIT;  // guards the CQ's consumers once shared
+};
+
+}  // namespace unload::rt
