@@ -38,6 +38,7 @@ void PollGate::join() {
   // Only fails if registration did; then no gate was ever biased (owner_ stays 0).
   (void)membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
   while (owner_in_.load(std::memory_order_acquire)) __builtin_ia32_pause();
+  handed_.store(true, std::memory_order_release);
 }
 
 }  // namespace unload::rt

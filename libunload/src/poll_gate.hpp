@@ -14,7 +14,9 @@
 // much as the lock it avoids, so it has only a compiler barrier and the joiner runs
 // membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which makes every running thread of the
 // process execute a full barrier. Then either the joiner sees the owner inside and waits
-// for it to leave, or the owner sees the gate shared and takes the lock. Without
+// for it to leave, or the owner sees the gate shared and takes the lock. Only then is the
+// hand-over done (`handed_`): a thread that finds the gate shared but the hand-over not
+// done yet must not rely on the lock alone, so it joins as well. Without
 // membarrier (an old kernel, or seccomp) every gate is shared from the start.
 #pragma once
 
@@ -45,7 +47,9 @@ class PollGate {
       if (__builtin_expect(!shared_.load(std::memory_order_acquire), 1)) return kBiased;
       owner_in_.store(false, std::memory_order_release);
     }
-    if (!shared_.load(std::memory_order_acquire)) join();
+    // Until a joiner saw the owner out, the lock does not exclude it: whoever comes first
+    // with the hand-over not done joins too (several may, during the hand-over only).
+    if (!handed_.load(std::memory_order_acquire)) join();
     lock();
     return kLocked;
   }
@@ -69,6 +73,7 @@ class PollGate {
   std::atomic<uint32_t> owner_{0};     // tid of the first poller; 0 before the first poll
   std::atomic<bool> shared_{false};    // a second thread came: everybody locks from now on
   std::atomic<bool> owner_in_{false};  // the owner is inside without the lock
+  std::atomic<bool> handed_{false};    // shared, and the owner was seen out after that
   std::atomic_flag mu_ = ATOMIC_FLAG_INIT;  // guards the CQ's consumers once shared
 };
 

@@ -86,7 +86,8 @@ def summarise(runs, floors):
 
 
 def overhead(results):
-    """Shim overhead in ib_write_lat (mode=offload): median t_typical per size, ratio."""
+    """Shim overhead in ib_write_lat (mode=offload): median t_typical per size, and the
+    median of the per-repetition ratios (each pair ran back to back, so drift cancels)."""
     path = os.path.join(results, "write_lat.tsv")
     data = {}
     if os.path.exists(path):
@@ -94,12 +95,17 @@ def overhead(results):
             parts = line.split()
             # perftest prints inf or nothing when a run failed: such a run has no figure.
             if len(parts) == 4 and math.isfinite(float(parts[3])):
-                data.setdefault((int(parts[1]), parts[2]), []).append(float(parts[3]))
+                data[(int(parts[0]), int(parts[1]), parts[2])] = float(parts[3])
     out = []
-    for size in sorted({s for (s, _) in data}):
-        a, b = med(data.get((size, "noshim"), [])), med(data.get((size, "shim"), []))
-        if a and b:
-            out.append({"bytes": size, "noshim_us": a, "shim_us": b, "overhead_pct": (b / a - 1) * 100})
+    for size in sorted({s for (_, s, _) in data}):
+        reps = sorted({r for (r, s, _) in data if s == size})
+        a = med([data[(r, size, "noshim")] for r in reps if (r, size, "noshim") in data])
+        b = med([data[(r, size, "shim")] for r in reps if (r, size, "shim") in data])
+        ratios = [data[(r, size, "shim")] / data[(r, size, "noshim")] for r in reps
+                  if (r, size, "shim") in data and (r, size, "noshim") in data]
+        if a and b and ratios:
+            out.append({"bytes": size, "noshim_us": a, "shim_us": b, "pairs": len(ratios),
+                        "overhead_pct": (med(ratios) - 1) * 100})
     return out
 
 
@@ -142,9 +148,11 @@ def table(rows, shim_overhead, policy=None):
             lines.append(f"{r['bytes']:>8} " + " ".join(cells) +
                          f"  {r.get('adaptive_chose', '-'):>14}  {f'{floor:.2f}x' if floor else '-':>12}")
     if shim_overhead:
-        lines.append("\nShim overhead in perftest ib_write_lat (mode=offload), median t_typical:")
+        lines.append("\nShim overhead in perftest ib_write_lat (mode=offload), median t_typical; overhead is the"
+                     " median of the back-to-back pairs' ratios:")
         for o in shim_overhead:
-            lines.append(f"{o['bytes']:>8} B: {o['noshim_us']:.2f} us without, {o['shim_us']:.2f} us with: {o['overhead_pct']:+.1f}%")
+            lines.append(f"{o['bytes']:>8} B: {o['noshim_us']:.2f} us without, {o['shim_us']:.2f} us with:"
+                         f" {o['overhead_pct']:+.1f}% ({o['pairs']} pairs)")
     if policy:
         lines.append("\nPolicy cost per call (host CPU, median of 5):")
         for name, ns in sorted(policy.items()):
@@ -183,10 +191,10 @@ def main():
     results = sys.argv[1]
     runs, floors, context = load(results)
     rows = summarise(runs, floors)
-    if not rows:
+    ovh = overhead(results)
+    if not rows and not ovh:
         print("bench_report: no benchmark results in", results, file=sys.stderr)
         return 1
-    ovh = overhead(results)
     pol = policy_costs(results)
     with open(os.path.join(results, "summary.json"), "w") as f:
         json.dump({"context": context, "rows": rows, "shim_overhead": ovh, "policy_ns": pol}, f, indent=1)
@@ -194,7 +202,8 @@ def main():
     with open(os.path.join(results, "table.txt"), "w") as f:
         f.write(text + "\n")
     print(text)
-    plot(rows, results)
+    if rows:
+        plot(rows, results)
     return 0
 
 
