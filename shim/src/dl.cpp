@@ -13,11 +13,12 @@
 
 extern "C" {
 // Read by the trampoline below.
-__attribute__((visibility("hidden"))) void* unload_real_dlsym = nullptr;
+// `used`: only the assembly refers to these, which link-time optimisation cannot see.
+__attribute__((visibility("hidden"), used)) void* unload_real_dlsym = nullptr;
 
 // The wrapper for `name` if `handle` is libibverbs' and the name is intercepted, else
 // nullptr (and the real dlsym is resolved, for the tail jump).
-__attribute__((visibility("hidden"))) void* unload_dlsym_override(void* handle, const char* name) {
+__attribute__((visibility("hidden"), used)) void* unload_dlsym_override(void* handle, const char* name) {
   if (!unload_real_dlsym) {
     void* r = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
     if (!r) r = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
