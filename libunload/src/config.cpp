@@ -135,11 +135,29 @@ ThreadStats& thread_stats() {
   return *s;
 }
 
+namespace {
+
+// Adds what `s` has not yet added to the counters page. Its own thread, or at exit.
+void kmod_flush(ThreadStats& s) {
+  for (unsigned i = 0; i < policy::kPathCount; ++i) {
+    const uint64_t w = __atomic_exchange_n(&s.kmod_writes[i], 0, __ATOMIC_RELAXED);
+    const uint64_t b = __atomic_exchange_n(&s.kmod_bytes[i], 0, __ATOMIC_RELAXED);
+    if (w || b) kmod_count(static_cast<Path>(i), w, b);
+  }
+  s.kmod_unsent = 0;
+}
+
+}  // namespace
+
 void count_writes(Path p, uint64_t n, uint64_t bytes) {
   ThreadStats& s = thread_stats();
-  s.writes[policy::index_of(p)] += n;
-  s.bytes[policy::index_of(p)] += bytes;
-  if (g_have_kmod && p != Path::unload_direct) kmod_count(p, n, bytes);
+  const unsigned i = policy::index_of(p);
+  s.writes[i] += n;
+  s.bytes[i] += bytes;
+  if (!g_have_kmod || p == Path::unload_direct) return;
+  s.kmod_writes[i] += n;
+  s.kmod_bytes[i] += bytes;
+  if ((s.kmod_unsent += n) >= kKmodBatch) kmod_flush(s);
 }
 
 void count_fence() {
@@ -204,7 +222,11 @@ void config_init() {
   } else {
     g_have_kmod = true;
   }
-  std::atexit([] { unload_stats_flush(); });
+  std::atexit([] {
+    if (g_have_kmod)
+      for (ThreadStats* s = g_stats_list.load(std::memory_order_acquire); s; s = s->next) kmod_flush(*s);
+    unload_stats_flush();
+  });
   // A forked child starts with no writes of its own: its statistics block (at its exit)
   // must not repeat the parent's counts.
   pthread_atfork(nullptr, nullptr, [] {
@@ -212,6 +234,9 @@ void config_init() {
       std::memset(s->writes, 0, sizeof s->writes);
       std::memset(s->bytes, 0, sizeof s->bytes);
       s->fences = 0;
+      std::memset(s->kmod_writes, 0, sizeof s->kmod_writes);
+      std::memset(s->kmod_bytes, 0, sizeof s->kmod_bytes);
+      s->kmod_unsent = 0;
     }
   });
 }

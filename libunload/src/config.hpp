@@ -11,18 +11,25 @@ namespace unload::rt {
 using policy::Path;
 using policy::Tunables;
 
-// Per-thread counters, summed at exit (no shared cache line on the fast path).
+// Per-thread counters, summed at exit (no shared cache line on the fast path). The
+// counters page of the kmod session gets this thread's offload, inline and stage counts in
+// batches of kKmodBatch writes (and the rest at exit): an atomic add to a page every thread
+// shares, per write, is what the post path would otherwise pay.
 struct ThreadStats {
   uint64_t writes[policy::kPathCount];
   uint64_t bytes[policy::kPathCount];
   uint64_t fences;
+  uint64_t kmod_writes[policy::kPathCount];  // not yet added to the counters page
+  uint64_t kmod_bytes[policy::kPathCount];
+  uint64_t kmod_unsent;
   ThreadStats* next;
 };
+constexpr uint64_t kKmodBatch = 32;
 
 ThreadStats& thread_stats();
 
 // Counts a write in this thread's statistics and, with the kmod, in the session's
-// counters page (the module counts direct writes itself).
+// counters page, batched (the module counts direct writes itself).
 void count_writes(Path p, uint64_t n, uint64_t bytes);
 
 // Counts one fence (a wait before a direct write) here and in the counters page.

@@ -63,6 +63,8 @@ int run_direct(QpRec* q, const ibv_send_wr* w, const WriteRequest& r, uint64_t t
 
 // post.cpp
 int hook_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+int post_send_nic(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+bool wants_direct(QpRec* q, const ibv_send_wr* w, const Tunables& t, WriteRequest& r, uint64_t& t0);
 
 // cq_ex.cpp
 void cqx_hooks_install(CqRec* r, ibv_cq_ex* cqx, uint64_t wc_flags);

@@ -4,10 +4,6 @@
 
 namespace unload::rt {
 
-namespace {
-
-int post_send_nic(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
-
 // Whether the policy sends this request direct; `t0` gets the decision's time (adaptive).
 bool wants_direct(QpRec* q, const ibv_send_wr* w, const Tunables& t, WriteRequest& r, uint64_t& t0) {
   r = classify(*w, q->sq_sig_all);
@@ -18,6 +14,8 @@ bool wants_direct(QpRec* q, const ibv_send_wr* w, const Tunables& t, WriteReques
   t0 = probe.post_ns;
   return true;
 }
+
+namespace {
 
 // A list where some writes may go direct: the NIC segments between them are posted as
 // they are, each direct write after its fence, all in list order.
@@ -60,6 +58,8 @@ bool list_locally_valid(const QpRec* q, const ibv_send_wr* wr) {
       return false;
   return true;
 }
+
+}  // namespace
 
 int post_send_nic(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   const Tunables& t = tunables();
@@ -126,8 +126,6 @@ int post_send_nic(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   }
   return rc;
 }
-
-}  // namespace
 
 int hook_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   QpRec* q = g_qps.find(key_of(qp));

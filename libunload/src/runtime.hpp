@@ -32,6 +32,9 @@ struct ContextRec {
   ibv_cq_ex* (*create_cq_ex)(ibv_context*, ibv_cq_init_attr_ex*);
 };
 
+// The most SGEs of a wr_* write that may be held for the direct path (the kmod's iovec cap).
+constexpr uint32_t kHeldMaxSge = 32;
+
 struct QpRec {
   ibv_qp* qp;
   ContextRec* c;
@@ -63,7 +66,19 @@ struct QpRec {
   uint64_t x_start;       // ring tail at wr_start
   uint64_t x_tail;        // ring tail as the batch grows
   uint64_t x_nic;         // NIC requests in the batch
-  SqEntry* x_write;       // a write waiting for its payload call (wr_set_sge...)
+  // The write being built, not yet given to the provider (see qp_ex.cpp, "Held writes"):
+  // its header until the payload call, and to the end of the batch if it goes direct.
+  uint8_t x_held;         // kHeldNone, kHeldHeader or kHeldDirect
+  bool x_held_first;      // the batch's first request (so it may go direct)
+  bool x_held_imm;        // wr_rdma_write_imm
+  __be32 x_held_imm_data;
+  uint32_t x_held_rkey;
+  uint32_t x_held_flags;  // wr_flags when the write was started
+  uint32_t x_held_nsge;
+  uint64_t x_held_addr;
+  uint64_t x_held_wr_id;
+  uint64_t x_held_t0;     // adaptive: when the policy chose direct
+  ibv_sge x_held_sge[kHeldMaxSge];
   uint64_t x_writes[policy::kPathCount];  // statistics of the batch, committed by wr_complete
   uint64_t x_bytes[policy::kPathCount];
 };

@@ -82,11 +82,12 @@ class SqRing {
     return e;
   }
   void publish(uint64_t new_tail, uint64_t nic_count) {
-    nic_posted_.fetch_add(nic_count, std::memory_order_relaxed);
+    // Single writer (the producer): a plain add, no read-modify-write on the fast path.
+    nic_posted_.store(nic_posted_.load(std::memory_order_relaxed) + nic_count, std::memory_order_relaxed);
     tail_.store(new_tail, std::memory_order_release);
   }
   void rollback(uint64_t to_tail, uint64_t nic_count) {
-    nic_posted_.fetch_sub(nic_count, std::memory_order_relaxed);
+    nic_posted_.store(nic_posted_.load(std::memory_order_relaxed) - nic_count, std::memory_order_relaxed);
     tail_.store(to_tail, std::memory_order_release);
   }
   SqEntry* at(uint64_t seq) const { return &slots_[seq & mask_]; }
@@ -126,7 +127,7 @@ class SqRing {
     }
     ++nic;
     sink.nic(*e, wc);
-    nic_done_.fetch_add(nic, std::memory_order_release);
+    nic_done_.store(nic_done_.load(std::memory_order_relaxed) + nic, std::memory_order_release);  // consumer only
     head_.store(h + 1, std::memory_order_release);
     drain_ready(sink);
   }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# With the kernel module loaded: tunables from the control page, the counters page in /sys/kernel/unload/stats, the direct path (fences, completion channels, threads, fork, ibv_cq_ex CQs) under perftest and our programs, adaptive mode.
+# With the kernel module loaded: tunables from the control page, the counters page in /sys/kernel/unload/stats, the direct path (fences, completion channels, threads, fork, ibv_cq_ex CQs, wr_* batches) under perftest and our programs, adaptive mode.
 . "$(dirname "$0")/lib.sh"
 [ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
 [ -e /dev/unload ] || { echo "SKIP: the kernel module is not loaded"; exit 77; }
@@ -47,6 +47,10 @@ for mode in unload threshold; do
 	show_stats cqex_$mode
 	check "cqex $mode: the shim's completions handed over through ibv_cq_ex (direct used)" \
 		[ "$(stat "$WORK/cqex_$mode.stats" writes_direct)" -gt 0 ]
+	check "wrapi $mode: wr_* batches (some aborted), completions exact, checksums equal" under $mode wr_$mode "$BIN/verbs_check" wrapi 3000 5
+	show_stats wr_$mode
+	check "wrapi $mode: a batch's first write went direct, fenced behind earlier batches" \
+		[ "$(stat "$WORK/wr_$mode.stats" writes_direct)" -gt 0 -a "$(stat "$WORK/wr_$mode.stats" fences)" -gt 0 ]
 done
 # threshold: the data (mostly > threshold_bytes) takes the NIC, the 8-byte flag goes
 # direct behind it: every such switch needs a fence.

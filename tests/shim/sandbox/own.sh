@@ -1,5 +1,5 @@
 #!/bin/bash
-# Our verbs program under the shim per mode: integrity (4 QPs, one exact CQ, 10^5 random writes), data-then-flag order, error equivalence, dlopen, completion channels, threads, fork, ibv_cq_ex polling; adaptive integrity.
+# Our verbs program under the shim per mode: integrity (4 QPs, one exact CQ, 10^5 random writes), data-then-flag order, error equivalence, dlopen, completion channels, threads, fork, ibv_cq_ex polling, the wr_* API; adaptive integrity.
 . "$(dirname "$0")/lib.sh"
 [ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
 BIN=$BUILD/tests/shim
@@ -47,6 +47,11 @@ for mode in offload unload threshold; do
 	check "fork $mode: the child's statistics repeat none of the parent's" [ "$(total_writes "$WORK/fork_$mode.stats")" -eq 600 ]
 	check "cqex $mode: an ibv_cq_ex send CQ, completions exact, checksums equal" under $mode cqex_$mode "$BIN/verbs_check" cqex 2000
 	show_stats cqex_$mode
+	check "wrapi $mode: wr_* batches (some aborted), completions exact, checksums equal" under $mode wr_$mode "$BIN/verbs_check" wrapi 3000 5
+	show_stats wr_$mode
+	if [ $mode != offload ]; then
+		check "wrapi $mode: the shim inlined wr_* writes" [ "$(stat "$WORK/wr_$mode.stats" writes_inline)" -gt 0 ]
+	fi
 	check "dlopen program $mode: works" under $mode dl_$mode "$BIN/verbs_dlopen" basic 200
 	show_stats dl_$mode
 	if [ $mode = offload ]; then
