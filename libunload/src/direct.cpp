@@ -85,12 +85,18 @@ void fence_poll(CqRec* c) {
 // An ibv_cq_ex send CQ is not polled here: what the fence met would have to be handed over
 // later with every field the program asked for, timestamps included. A write behind
 // requests still in flight on such a QP goes to the NIC.
+//
+// Requests posted around the ring (`untracked`) have no entries to wait for: a marker
+// behind them stands for them (RC completes in order), then the ring is waited for as usual.
 int fence_before_direct(QpRec* q, const WriteRequest& r) {
-  if (q->ring.in_flight() == 0) return 0;
+  if (q->ring.in_flight() == 0 && !q->untracked) return 0;
   CqRec* c = g_cqs.find(key_of(q->qp->send_cq));
-  if (c->cqx) return -EBUSY;
-  if (!q->ring.last_signaled())
+  if (c->cqx && q->ring.in_flight() != 0) return -EBUSY;
+  if (q->untracked || !q->ring.last_signaled()) {
     if (int rc = post_marker(q, r.rkey, r.remote_addr)) return rc;
+    q->untracked = false;
+  }
+  if (c->cqx) return -EBUSY;  // the marker's completion, polled by the program, clears the way
   while (q->ring.in_flight() != 0) fence_poll(c);
   count_fence();
   return 0;

@@ -22,6 +22,9 @@ extern PtrTable<MrRec> g_mrs;        // by (context, lkey)
 ContextRec* context_find(const ibv_context* ctx);
 
 // path.cpp
+// Whether every write goes to the NIC as the program built it (shim off, mode offload, or
+// UNLOAD_PATH=offload): the post paths then pass requests through untracked.
+bool all_offload(const Tunables& t);
 extern constinit thread_local policy::Policy* t_policy;
 bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n);
 policy::WriteFeatures features_of(const QpRec* q, const WriteRequest& r, PathSet eligible, bool adaptive);

@@ -51,6 +51,12 @@ policy::WriteFeatures features_of(const QpRec* q, const WriteRequest& r, PathSet
   return f;
 }
 
+bool all_offload(const Tunables& t) {
+  Path forced;
+  if (forced_path(forced)) return !t.enabled || forced == Path::offload;
+  return !t.enabled || t.mode == static_cast<uint32_t>(Mode::offload);
+}
+
 // The path of one write. offload when the shim is off or the mode says so, without
 // looking at anything else.
 Path choose_path(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t,

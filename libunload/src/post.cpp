@@ -59,6 +59,23 @@ bool list_locally_valid(const QpRec* q, const ibv_send_wr* wr) {
   return true;
 }
 
+// Every write to the NIC as built (all_offload): the provider gets the program's list
+// untouched, with no ring entries. Its completions carry the program's wr_ids, which the
+// merger passes through (they are no tags of the ring), in the provider's order. A later
+// direct write is ordered behind these requests by the marker the fence posts when
+// `untracked` is set.
+int post_send_untracked(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  q->untracked = true;
+  const int rc = q->c->post_send(qp, wr, bad);
+  for (const ibv_send_wr* w = wr; w && !(rc && w == *bad); w = w->next) {
+    if (w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) continue;
+    uint64_t len = 0;
+    for (int i = 0; i < w->num_sge; ++i) len += w->sg_list[i].length;
+    count_writes(Path::offload, 1, len);
+  }
+  return rc;
+}
+
 }  // namespace
 
 int post_send_nic(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
@@ -134,6 +151,7 @@ int hook_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     return c->post_send(qp, wr, bad);
   }
   const Tunables& t = tunables();
+  if (all_offload(t)) return post_send_untracked(q, qp, wr, bad);
   if (direct_possible(q, t) && (!wr->next || list_locally_valid(q, wr))) return post_send_mixed(q, qp, wr, bad, t);
   return post_send_nic(q, qp, wr, bad);
 }

@@ -18,6 +18,10 @@
 // is closed with wr_abort (the QP's send queue is free again for the fence's marker), then
 // the write runs direct, or, refused, is posted to the NIC with ibv_post_send. wr_abort
 // drops a held write: nothing was placed.
+//
+// Pass-through batches. When every write goes to the NIC as built (all_offload, decided
+// at wr_start), the batch goes to the provider untouched: no ring entries, no held
+// headers; writes are only counted, and the QP is marked `untracked` for the next fence.
 #include "internal.hpp"
 
 #include "unload.h"
@@ -182,6 +186,11 @@ void qpx_release_held(QpRec* q, ibv_qp_ex* qp) {
 #define UNLOAD_QPX_PASS(name, params, args)                          \
   void hook_##name params {                                          \
     QpRec* q = qpx_rec(qp);                                          \
+    if (q->x_pass) {                                                 \
+      q->x_pass_write = false;                                       \
+      q->orig.name args;                                             \
+      return;                                                        \
+    }                                                                \
     qpx_release_held(q, qp);                                         \
     qpx_request(q, qp, false, [&] { q->orig.name args; });           \
   }
@@ -211,18 +220,41 @@ void qpx_hold_header(QpRec* q, ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, bool
 }
 
 void hook_wr_rdma_write(ibv_qp_ex* qp, uint32_t rkey, uint64_t addr) {
-  qpx_hold_header(qpx_rec(qp), qp, rkey, addr, false, 0);
+  QpRec* q = qpx_rec(qp);
+  if (q->x_pass) {
+    q->x_pass_write = true;
+    q->orig.wr_rdma_write(qp, rkey, addr);
+    return;
+  }
+  qpx_hold_header(q, qp, rkey, addr, false, 0);
 }
 
 void hook_wr_rdma_write_imm(ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, __be32 imm) {
-  qpx_hold_header(qpx_rec(qp), qp, rkey, addr, true, imm);
+  QpRec* q = qpx_rec(qp);
+  if (q->x_pass) {
+    q->x_pass_write = true;
+    q->orig.wr_rdma_write_imm(qp, rkey, addr, imm);
+    return;
+  }
+  qpx_hold_header(q, qp, rkey, addr, true, imm);
+}
+
+// A pass-through batch's payload call: counts the write it completes.
+void qpx_pass_count(QpRec* q, uint64_t length) {
+  if (!q->x_pass_write) return;
+  q->x_pass_write = false;
+  qpx_count(q, Path::offload, length > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(length));
 }
 
 // A payload call for the held header: its path now. A payload call with nothing held
 // (misuse, or a second payload for one write) goes to the provider as it is.
 void qpx_sge_payload(ibv_qp_ex* qp, size_t n, const ibv_sge* sg) {
   QpRec* q = qpx_rec(qp);
-  if (q->x_held == kHeldHeader) {
+  if (q->x_pass) {
+    uint64_t len = 0;
+    for (size_t i = 0; i < n; ++i) len += sg[i].length;
+    qpx_pass_count(q, len);
+  } else if (q->x_held == kHeldHeader) {
     qpx_write_payload(q, qp, n, sg, q->x_held_first && direct_possible(q, tunables()));
     return;
   }
@@ -249,7 +281,8 @@ void qpx_user_inline(QpRec* q, ibv_qp_ex* qp, uint64_t length) {
 
 void hook_wr_set_inline_data(ibv_qp_ex* qp, void* addr, size_t length) {
   QpRec* q = qpx_rec(qp);
-  qpx_user_inline(q, qp, length);
+  if (q->x_pass) qpx_pass_count(q, length);
+  else qpx_user_inline(q, qp, length);
   q->orig.wr_set_inline_data(qp, addr, length);
 }
 
@@ -257,7 +290,8 @@ void hook_wr_set_inline_data_list(ibv_qp_ex* qp, size_t n, const ibv_data_buf* b
   QpRec* q = qpx_rec(qp);
   uint64_t len = 0;
   for (size_t i = 0; i < n; ++i) len += bufs[i].length;
-  qpx_user_inline(q, qp, len);
+  if (q->x_pass) qpx_pass_count(q, len);
+  else qpx_user_inline(q, qp, len);
   q->orig.wr_set_inline_data_list(qp, n, bufs);
 }
 
@@ -272,6 +306,8 @@ void hook_wr_start(ibv_qp_ex* qp) {
   q->x_start = q->x_tail = q->ring.tail();
   q->x_stage_start = q->stage_tail;
   qpx_reset_batch(q);
+  q->x_pass = all_offload(tunables());
+  q->x_pass_write = false;
   q->orig.wr_start(qp);
 }
 
@@ -292,6 +328,7 @@ int qpx_complete_held(QpRec* q, ibv_qp_ex* qp) {
 
 int hook_wr_complete(ibv_qp_ex* qp) {
   QpRec* q = qpx_rec(qp);
+  if (q->x_pass) q->untracked = true;  // whatever the provider took is in flight untracked
   if (q->x_held == kHeldDirect) return qpx_complete_held(q, qp);
   qpx_release_held(q, qp);  // a header without payload: the provider judges it
   const int rc = q->orig.wr_complete(qp);

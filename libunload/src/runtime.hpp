@@ -49,6 +49,9 @@ struct QpRec {
   // when to ask again while the peer is local but not yet paired.
   uint32_t peer_flags;
   bool kmod_registered;
+  // Requests were posted around the ring (all_offload): some may still be in flight, and
+  // no completion of the ring would say when they are done. The next fence posts a marker.
+  bool untracked;
   uint32_t reg_countdown;
   uint32_t reg_backoff;
   SqRing ring;
@@ -68,6 +71,8 @@ struct QpRec {
   uint64_t x_nic;         // NIC requests in the batch
   // The write being built, not yet given to the provider (see qp_ex.cpp, "Held writes"):
   // its header until the payload call, and to the end of the batch if it goes direct.
+  bool x_pass;            // the batch goes to the provider untouched (all_offload at wr_start)
+  bool x_pass_write;      // ... and its request being built is a write, not yet counted
   uint8_t x_held;         // kHeldNone, kHeldHeader or kHeldDirect
   bool x_held_first;      // the batch's first request (so it may go direct)
   bool x_held_imm;        // wr_rdma_write_imm

@@ -27,6 +27,10 @@
 //                                           batches of 1-3, some aborted (noabort: none);
 //                                           checks completions and checksums (an aborted
 //                                           write must place nothing)
+//   verbs_check switch [rounds]             retunes /sys/kernel/unload/mode itself: data
+//                                           posted in offload mode, then an 8-byte flag in
+//                                           unload mode (direct); once the flag's post
+//                                           returns, the data must be in place
 //
 // Environment: UNLOAD_TEST_DEV (rxe0), UNLOAD_TEST_GID (1). Exit 0 on success.
 #include <infiniband/verbs.h>
@@ -838,6 +842,80 @@ int wrapi(long writes, uint64_t seed, bool aborts) {
               ok ? "ok" : "MISMATCH");
   return bad || !ok;
 }
+
+// ------------------------------------------------------------------ switch
+
+bool set_mode(const char* mode) {
+  FILE* f = std::fopen("/sys/kernel/unload/mode", "w");
+  if (!f) return false;
+  const bool ok = std::fputs(mode, f) >= 0;
+  return std::fclose(f) == 0 && ok;
+}
+
+int switch_check(long rounds) {
+  char saved[32] = "adaptive";
+  if (FILE* f = std::fopen("/sys/kernel/unload/mode", "r")) {
+    if (!std::fgets(saved, sizeof saved, f)) std::strcpy(saved, "adaptive");
+    std::fclose(f);
+  }
+  if (!set_mode(saved)) {
+    std::printf("SKIP: /sys/kernel/unload/mode is not writable (module not loaded, or not root)\n");
+    return 77;
+  }
+  Env e = open_env();
+  constexpr uint32_t kChunks = 4, kChunk = 64 * 1024;
+  ibv_cq* cq = V.create_cq(e.ctx, 64, nullptr, nullptr, 0);
+  if (!cq) die("create_cq");
+  Pair p;
+  make_pair(e, p, cq, cq, 32, size_t{kChunks} * kChunk + 8, size_t{kChunks} * kChunk + 8);
+  long violations = 0, bad = 0, placed = 0;  // placed: rounds whose flag went direct
+  for (long i = 1; i <= rounds; ++i) {
+    const uint8_t v = static_cast<uint8_t>(i);
+    std::memset(p.src.data(), v, p.src.size());
+    if (!set_mode("offload")) die("set mode offload");
+    for (uint32_t c = 0; c < kChunks; ++c) {
+      ibv_sge sg{reinterpret_cast<uintptr_t>(&p.src[c * kChunk]), kChunk, p.smr->lkey};
+      ibv_send_wr wr{}, *badwr = nullptr;
+      wr.wr_id = static_cast<uint64_t>(i) * 10 + c;
+      wr.opcode = IBV_WR_RDMA_WRITE;
+      wr.sg_list = &sg;
+      wr.num_sge = 1;
+      wr.send_flags = c + 1 == kChunks ? IBV_SEND_SIGNALED : 0;
+      wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(&p.dst[c * kChunk]);
+      wr.wr.rdma.rkey = p.dmr->rkey;
+      if (ibv_post_send(p.s, &wr, &badwr)) die("post data");
+    }
+    if (!set_mode("unload")) die("set mode unload");
+    ibv_sge fs{reinterpret_cast<uintptr_t>(&p.src[kChunks * kChunk]), 8, p.smr->lkey};
+    ibv_send_wr fw{}, *badwr = nullptr;
+    fw.wr_id = static_cast<uint64_t>(i) * 10 + 9;
+    fw.opcode = IBV_WR_RDMA_WRITE;
+    fw.sg_list = &fs;
+    fw.num_sge = 1;
+    fw.send_flags = IBV_SEND_SIGNALED;
+    fw.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(&p.dst[kChunks * kChunk]);
+    fw.wr.rdma.rkey = p.dmr->rkey;
+    if (ibv_post_send(p.s, &fw, &badwr)) die("post flag");
+    // The flag is in place once a direct post returns; the data before it must be too.
+    if (p.dst[kChunks * kChunk] == v && ++placed)
+      for (uint32_t k = 0; k < kChunks * kChunk; k += 4096)
+        if (p.dst[k] != v) { ++violations; break; }
+    // Completions: the data's, then the flag's, in post order.
+    const uint64_t want[2] = {static_cast<uint64_t>(i) * 10 + kChunks - 1, static_cast<uint64_t>(i) * 10 + 9};
+    for (int got = 0; got < 2;) {
+      ibv_wc wc;
+      const int n = ibv_poll_cq(cq, 1, &wc);
+      if (n < 0) die("poll_cq");
+      if (n == 0) continue;
+      if (wc.status != IBV_WC_SUCCESS || wc.wr_id != want[got]) ++bad;
+      ++got;
+    }
+  }
+  set_mode(saved);
+  std::printf("switch: rounds %ld flags_in_place_at_return %ld violations %ld bad_completions %ld\n", rounds,
+              placed, violations, bad);
+  return violations || bad || placed == 0;
+}
 #endif  // !UNLOAD_DLOPEN
 }  // namespace
 
@@ -856,8 +934,9 @@ int main(int argc, char** argv) {
                    argc > 4 && std::string(argv[4]) == "shared");
   if (cmd == "fork") return fork_check(n ? n : 200);
   if (cmd == "cqex") return cqex(n ? n : 2000);
+  if (cmd == "switch") return switch_check(n ? n : 50);
   if (cmd == "wrapi") return wrapi(n ? n : 5000, seed, !(argc > 4 && std::string(argv[4]) == "noabort"));
 #endif
-  std::fprintf(stderr, "usage: %s integrity|order|errors|basic|event|threads|fork|cqex|wrapi [n] [...]\n", argv[0]);
+  std::fprintf(stderr, "usage: %s integrity|order|errors|basic|event|threads|fork|cqex|wrapi|switch [n] [...]\n", argv[0]);
   return 2;
 }

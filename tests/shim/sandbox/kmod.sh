@@ -86,6 +86,27 @@ if [ -w "$S/mode" ]; then
 	check "sysfs mode=unload reaches the shim" [ "$(stat "$WORK/ctl_un.stats" writes_direct)" -eq 50 ]
 	under offload ctl_forced "$BIN/verbs_check" basic 50 >/dev/null
 	check "UNLOAD_MODE=offload wins over sysfs mode=unload" [ "$(stat "$WORK/ctl_forced.stats" writes_offload)" -eq 50 ]
+	check "switch: data posted in offload mode, then a direct flag: data in place and completions in order" \
+		under "" switch "$BIN/verbs_check" switch 30
+	show_stats switch
+	# Retuned while writes are in flight: offload passes requests through untracked, so the
+	# first direct write after a switch to threshold must be fenced behind them (a marker).
+	for api in post wrapi; do
+		( while :; do echo offload >"$S/mode"; sleep 0.03; echo threshold >"$S/mode"; sleep 0.03; done ) &
+		flip=$!
+		if [ $api = post ]; then
+			check "order, mode flipped offload<->threshold via sysfs during the run: 0 violations" \
+				under "" flip_$api "$BIN/verbs_check" order 20000 9
+		else
+			check "wrapi, mode flipped offload<->threshold via sysfs during the run: exact" \
+				under "" flip_$api "$BIN/verbs_check" wrapi 5000 9
+		fi
+		kill $flip; wait $flip 2>/dev/null
+		show_stats flip_$api
+		check "flip $api: both untracked offload and fenced direct writes" [ "$(stat "$WORK/flip_$api.stats" writes_offload)" -gt 0 -a \
+			"$(stat "$WORK/flip_$api.stats" writes_direct)" -gt 0 -a "$(stat "$WORK/flip_$api.stats" fences)" -gt 0 ]
+	done
+	echo adaptive >"$S/mode"
 fi
 
 # unload.stage: with direct off, writes above the inline cap go through the staging arena.
