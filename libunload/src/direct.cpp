@@ -39,6 +39,7 @@ namespace {
 // program's next write names, so it is valid whatever the responder checks). It places
 // nothing and consumes nothing at the peer; its completion is never shown. 0 or -errno.
 int post_marker(QpRec* q, uint32_t rkey, uint64_t remote_addr) {
+  mark_tracked(q);
   const uint64_t tail = q->ring.tail();
   SqEntry* e = q->ring.reserve(tail);
   if (!e) return -ENOMEM;

@@ -14,6 +14,13 @@ using policy::PathSet;
 
 inline uint64_t key_of(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
+// Before the first request of the shim's on `q` (see CqRec::tracked). A relaxed store is
+// enough: the provider releases the request after it, and the poller acquires the
+// completion before it looks.
+inline void mark_tracked(QpRec* q) {
+  if (q->scq && !q->scq->tracked.load(std::memory_order_relaxed)) q->scq->tracked.store(true, std::memory_order_relaxed);
+}
+
 // objects.cpp
 extern PtrTable<QpRec> g_qps;        // by ibv_qp*
 extern PtrTable<QpRec> g_qps_by_num; // by (context, qp_num)

@@ -72,10 +72,11 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_al
     ibv_qp_ex* qpx = g_real.qp_to_qp_ex ? g_real.qp_to_qp_ex(qp) : nullptr;
     if (qpx) install_qpx(q, qpx);
   }
+  q->scq = q->send_cq ? g_cqs.find(key_of(q->send_cq)) : nullptr;
   int rc = g_qps.insert(key_of(qp), q);
   if (!rc) rc = g_qps_by_num.insert(qpn_key(c, qp->qp_num), q);
   if (rc) { g_qps.remove(key_of(qp)); delete q; return rc; }
-  if (CqRec* scq = q->send_cq ? g_cqs.find(key_of(q->send_cq)) : nullptr)
+  if (CqRec* scq = q->scq)
     for (auto& slot : scq->send_qps) {
       QpRec* none = nullptr;
       if (slot.compare_exchange_strong(none, q, std::memory_order_release)) break;

@@ -43,20 +43,26 @@ void merge_one(CqRec* c, Emitter& em, ibv_wc& wc) {
 
 namespace {
 
+// Merges the completions the provider just put in wc[got, got + r), in place and in order;
+// returns how many the array holds now.
+int merge_polled(CqRec* c, ibv_wc* wc, int n, int got, int r) {
+  Emitter em{c, wc, n, got, got};
+  for (int i = got; i < got + r; ++i) {
+    ibv_wc cur = wc[i];
+    em.limit = i + 1;
+    merge_one(c, em, cur);
+  }
+  return em.o;
+}
+
 int poll_merge(CqRec* c, ibv_cq* cq, int n, ibv_wc* wc) {
   int got = c->pending.pop(wc, n);
   while (got < n) {
     const int r = c->c->poll_cq(cq, n - got, wc + got);
     if (r < 0) return got ? got : r;
     if (r == 0) break;
-    Emitter em{c, wc, n, got, got};
-    for (int i = got; i < got + r; ++i) {
-      ibv_wc cur = wc[i];
-      em.limit = i + 1;
-      merge_one(c, em, cur);
-    }
     const int before = got;
-    got = em.o;
+    got = merge_polled(c, wc, n, got, r);
     if (!c->pending.empty()) {  // order put some behind queued ones: hand those over first
       got += c->pending.pop(wc + got, n - got);
       break;
@@ -75,7 +81,20 @@ int hook_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   CqRec* c = g_cqs.find(key_of(cq));
   if (__builtin_expect(!c, 0)) return context_find(cq->context)->poll_cq(cq, n, wc);
   const bool how = c->gate.enter(this_tid());
-  const int got = poll_merge(c, cq, n, wc);
+  int got;
+  if (__builtin_expect(!c->tracked.load(std::memory_order_acquire), 0)) {
+    // Nothing of the shim's reached this CQ yet (offload from the start): the provider's
+    // completions are the program's as they are. Looked at again after the poll: a request
+    // the shim tracked may have been posted meanwhile (its flag store precedes the
+    // provider's release of the request), and its completion polled here.
+    got = c->c->poll_cq(cq, n, wc);
+    if (got > 0 && c->tracked.load(std::memory_order_acquire)) {
+      got = merge_polled(c, wc, n, 0, got);
+      if (!c->pending.empty()) got += c->pending.pop(wc + got, n - got);
+    }
+  } else {
+    got = poll_merge(c, cq, n, wc);
+  }
   c->gate.leave(how);
   return got;
 }

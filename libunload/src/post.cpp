@@ -152,6 +152,7 @@ int hook_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   }
   const Tunables& t = tunables();
   if (all_offload(t)) return post_send_untracked(q, qp, wr, bad);
+  mark_tracked(q);
   if (direct_possible(q, t) && (!wr->next || list_locally_valid(q, wr))) return post_send_mixed(q, qp, wr, bad, t);
   return post_send_nic(q, qp, wr, bad);
 }

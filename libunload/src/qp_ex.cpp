@@ -307,6 +307,7 @@ void hook_wr_start(ibv_qp_ex* qp) {
   q->x_stage_start = q->stage_tail;
   qpx_reset_batch(q);
   q->x_pass = all_offload(tunables());
+  if (!q->x_pass) mark_tracked(q);
   q->x_pass_write = false;
   q->orig.wr_start(qp);
 }

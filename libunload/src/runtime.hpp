@@ -32,6 +32,8 @@ struct ContextRec {
   ibv_cq_ex* (*create_cq_ex)(ibv_context*, ibv_cq_init_attr_ex*);
 };
 
+struct CqRec;
+
 // The most SGEs of a wr_* write that may be held for the direct path (the kmod's iovec cap).
 constexpr uint32_t kHeldMaxSge = 32;
 
@@ -39,6 +41,7 @@ struct QpRec {
   ibv_qp* qp;
   ContextRec* c;
   ibv_cq* send_cq;        // kept: the QP is gone when its record is freed
+  CqRec* scq;             // the send CQ's record (nullptr: not made through the shim)
   uint32_t qp_num;
   uint32_t max_inline;    // the QP's real inline cap
   bool tracked;           // RC/UC: requests go through the ring
@@ -114,6 +117,10 @@ struct CqRec {
   // QPs whose send CQ this is, to map ibv_cq_ex completions whose QP number the provider
   // does not give (set at QP creation, cleared at destruction; the rest by number).
   std::atomic<QpRec*> send_qps[8];
+  // A request of the shim's (a ring entry, a marker, a direct write's completion) may
+  // reach this CQ: set once, before the first such request; until then polling passes the
+  // provider's completions through without merging.
+  std::atomic<bool> tracked{false};
   // Completion channel: the program armed the CQ (ibv_req_notify_cq, not solicited-only)
   // and no wake-up marker was posted since. See hook_req_notify_cq.
   std::atomic<bool> armed{false};

@@ -89,8 +89,7 @@ if [ -w "$S/mode" ]; then
 	check "switch: data posted in offload mode, then a direct flag: data in place and completions in order" \
 		under "" switch "$BIN/verbs_check" switch 30
 	show_stats switch
-	# Retuned while writes are in flight: offload passes requests through untracked, so the
-	# first direct write after a switch to threshold must be fenced behind them (a marker).
+	# Retuned by sysfs at random points of a run: completions and data stay exact.
 	for api in post wrapi; do
 		( while :; do echo offload >"$S/mode"; sleep 0.03; echo threshold >"$S/mode"; sleep 0.03; done ) &
 		flip=$!
@@ -102,9 +101,8 @@ if [ -w "$S/mode" ]; then
 				under "" flip_$api "$BIN/verbs_check" wrapi 5000 9
 		fi
 		kill $flip; wait $flip 2>/dev/null
+		# Which paths a run met depends on timing: shown, not asserted (switch asserts it).
 		show_stats flip_$api
-		check "flip $api: both untracked offload and fenced direct writes" [ "$(stat "$WORK/flip_$api.stats" writes_offload)" -gt 0 -a \
-			"$(stat "$WORK/flip_$api.stats" writes_direct)" -gt 0 -a "$(stat "$WORK/flip_$api.stats" fences)" -gt 0 ]
 	done
 	echo adaptive >"$S/mode"
 fi
