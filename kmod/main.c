@@ -207,6 +207,23 @@ static struct miscdevice unload_misc = {
 	.mode = 0666,		/* every check is per process: see docs/sysfs.md */
 };
 
+/* Device removal: forget its QPs (see unload_device_removed). */
+static int unload_ib_add(struct ib_device *dev)
+{
+	return 0;	/* nothing per device; remove() is called only for devices add() took */
+}
+
+static void unload_ib_remove(struct ib_device *dev, void *client_data)
+{
+	unload_device_removed(dev);
+}
+
+static struct ib_client unload_ib_client = {
+	.name = "unload",
+	.add = unload_ib_add,
+	.remove = unload_ib_remove,
+};
+
 static int __init unload_init(void)
 {
 	int ret;
@@ -232,12 +249,17 @@ static int __init unload_init(void)
 	ret = unload_sysfs_init();
 	if (ret)
 		goto err_destroy_arena_cache;
-	ret = misc_register(&unload_misc);
+	ret = ib_register_client(&unload_ib_client);
 	if (ret)
 		goto err_sysfs_exit;
+	ret = misc_register(&unload_misc);
+	if (ret)
+		goto err_unregister_client;
 	pr_info("unload: loaded, ABI %d\n", UNLOAD_ABI_VERSION);
 	return 0;
 
+err_unregister_client:
+	ib_unregister_client(&unload_ib_client);
 err_sysfs_exit:
 	unload_sysfs_exit();
 err_destroy_arena_cache:
@@ -254,6 +276,7 @@ err_destroy_session_cache:
 static void __exit unload_exit(void)
 {
 	misc_deregister(&unload_misc);
+	ib_unregister_client(&unload_ib_client);
 	unload_sysfs_exit();
 	rcu_barrier();		/* the RCU frees of sessions, QPs and regions */
 	kmem_cache_destroy(unload_arena_cache);

@@ -403,6 +403,7 @@ long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg)
 	struct unload_qp_reg req;
 	struct ib_device *dev, *pdev;
 	struct unload_qp *q;
+	bool added;
 	long ret;
 
 	ret = unload_qp_reg_copy_in(&req, arg);
@@ -425,6 +426,7 @@ long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg)
 		goto out_unlock;
 	}
 	q = unload_qp_find(sess, dev, req.qp_num);
+	added = !q;
 	if (!q) {
 		q = kmem_cache_zalloc(unload_qp_cache, GFP_KERNEL);
 		if (!q) {
@@ -441,6 +443,26 @@ long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg)
 		mutex_unlock(&unload_qp_lock);
 	}
 	mutex_unlock(&sess->lock);
+
+	/*
+	 * The RDMA core may be removing the device: unload_device_removed() forgets its QPs,
+	 * but it may have run before q was added. It runs only once the device can no longer
+	 * be found by name, so if the name still finds it now, it will run later and see q.
+	 */
+	if (added) {
+		pdev = ib_device_get_by_name(req.ibdev, RDMA_DRIVER_UNKNOWN);
+		if (pdev)
+			ib_device_put(pdev);
+		if (pdev != dev) {
+			mutex_lock(&sess->lock);
+			q = unload_qp_find(sess, dev, req.qp_num);	/* may be gone already */
+			if (q)
+				unload_qp_remove(q);
+			mutex_unlock(&sess->lock);
+			ret = -ENODEV;
+			goto out_put_device;
+		}
+	}
 
 	/* Report what the RDMA core says of the connection. */
 	req.state = info.state;
@@ -466,6 +488,28 @@ out_unlock:
 out_put_device:
 	ib_device_put(dev);
 	return ret;
+}
+
+/*
+ * The RDMA core is removing @dev (our ib_client's remove, before it waits for the
+ * device's last reference): forget every QP registered on it, so their references go.
+ * Their programs' direct writes are then refused as to an unknown QP and take the NIC,
+ * which reports the device's loss itself.
+ */
+void unload_device_removed(struct ib_device *dev)
+{
+	struct unload_session *sess;
+	struct unload_qp *q, *tmp;
+
+	mutex_lock(&unload_sessions_lock);
+	list_for_each_entry(sess, &unload_sessions, node) {
+		mutex_lock(&sess->lock);
+		list_for_each_entry_safe(q, tmp, &sess->qps, snode)
+			if (q->dev == dev)
+				unload_qp_remove(q);
+		mutex_unlock(&sess->lock);
+	}
+	mutex_unlock(&unload_sessions_lock);
 }
 
 long unload_ioctl_unreg_qp(struct unload_session *sess, void __user *arg)

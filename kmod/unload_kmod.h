@@ -109,6 +109,7 @@ u64 unload_folded_read(unsigned int idx);
 void unload_folded_reset(void);
 long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg);
 long unload_ioctl_unreg_qp(struct unload_session *sess, void __user *arg);
+void unload_device_removed(struct ib_device *dev);
 long unload_ioctl_reg_region(struct unload_session *sess, struct file *file,
 			     void __user *arg);
 long unload_ioctl_dereg_region(struct unload_session *sess, void __user *arg);

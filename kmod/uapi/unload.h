@@ -163,7 +163,12 @@ struct unload_qp_reg {
 #define UNLOAD_PEER_PAIRED	(1U << 1)	/* the peer QP is registered by a session whose
 						 * QP names this one back: direct may work */
 
-/* UNLOAD_IOC_UNREG_QP: forget a registered QP. In: ibdev, qp_num. -ENOENT if unknown. */
+/*
+ * UNLOAD_IOC_UNREG_QP: forget a registered QP. In: ibdev, qp_num. -ENOENT if unknown.
+ * A registration holds its RDMA device: unregister when the QP is destroyed (QP numbers
+ * are reused). When the RDMA core removes a device (rdma link delete, driver unload) the
+ * module forgets its QPs by itself, and registering one fails with -ENODEV.
+ */
 
 /* Access bits of a region; equal to IBV_ACCESS_* / IB_ACCESS_*. */
 #define UNLOAD_ACCESS_LOCAL_WRITE	(1U << 0)

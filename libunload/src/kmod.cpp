@@ -66,6 +66,14 @@ void kmod_count(policy::Path p, uint64_t n, uint64_t bytes) {
 
 void kmod_count_fence() { __atomic_fetch_add(&g_kmod.cnt->fences, 1, __ATOMIC_RELAXED); }
 
+int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn) {
+  unload_qp_reg r{};
+  const size_t n = strnlen(ctx->device->name, sizeof r.ibdev - 1);
+  std::memcpy(r.ibdev, ctx->device->name, n);
+  r.qp_num = qpn;
+  return ioctl(g_kmod.fd, UNLOAD_IOC_UNREG_QP, &r) != 0 ? -errno : 0;
+}
+
 int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags) {
   unload_qp_reg r{};
   const size_t n = strnlen(ctx->device->name, sizeof r.ibdev - 1);

@@ -32,6 +32,9 @@ void kmod_count(policy::Path p, uint64_t n, uint64_t bytes);
 void kmod_count_fence();
 // 0 or -errno. peer_flags: UNLOAD_PEER_*.
 int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags);
+// Forgets a QP registered with kmod_reg_qp (at its destruction: QP numbers are reused,
+// and the registration holds a reference on the device). 0 or -errno.
+int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn);
 int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t length, int access, uint64_t* handle);
 int kmod_dereg_region(uint64_t handle);
 // A staging arena mapped into this process: 0 or -errno.

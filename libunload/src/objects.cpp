@@ -258,6 +258,9 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
 
 int unload_qp_destroy(ibv_qp* qp) {
   QpRec* q = g_qps.find(reinterpret_cast<uintptr_t>(qp));
+  // Forgotten by the module first: no direct write can name it after this, its number
+  // may be reused once the QP is gone, and the registration holds the device.
+  if (q && q->kmod_registered && kmod_unreg_qp(qp->context, q->qp_num) == 0) q->kmod_registered = false;
   const int rc = g_real.destroy_qp(qp);
   if (rc || !q) return rc;
   g_qps.remove(reinterpret_cast<uintptr_t>(qp));

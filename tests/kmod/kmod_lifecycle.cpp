@@ -2,11 +2,14 @@
 //   kmod_lifecycle pins          the module's own FOLL_PINs balance (regions, arenas, exit)
 //   kmod_lifecycle kill N        kill -9 of the sender or the target mid-stream, N times
 //   kmod_lifecycle fuzz N SEED   N random ioctl / mmap / uring_cmd calls
+//   kmod_lifecycle linger        a QP registered, then destroyed with its device: the
+//                                device stays removable (see cmd_linger)
 // One line per check; exit 0 pass, 1 fail, 77 skip.
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
 #include <poll.h>
+#include <string.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -249,6 +252,30 @@ int cmd_fuzz(long n, unsigned seed) {
   return failures() ? 1 : 0;
 }
 
+// Registers a QP with the module, then destroys it and closes the device without
+// unregistering it, keeps the session open, says "closed" and sleeps: the module must
+// let the RDMA core remove the device meanwhile (its ib_client forgets the QP).
+int cmd_linger() {
+  const int fd = unload_open();
+  Rc rc;
+  rc_open(&rc);
+  rc_init_only(&rc);
+  const int r = reg_qp(fd, rc.dev.c_str(), rc.qp->qp_num);
+  if (r != 0) {
+    std::printf("linger: reg_qp: %s\n", strerror(-r));
+    return 1;
+  }
+  rc_close(&rc);
+  if (ibv_dealloc_pd(rc.pd) || ibv_close_device(rc.ctx)) {
+    std::printf("linger: could not close the device\n");
+    return 1;
+  }
+  std::printf("closed\n");
+  sleep(60);
+  close(fd);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -256,10 +283,11 @@ int main(int argc, char** argv) {
   if (access(UNLOAD_DEVICE_PATH, F_OK)) skip("no /dev/unload (module not loaded)");
   std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "pins") return cmd_pins();
+  if (cmd == "linger") return cmd_linger();
   if (cmd == "kill") return cmd_kill(argc > 2 ? atoi(argv[2]) : 100);
   if (cmd == "fuzz")
     return cmd_fuzz(argc > 2 ? atol(argv[2]) : 20000,
                     argc > 3 ? static_cast<unsigned>(atoi(argv[3])) : 1);
-  std::fprintf(stderr, "usage: kmod_lifecycle pins | kill N | fuzz N SEED\n");
+  std::fprintf(stderr, "usage: kmod_lifecycle pins | kill N | fuzz N SEED | linger\n");
   return 2;
 }

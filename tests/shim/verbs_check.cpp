@@ -27,6 +27,11 @@
 //                                           batches of 1-3, some aborted (noabort: none);
 //                                           checks completions and checksums (an aborted
 //                                           write must place nothing)
+//   verbs_check linger [destroy|keep]       writes on a loopback pair, then closes the
+//                                           device (destroy: after destroying every object;
+//                                           keep: leaving them to the close), prints
+//                                           "closed" and sleeps 60 s: the device must be
+//                                           removable meanwhile
 //   verbs_check switch [rounds]             retunes /sys/kernel/unload/mode itself: data
 //                                           posted in offload mode, then an 8-byte flag in
 //                                           unload mode (direct); once the flag's post
@@ -843,6 +848,35 @@ int wrapi(long writes, uint64_t seed, bool aborts) {
   return bad || !ok;
 }
 
+// ------------------------------------------------------------------ linger
+
+int linger(bool destroy) {
+  Env e = open_env();
+  ibv_cq* cq = ibv_create_cq(e.ctx, 16, nullptr, nullptr, 0);
+  if (!cq) die("create_cq");
+  Pair p;
+  make_pair(e, p, cq, cq, 32, 64, 4096);
+  std::mt19937_64 rng(1);
+  for (uint64_t k = 0; k < 20; ++k) post_random(p, rng, k, k, 1, 32, true);
+  for (int got = 0; got < 20;) {
+    ibv_wc wc;
+    const int n = ibv_poll_cq(cq, 1, &wc);
+    if (n < 0 || (n == 1 && wc.status != IBV_WC_SUCCESS)) die("linger: completion");
+    got += n;
+  }
+  if (destroy) {
+    if (ibv_destroy_qp(p.s) || ibv_destroy_qp(p.r)) die("destroy_qp");
+    if (ibv_dereg_mr(p.smr) || ibv_dereg_mr(p.dmr)) die("dereg_mr");
+    if (ibv_destroy_cq(cq)) die("destroy_cq");
+    if (ibv_dealloc_pd(e.pd)) die("dealloc_pd");
+  }
+  if (ibv_close_device(e.ctx)) die("close_device");
+  std::printf("closed\n");
+  std::fflush(stdout);
+  sleep(60);
+  return 0;
+}
+
 // ------------------------------------------------------------------ switch
 
 bool set_mode(const char* mode) {
@@ -934,9 +968,10 @@ int main(int argc, char** argv) {
                    argc > 4 && std::string(argv[4]) == "shared");
   if (cmd == "fork") return fork_check(n ? n : 200);
   if (cmd == "cqex") return cqex(n ? n : 2000);
+  if (cmd == "linger") return linger(argc > 2 && std::string(argv[2]) == "destroy");
   if (cmd == "switch") return switch_check(n ? n : 50);
   if (cmd == "wrapi") return wrapi(n ? n : 5000, seed, !(argc > 4 && std::string(argv[4]) == "noabort"));
 #endif
-  std::fprintf(stderr, "usage: %s integrity|order|errors|basic|event|threads|fork|cqex|wrapi|switch [n] [...]\n", argv[0]);
+  std::fprintf(stderr, "usage: %s integrity|order|errors|basic|event|threads|fork|cqex|wrapi|switch|linger [n] [...]\n", argv[0]);
   return 2;
 }
