@@ -94,7 +94,6 @@ SqEntry* qpx_issue_header(QpRec* q, ibv_qp_ex* qp, uint32_t extra_flags) {
   if (e) {
     e->rkey = q->x_held_rkey;
     e->remote_addr = q->x_held_addr;
-    e->saved_flags = q->x_held_flags;
   }
   qp->wr_id = wr_id;
   qp->wr_flags = flags;

@@ -117,15 +117,22 @@ Env open_env() {
   return e;
 }
 
+// The capacities of every QP here.
+ibv_qp_cap qp_cap(uint32_t depth) {
+  ibv_qp_cap cap{};
+  cap.max_send_wr = depth;
+  cap.max_recv_wr = 16;
+  cap.max_send_sge = 4;
+  cap.max_recv_sge = 1;
+  return cap;
+}
+
 ibv_qp* make_qp(Env& e, ibv_cq* scq, ibv_cq* rcq, uint32_t depth) {
   ibv_qp_init_attr a{};
   a.send_cq = scq;
   a.recv_cq = rcq;
   a.qp_type = IBV_QPT_RC;
-  a.cap.max_send_wr = depth;
-  a.cap.max_recv_wr = 16;
-  a.cap.max_send_sge = 4;
-  a.cap.max_recv_sge = 1;
+  a.cap = qp_cap(depth);
   ibv_qp* qp = V.create_qp(e.pd, &a);
   if (!qp) die("create_qp");
   return qp;
@@ -499,8 +506,10 @@ struct Pair {
   ibv_mr *smr, *dmr;
 };
 
-void make_pair(Env& e, Pair& p, ibv_cq* scq, ibv_cq* rcq, uint32_t depth, size_t src_len, size_t dst_len) {
-  p.s = make_qp(e, scq, rcq, depth);
+// `sender`: the sending QP, made by the caller (else an RC QP like the receiver's).
+void make_pair(Env& e, Pair& p, ibv_cq* scq, ibv_cq* rcq, uint32_t depth, size_t src_len, size_t dst_len,
+               ibv_qp* sender = nullptr) {
+  p.s = sender ? sender : make_qp(e, scq, rcq, depth);
   p.r = make_qp(e, rcq, rcq, depth);
   p.src.assign(src_len, 0);
   p.dst.assign(dst_len, 0);
@@ -762,26 +771,16 @@ int wrapi(long writes, uint64_t seed, bool aborts) {
   a.send_cq = cq;
   a.recv_cq = cq;
   a.qp_type = IBV_QPT_RC;
-  a.cap.max_send_wr = kDepth;
-  a.cap.max_recv_wr = 16;
-  a.cap.max_send_sge = 4;
-  a.cap.max_recv_sge = 1;
+  a.cap = qp_cap(kDepth);
   a.pd = e.pd;
   a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND;
-  Pair p;
-  p.s = ibv_create_qp_ex(e.ctx, &a);
-  if (!p.s) die("create_qp_ex");
-  ibv_qp_ex* qx = ibv_qp_to_qp_ex(p.s);
+  ibv_qp* sender = ibv_create_qp_ex(e.ctx, &a);
+  if (!sender) die("create_qp_ex");
+  ibv_qp_ex* qx = ibv_qp_to_qp_ex(sender);
   if (!qx) die("qp_to_qp_ex");
-  p.r = make_qp(e, cq, cq, kDepth);
-  p.src.assign(size_t{kDepth} * kMaxLen, 0);
-  p.dst.assign(1 << 16, 0);
-  p.shadow.assign(p.dst.size(), 0);
-  p.smr = reg(e, p.src.data(), p.src.size(), IBV_ACCESS_LOCAL_WRITE);
-  p.dmr = reg(e, p.dst.data(), p.dst.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  connect(e, p.s, p.r->qp_num);
-  connect(e, p.r, p.s->qp_num);
+  Pair p;
+  make_pair(e, p, cq, cq, kDepth, size_t{kDepth} * kMaxLen, 1 << 16, sender);
 
   std::mt19937_64 rng(seed);
   long bad = 0, aborted = 0;
