@@ -224,7 +224,7 @@ extern "C" {
 void unload_runtime_init(const unload_real_verbs* real) {
   g_real = *real;
   config_init();
-  poll_gate_init();
+  gate_init();
 }
 
 ibv_context* unload_context_open(ibv_device* dev) {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "poll_gate.hpp"
+#include "gate.hpp"
 #include "wc_queue.hpp"
 #include "unload/policy.hpp"
 #include "unload/runtime.h"
@@ -41,7 +41,7 @@ struct StageRing {
 // `gate` (biased to the first poster, so a single-threaded program pays no atomic), which
 // makes the ring, the stage ring's tail and `last_ordering` single-producer.
 struct SendQueue {
-  PollGate gate;            // guards the producer side of everything below
+  Gate gate;            // guards the producer side of everything below
   SqRing ring;
   StageRing stage;
   uint32_t max_inline = 0;  // the QP's real inline cap
@@ -113,7 +113,7 @@ struct CqRec {
   WcQueue pending;
   // Serialises the CQ's consumers: the rings have one consumer at a time, and a fence
   // polls from the posting thread while the program may poll from another.
-  PollGate gate;
+  Gate gate;
   SendQpList send_qps;
   // A request of the shim's (a ring entry, a marker, a direct write's completion) may
   // reach this CQ: set once, before the first such request; until then polling passes the
@@ -145,12 +145,12 @@ inline void mark_tracked(QpRec* q) {
 // Scope of a gate: entered for the object's lifetime.
 class GateScope {
  public:
-  explicit GateScope(PollGate& g) : g_(g), how_(g.enter(this_tid())) {}
+  explicit GateScope(Gate& g) : g_(g), how_(g.enter(this_tid())) {}
   ~GateScope() { g_.leave(how_); }
   GateScope(const GateScope&) = delete;
   GateScope& operator=(const GateScope&) = delete;
  private:
-  PollGate& g_;
+  Gate& g_;
   bool how_;
 };
 
