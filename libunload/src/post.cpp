@@ -127,10 +127,24 @@ int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   return rc;
 }
 
+// The send queue's room as the provider would count it during this call: its real depth
+// less what is in flight. A direct write takes no slot, but the provider, given the same
+// list, would have refused the requests past its depth: so does the shim.
+uint64_t sq_room(const QpRec* q) {
+  const uint64_t used = q->sq.ring.in_flight();
+  return q->sq.max_wr > used ? q->sq.max_wr - used : 0;
+}
+
 int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t) {
   const bool direct_ok = direct_possible(q, t) && (!wr->next || list_locally_valid(q, wr));
   Batch b(q);
+  uint64_t room = sq_room(q);
   for (ibv_send_wr* w = wr; w; w = w->next) {
+    if (room-- == 0) {
+      if (int rc = b.flush(bad)) return rc;
+      *bad = w;
+      return ENOMEM;
+    }
     Route rt = route(q, *w, t, direct_ok);
     if (rt.path == Path::unload_direct) {
       if (int rc = b.flush(bad)) return rc;  // the requests before it go first

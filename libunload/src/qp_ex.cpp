@@ -408,7 +408,9 @@ static int complete_held(QpRec* q, ibv_qp_ex* qp) {
   const ibv_send_wr w = held_wr(h);
   Route rt = h.route;
   int rc = 0;
-  if (fence_before_direct(q, rt.req) != 0 || run_direct(q, h.sge, h.wr_id, rt) != 0) {
+  // A full send queue refuses the batch on the NIC path; the provider says how.
+  const bool room = q->sq.ring.in_flight() < q->sq.max_wr;
+  if (!room || fence_before_direct(q, rt.req) != 0 || run_direct(q, h.sge, h.wr_id, rt) != 0) {
     rt.path = Path::offload;
     rc = post_routed(q, w, rt);
   }

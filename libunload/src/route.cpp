@@ -90,8 +90,9 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
   out.req = r;
   Path forced;
   const bool is_forced = forced_path(forced);
+  // More SGEs than the QP takes: the provider refuses it at post, so must the CPU paths.
   if (!t.enabled || (!is_forced && t.mode == static_cast<uint32_t>(Mode::offload)) || !r.is_write ||
-      r.user_inline)
+      r.user_inline || r.sge_count > q->sq.max_sge)
     return out;
   const bool copy_ok = !fence_blocks_copy(q, r);
   PathContext pc;
