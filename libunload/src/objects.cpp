@@ -356,10 +356,12 @@ int unload_qp_destroy(ibv_qp* qp) {
   if (rc || !q) return rc;
   g_qps.remove_if(key_of(qp), q);
   if (CqRec* scq = q->scq) {
+    // Out of the CQ's list first (its lock is taken before any gate, see design.md); the
+    // drain finds the QP by number (ibv_poll_cq gives it).
+    scq->send_qps.remove(q);
     GateScope g(scq->gate);
     drain_provider(scq);
     g_qps_by_num.remove_if(qpn_key(q->c, q->qp_num), q);
-    scq->send_qps.remove(q);
   } else {
     g_qps_by_num.remove_if(qpn_key(q->c, q->qp_num), q);
   }
