@@ -133,7 +133,8 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_al
   q->recv_cq = qp->recv_cq;
   q->qp_num = qp->qp_num;
   q->sq.max_inline = cap.max_inline_data;
-  q->sq.max_wr = cap.max_send_wr;
+  // What the program was told (report_caps): the room the shim asked for is the markers'.
+  q->sq.max_wr = cap.max_send_wr > kSqRoom ? cap.max_send_wr - kSqRoom : cap.max_send_wr;
   q->sq.max_sge = cap.max_send_sge;
   q->sq.sig_all = sq_sig_all;
   q->tracked = qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC;

@@ -44,9 +44,9 @@ struct SendQueue {
   Gate gate;            // guards the producer side of everything below
   SqRing ring;
   StageRing stage;
-  uint32_t max_inline = 0;  // the QP's real caps: what the provider accepts
-  uint32_t max_wr = 0;
+  uint32_t max_inline = 0;  // the QP's real inline and SGE caps: what the provider accepts
   uint32_t max_sge = 0;
+  uint32_t max_wr = 0;      // the send queue's depth as the program knows it
   bool sig_all = false;
   // Requests were posted around the ring (all_offload): some may still be in flight, and
   // no completion of the ring would say when they are done. The next fence posts a marker.
