@@ -86,12 +86,14 @@ int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags) {
 
 int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t length, int access, uint64_t* handle) {
   unload_region_reg r{};
+  const size_t n = strnlen(mr->context->device->name, sizeof r.ibdev - 1);
+  std::memcpy(r.ibdev, mr->context->device->name, n);
   r.addr = addr;
   r.length = length;
+  r.lkey = mr->lkey;
   r.rkey = mr->rkey;
   r.access = static_cast<uint32_t>(access) &
              (UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE | UNLOAD_ACCESS_REMOTE_READ);
-  r.pd_handle = mr->pd->handle;
   if (ioctl(g_kmod.fd, UNLOAD_IOC_REG_REGION, &r) != 0) return -errno;
   *handle = r.handle;
   return 0;
@@ -103,15 +105,26 @@ int kmod_dereg_region(uint64_t handle) {
   return ioctl(g_kmod.fd, UNLOAD_IOC_DEREG_REGION, &r) != 0 ? -errno : 0;
 }
 
-int kmod_arena_alloc(size_t length, void** addr, size_t* out_len) {
+int kmod_arena_alloc(size_t length, void** addr, size_t* out_len, uint32_t* id) {
   unload_arena a{};
   a.length = length;
   if (ioctl(g_kmod.fd, UNLOAD_IOC_ARENA_ALLOC, &a) != 0) return -errno;
   void* p = mmap(nullptr, a.length, PROT_READ | PROT_WRITE, MAP_SHARED, g_kmod.fd, static_cast<off_t>(a.mmap_offset));
-  if (p == MAP_FAILED) return -errno;
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    kmod_arena_free(a.id);
+    return -e;
+  }
   *addr = p;
   *out_len = a.length;
+  *id = a.id;
   return 0;
+}
+
+int kmod_arena_free(uint32_t id) {
+  unload_arena a{};
+  a.id = id;
+  return ioctl(g_kmod.fd, UNLOAD_IOC_ARENA_FREE, &a) != 0 ? -errno : 0;
 }
 
 int kmod_direct(uint32_t qpn, uint32_t rkey, uint64_t remote_addr, const ibv_sge* sg, uint32_t nsge,
@@ -124,9 +137,10 @@ int kmod_direct(uint32_t qpn, uint32_t rkey, uint64_t remote_addr, const ibv_sge
   req.length = length;
   if (nsge == 1) {
     req.iov = sg[0].addr;
+    req.lkey = sg[0].lkey;
   } else {
     if (nsge > UNLOAD_MAX_IOV || nsge > g_kmod.max_iov) return -EINVAL;
-    for (uint32_t i = 0; i < nsge; ++i) iov[i] = {sg[i].addr, sg[i].length};
+    for (uint32_t i = 0; i < nsge; ++i) iov[i] = {sg[i].addr, sg[i].length, sg[i].lkey, 0};
     req.iov = reinterpret_cast<uintptr_t>(iov);
     req.iov_count = nsge;
   }
@@ -135,8 +149,7 @@ int kmod_direct(uint32_t qpn, uint32_t rkey, uint64_t remote_addr, const ibv_sge
   s.count = 1;
   if (ioctl(g_kmod.fd, UNLOAD_IOC_SUBMIT, &s) != 0) return -errno;
   if (s.done != 1) return -EIO;
-  if (req.result == 0) return 0;
-  return req.reason ? static_cast<int>(req.reason) : req.result;
+  return req.result;
 }
 
 }  // namespace unload::rt

@@ -58,13 +58,16 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_al
     // The staging arena: pinned kernel memory, registered once on the QP's PD.
     void* a = nullptr;
     size_t len = 0;
-    if (kmod_arena_alloc(kStageArena, &a, &len) == 0) {
+    uint32_t id = 0;
+    if (kmod_arena_alloc(kStageArena, &a, &len, &id) == 0) {
       q->stage_mr = g_real.reg_mr(qp->pd, a, len, IBV_ACCESS_LOCAL_WRITE);
       if (q->stage_mr) {
         q->stage_base = static_cast<uint8_t*>(a);
         q->stage_size = static_cast<uint32_t>(len);
+        q->stage_arena = id;
       } else {
         munmap(a, len);
+        kmod_arena_free(id);
       }
     }
   }
@@ -273,6 +276,7 @@ int unload_qp_destroy(ibv_qp* qp) {
   if (q->stage_mr) {
     g_real.dereg_mr(q->stage_mr);
     munmap(q->stage_base, q->stage_size);
+    kmod_arena_free(q->stage_arena);  // uncharged now, not at close
   }
   delete q;
   return rc;
@@ -282,11 +286,12 @@ static ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t
   if (!mr) return mr;
   ContextRec* c = context_find(pd->context);
   if (!c) return mr;
-  auto* m = new (std::nothrow) MrRec{mr, pd, reinterpret_cast<uintptr_t>(addr), iova, len, 0};
+  auto* m = new (std::nothrow) MrRec{mr, pd, reinterpret_cast<uintptr_t>(addr), iova, len, access, 0};
   if (!m) return mr;
-  // A target of direct writes: the kmod places into it by rkey (iova == address only:
-  // the kmod addresses regions by process address).
-  if (kmod_present() && (access & IBV_ACCESS_REMOTE_WRITE) && iova == m->addr && len)
+  // Known to the kmod: as the source of direct writes (their lkeys are checked) and, with
+  // REMOTE_WRITE, as a target by rkey (iova == address only: the kmod addresses regions
+  // by process address).
+  if (kmod_present() && iova == m->addr && len)
     if (kmod_reg_region(mr, m->addr, len, access, &m->kmod_handle) != 0) m->kmod_handle = 0;
   if (g_mrs.insert(lkey_key(c, mr->lkey), m) != 0) {
     if (m->kmod_handle) kmod_dereg_region(m->kmod_handle);
@@ -315,6 +320,34 @@ int unload_mr_dereg(ibv_mr* mr) {
   const int rc = g_real.dereg_mr(mr);
   if (rc && m) g_mrs.insert(lkey_key(c, m->mr->lkey), m);
   else delete m;
+  return rc;
+}
+
+// The kmod forgets the region before the MR changes (no direct write lands in the old
+// pages, PD or access once this returns) and learns it again as it is after.
+int unload_mr_rereg(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t len, int access) {
+  ContextRec* c = context_find(mr->context);
+  MrRec* m = c ? g_mrs.find(lkey_key(c, mr->lkey)) : nullptr;
+  if (m && m->mr == mr) g_mrs.remove(lkey_key(c, mr->lkey));
+  else m = nullptr;
+  if (m && m->kmod_handle) { kmod_dereg_region(m->kmod_handle); m->kmod_handle = 0; }
+  const int rc = g_real.rereg_mr(mr, flags, pd, addr, len, access);
+  if (!m) return rc;
+  if (rc == 0) {  // libibverbs updated mr's keys, addr, length and pd
+    m->pd = mr->pd;
+    if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+      m->addr = reinterpret_cast<uintptr_t>(addr);
+      m->iova = m->addr;
+      m->length = len;
+    }
+    if (flags & IBV_REREG_MR_CHANGE_ACCESS) m->access = access;
+  }
+  if (kmod_present() && m->iova == m->addr && m->length)
+    if (kmod_reg_region(mr, m->addr, m->length, m->access, &m->kmod_handle) != 0) m->kmod_handle = 0;
+  if (g_mrs.insert(lkey_key(c, mr->lkey), m) != 0) {
+    if (m->kmod_handle) kmod_dereg_region(m->kmod_handle);
+    delete m;
+  }
   return rc;
 }
 

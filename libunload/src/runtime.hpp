@@ -63,6 +63,7 @@ struct QpRec {
   uint8_t* stage_base;
   ibv_mr* stage_mr;
   uint32_t stage_size;
+  uint32_t stage_arena;  // the kmod's arena id: freed (after munmap) at QP destruction
   uint64_t stage_tail;
   std::atomic<uint64_t> stage_head{0};
   uint64_t x_stage_start;
@@ -132,7 +133,9 @@ struct MrRec {
   uint64_t addr;    // the process's virtual address
   uint64_t iova;    // the address requests use
   uint64_t length;
-  uint64_t kmod_handle;  // registered with the kmod as a direct-write target (0: not)
+  int access;       // as registered (or last re-registered)
+  uint64_t kmod_handle;  // registered with the kmod: a source by lkey, a target if
+                         // REMOTE_WRITE (0: not registered)
 };
 
 // Key for per-context QP numbers (completions name the QP by number).

@@ -48,6 +48,7 @@ void init_once() {
   resolve(lib, g_real.reg_mr, "ibv_reg_mr", "IBVERBS_1.1");
   resolve(lib, g_real.reg_mr_iova2, "ibv_reg_mr_iova2", "IBVERBS_1.8");
   resolve(lib, g_real.dereg_mr, "ibv_dereg_mr", "IBVERBS_1.1");
+  resolve(lib, g_real.rereg_mr, "ibv_rereg_mr", "IBVERBS_1.1");
   resolve(lib, g_real.create_cq, "ibv_create_cq", "IBVERBS_1.1");
   resolve(lib, g_real.destroy_cq, "ibv_destroy_cq", "IBVERBS_1.1");
   resolve(lib, g_real.get_cq_event, "ibv_get_cq_event", "IBVERBS_1.1");
@@ -90,6 +91,9 @@ UNLOAD_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* a, size_t l, uint64_t i
   SHIM(reg_mr_iova2(pd, a, l, iova, acc), unload_mr_reg_iova2(pd, a, l, iova, acc));
 }
 UNLOAD_EXPORT int ibv_dereg_mr(ibv_mr* mr) { SHIM(dereg_mr(mr), unload_mr_dereg(mr)); }
+UNLOAD_EXPORT int ibv_rereg_mr(ibv_mr* mr, int f, ibv_pd* pd, void* a, size_t l, int acc) {
+  SHIM(rereg_mr(mr, f, pd, a, l, acc), unload_mr_rereg(mr, f, pd, a, l, acc));
+}
 UNLOAD_EXPORT ibv_cq* ibv_create_cq(ibv_context* c, int n, void* u, ibv_comp_channel* ch, int v) {
   SHIM(create_cq(c, n, u, ch, v), unload_cq_create(c, n, u, ch, v));
 }
@@ -111,6 +115,7 @@ void* unload::shim::wrapper_of(const char* name) {
       {"ibv_reg_mr", reinterpret_cast<void*>(&ibv_reg_mr)},
       {"ibv_reg_mr_iova2", reinterpret_cast<void*>(&ibv_reg_mr_iova2)},
       {"ibv_dereg_mr", reinterpret_cast<void*>(&ibv_dereg_mr)},
+      {"ibv_rereg_mr", reinterpret_cast<void*>(&ibv_rereg_mr)},
       {"ibv_create_cq", reinterpret_cast<void*>(&ibv_create_cq)},
       {"ibv_destroy_cq", reinterpret_cast<void*>(&ibv_destroy_cq)},
       {"ibv_get_cq_event", reinterpret_cast<void*>(&ibv_get_cq_event)},

@@ -118,17 +118,29 @@ int reg_qp(int fd, const char* dev, uint32_t qpn, unload_qp_reg* out) {
   return ret;
 }
 
-int reg_region(int fd, const void* addr, uint64_t len, uint32_t rkey, uint32_t access,
-               uint32_t pd_handle, uint64_t* handle) {
+int reg_region(int fd, const char* dev, const void* addr, uint64_t len, uint32_t lkey,
+               uint32_t rkey, uint32_t access, uint64_t* handle) {
   unload_region_reg r{};
+  snprintf(r.ibdev, sizeof r.ibdev, "%s", dev);
   r.addr = reinterpret_cast<uintptr_t>(addr);
   r.length = len;
+  r.lkey = lkey;
   r.rkey = rkey;
   r.access = access;
-  r.pd_handle = pd_handle;
   int ret = uioctl(fd, UNLOAD_IOC_REG_REGION, &r);
   if (handle) *handle = r.handle;
   return ret;
+}
+
+int reg_mr(int fd, const ibv_mr* mr, uint32_t access, uint64_t* handle) {
+  return reg_region(fd, ibv_get_device_name(mr->context->device), mr->addr, mr->length,
+                    mr->lkey, mr->rkey, access, handle);
+}
+
+int dereg_region(int fd, uint64_t handle) {
+  unload_region_dereg d{};
+  d.handle = handle;
+  return uioctl(fd, UNLOAD_IOC_DEREG_REGION, &d);
 }
 
 void rc_open(Rc* rc, ibv_context* ctx, ibv_pd* pd) {

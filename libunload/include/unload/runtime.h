@@ -30,6 +30,7 @@ struct unload_real_verbs {
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
 	struct ibv_mr *(*reg_mr_iova2)(struct ibv_pd *, void *, size_t, uint64_t, unsigned int);
 	int (*dereg_mr)(struct ibv_mr *);
+	int (*rereg_mr)(struct ibv_mr *, int, struct ibv_pd *, void *, size_t, int);
 	struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int);
 	int (*destroy_cq)(struct ibv_cq *);
 	int (*get_cq_event)(struct ibv_comp_channel *, struct ibv_cq **, void **);
@@ -49,6 +50,8 @@ struct ibv_mr *unload_mr_reg(struct ibv_pd *pd, void *addr, size_t len, int acce
 struct ibv_mr *unload_mr_reg_iova2(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
 				   unsigned int access);
 int unload_mr_dereg(struct ibv_mr *mr);
+int unload_mr_rereg(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t len,
+		    int access);
 struct ibv_cq *unload_cq_create(struct ibv_context *ctx, int cqe, void *cq_context,
 				struct ibv_comp_channel *ch, int comp_vector);
 int unload_cq_destroy(struct ibv_cq *cq);
