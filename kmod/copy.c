@@ -324,7 +324,7 @@ static u32 unload_direct_one(struct unload_session *sess,
 	if (deny)
 		goto out_free_src;
 
-	deny = unload_pair_get(sess, req->qp_num, &pr);
+	deny = unload_pair_get(sess, req->qp_num, req->qp_handle, &pr);
 	if (deny)
 		goto out_put_pair;
 	deny = UNLOAD_DENY_ACCESS;	/* the responder QP must allow remote writes */

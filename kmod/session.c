@@ -444,6 +444,16 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 	ret = -ENODEV;
 	if (sess->dead)
 		goto err_unlock;
+	/*
+	 * As for QPs: a device whose removal has begun is no longer live here, and a removal
+	 * that begins after this check sweeps sess (under sess->lock, after us) and finds r.
+	 */
+	mutex_lock(&unload_qp_lock);
+	if (!unload_dev_live(dev)) {
+		mutex_unlock(&unload_qp_lock);
+		goto err_unlock;
+	}
+	mutex_unlock(&unload_qp_lock);
 	/* The MR charged these pages; the module's own pins are bounded apart. */
 	ret = -ENOMEM;
 	if (!sess->ipc_lock && sess->region_pages + r->npages > limit)
@@ -692,11 +702,12 @@ static u32 unload_peer_resolve(struct unload_pair *pr)
 }
 
 /*
- * Resolve a request's sender QP (registered in sess by qpn: exactly one) and its peer,
+ * Resolve a request's sender QP (registered in sess: by handle, or by qpn when that is
+ * unique in the session) and its peer,
  * from the RDMA core, now. On NONE pr holds references on both QPs, their devices and
  * the peer session (unload_pair_put); otherwise it may hold some.
  */
-u32 unload_pair_get(struct unload_session *sess, u32 qpn, struct unload_pair *pr)
+u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle, struct unload_pair *pr)
 {
 	struct ib_device *dev = NULL;
 	struct unload_qp *q;
@@ -708,7 +719,7 @@ u32 unload_pair_get(struct unload_session *sess, u32 qpn, struct unload_pair *pr
 	pr->qpn = qpn;
 	rcu_read_lock();
 	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, qpn) {
-		if (q->sess != sess || q->qpn != qpn)
+		if (q->sess != sess || q->qpn != qpn || (handle && q->handle != handle))
 			continue;
 		n++;
 		dev = q->dev;
@@ -762,7 +773,7 @@ static int unload_qp_reg_copy_in(struct unload_qp_reg *req, void __user *arg)
 {
 	if (copy_from_user(req, arg, sizeof(*req)))
 		return -EFAULT;
-	if (req->flags || req->state || req->dest_qp_num || req->reserved0 ||
+	if (req->flags || req->state || req->dest_qp_num || req->handle ||
 	    req->peer_flags || req->reserved[0] || req->reserved[1] || req->reserved[2] ||
 	    req->reserved[3])
 		return -EINVAL;
@@ -814,6 +825,8 @@ long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg)
 		q->sess = sess;
 		q->dev = dev;
 		q->qpn = req.qp_num;
+		q->handle = ++sess->next_qp_handle ? sess->next_qp_handle :
+			    ++sess->next_qp_handle;	/* never 0, even after a wrap */
 		/*
 		 * Under unload_qp_lock: either the device's removal has not erased it from
 		 * unload_devs yet, and its sweep (after) will see q on sess->qps, or q is
@@ -834,10 +847,11 @@ long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg)
 	}
 	if (READ_ONCE(q->poisoned))
 		req.peer_flags |= UNLOAD_PEER_POISONED;
+	req.handle = q->handle;
 	mutex_unlock(&sess->lock);
 
 	/* Report what the RDMA core says of the connection, as a request would see it. */
-	deny = unload_pair_get(sess, req.qp_num, &pr);
+	deny = unload_pair_get(sess, req.qp_num, req.handle, &pr);
 	if (pr.s.has_grh && unload_gid_is_local(pr.dev, &pr.s.dgid))
 		req.peer_flags |= UNLOAD_PEER_LOCAL;
 	if (deny == UNLOAD_DENY_NONE)

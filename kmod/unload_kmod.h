@@ -60,6 +60,7 @@ struct unload_session {
 	bool dead;			/* being released: no new registrations */
 	struct list_head qps;		/* struct unload_qp.snode */
 	unsigned int nr_qps;		/* entries of qps (<= UNLOAD_MAX_QPS) */
+	u32 next_qp_handle;		/* last handle given to a QP registration */
 	struct xarray region_ids;	/* handle -> struct unload_region (the owner) */
 	unsigned long region_pages;	/* pages pinned for this session's targets */
 	DECLARE_HASHTABLE(targets, UNLOAD_REGION_HASH_BITS);	/* by (dev, rkey); RCU */
@@ -74,6 +75,7 @@ struct unload_qp {
 	struct unload_session *sess;	/* no reference: unhashed before sess dies */
 	struct ib_device *dev;		/* reference from ib_device_get_by_name */
 	u32 qpn;
+	u32 handle;			/* in its session, non-zero, set before hashing */
 	bool poisoned;			/* a request of this QP or to it failed a check
 					 * an RNIC makes: never direct again (set once,
 					 * WRITE_ONCE/READ_ONCE) */
@@ -175,7 +177,7 @@ struct unload_pair {
 	struct unload_qp_view p;	/* the peer QP */
 	u32 qpn, peer_qpn;
 };
-u32 unload_pair_get(struct unload_session *sess, u32 qpn, struct unload_pair *pr);
+u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle, struct unload_pair *pr);
 void unload_pair_put(struct unload_pair *pr);
 void unload_pair_poison(struct unload_session *sess, struct unload_pair *pr);
 

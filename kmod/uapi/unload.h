@@ -159,7 +159,9 @@ struct unload_qp_reg {
 	__u32 flags;		/* in: zero */
 	__u32 state;		/* out: enum ib_qp_state (IBV_QPS_*) now */
 	__u32 dest_qp_num;	/* out: the connected peer's QPN (RC, >= RTR), else 0 */
-	__u32 reserved0;	/* in: zero; out: zero */
+	__u32 handle;		/* in: zero; out: the registration's handle in this
+				 * session (non-zero, stable while registered): name
+				 * the sender QP by it in unload_direct_req */
 	__u32 peer_flags;	/* out: UNLOAD_PEER_* */
 	__u64 reserved[4];	/* in: zero; out: zero */
 };
@@ -309,7 +311,10 @@ struct unload_direct_req {
 				 * posts the request to the NIC, which reports its own
 				 * error); -EINVAL malformed */
 	__u32 flags;		/* in: zero */
-	__u64 reserved;		/* in: zero */
+	__u32 qp_handle;	/* in: the sender QP's handle from UNLOAD_IOC_REG_QP
+				 * (QPNs are per device), or 0: the session's only
+				 * registered QP numbered qp_num */
+	__u32 reserved;		/* in: zero */
 };
 
 /*

@@ -23,8 +23,11 @@ bool direct_possible(QpRec* q, const Tunables& t) {
     if (!(q->peer_flags & UNLOAD_PEER_LOCAL) || --q->reg_countdown != 0) return false;
     q->reg_backoff = q->reg_backoff < (1u << 16) ? q->reg_backoff * 2 : q->reg_backoff;
     q->reg_countdown = q->reg_backoff;
-    uint32_t flags = 0;
-    if (kmod_reg_qp(q->qp->context, q->qp_num, &flags) == 0) q->peer_flags = flags;
+    uint32_t flags = 0, handle = 0;
+    if (kmod_reg_qp(q->qp->context, q->qp_num, &flags, &handle) == 0) {
+      q->peer_flags = flags;
+      q->kmod_qp_handle = handle;
+    }
     if (!(q->peer_flags & UNLOAD_PEER_PAIRED)) return false;
   }
   const ibv_cq* scq = q->qp->send_cq;
@@ -123,7 +126,8 @@ void wake_channel(QpRec* q, CqRec* c, const WriteRequest& r) {
 // Runs one write on the direct path. 0 when placed (its completion queued if signaled),
 // else non-zero: the caller sends it to the NIC, which reports whatever error it finds.
 int run_direct(QpRec* q, const ibv_send_wr* w, const WriteRequest& r, uint64_t t0) {
-  const int rc = kmod_direct(q->qp_num, r.rkey, r.remote_addr, w->sg_list, r.sge_count, r.length);
+  const int rc = kmod_direct(q->qp_num, q->kmod_qp_handle, r.rkey, r.remote_addr, w->sg_list, r.sge_count,
+                             r.length);
   if (rc != 0) return rc;
   count_writes(Path::unload_direct, 1, r.length);
   if (t0 && t_policy) {  // adaptive: the write is complete now, fence included

@@ -74,13 +74,14 @@ int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn) {
   return ioctl(g_kmod.fd, UNLOAD_IOC_UNREG_QP, &r) != 0 ? -errno : 0;
 }
 
-int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags) {
+int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* handle) {
   unload_qp_reg r{};
   const size_t n = strnlen(ctx->device->name, sizeof r.ibdev - 1);
   std::memcpy(r.ibdev, ctx->device->name, n);
   r.qp_num = qpn;
   if (ioctl(g_kmod.fd, UNLOAD_IOC_REG_QP, &r) != 0) return -errno;
   *peer_flags = r.peer_flags;
+  *handle = r.handle;
   return 0;
 }
 
@@ -127,11 +128,12 @@ int kmod_arena_free(uint32_t id) {
   return ioctl(g_kmod.fd, UNLOAD_IOC_ARENA_FREE, &a) != 0 ? -errno : 0;
 }
 
-int kmod_direct(uint32_t qpn, uint32_t rkey, uint64_t remote_addr, const ibv_sge* sg, uint32_t nsge,
-                uint64_t length) {
+int kmod_direct(uint32_t qpn, uint32_t qp_handle, uint32_t rkey, uint64_t remote_addr, const ibv_sge* sg,
+                uint32_t nsge, uint64_t length) {
   unload_iov iov[UNLOAD_MAX_IOV];
   unload_direct_req req{};
   req.qp_num = qpn;
+  req.qp_handle = qp_handle;
   req.rkey = rkey;
   req.remote_addr = remote_addr;
   req.length = length;

@@ -30,8 +30,9 @@ uint32_t kmod_tunables(policy::Tunables& t, uint32_t seq);
 // Adds to this session's counters page (offload, inline, stage; the module counts direct).
 void kmod_count(policy::Path p, uint64_t n, uint64_t bytes);
 void kmod_count_fence();
-// 0 or -errno. peer_flags: UNLOAD_PEER_*.
-int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags);
+// 0 or -errno. peer_flags: UNLOAD_PEER_*; handle: names the QP in kmod_direct (QP numbers
+// are per device; the same registration keeps its handle).
+int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* handle);
 // Forgets a QP registered with kmod_reg_qp (at its destruction: QP numbers are reused,
 // and the registration holds a reference on the device). 0 or -errno.
 int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn);
@@ -45,7 +46,7 @@ int kmod_arena_alloc(size_t length, void** addr, size_t* out_len, uint32_t* id);
 int kmod_arena_free(uint32_t id);
 // One direct write; the SGEs' lkeys are checked by the module. Returns 0 when placed,
 // else -errno (-EACCES for every refusal: the caller posts it to the NIC).
-int kmod_direct(uint32_t qpn, uint32_t rkey, uint64_t remote_addr, const ibv_sge* sg, uint32_t nsge,
-                uint64_t length);
+int kmod_direct(uint32_t qpn, uint32_t qp_handle, uint32_t rkey, uint64_t remote_addr, const ibv_sge* sg,
+                uint32_t nsge, uint64_t length);
 
 }  // namespace unload::rt

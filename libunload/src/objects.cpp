@@ -236,9 +236,10 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   if (mask & IBV_QP_DEST_QPN) q->dest_qp_num = attr->dest_qp_num;
   if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTS && kmod_present() &&
       qp->qp_type == IBV_QPT_RC && q->tracked) {
-    uint32_t flags = 0;
-    if (kmod_reg_qp(qp->context, qp->qp_num, &flags) == 0) {
+    uint32_t flags = 0, handle = 0;
+    if (kmod_reg_qp(qp->context, qp->qp_num, &flags, &handle) == 0) {
       q->peer_flags = flags;
+      q->kmod_qp_handle = handle;
       q->kmod_registered = true;
       // Ask again at the first write (the peer often reaches RTS just after us), then
       // after 32, 64, ... writes.

@@ -51,6 +51,7 @@ struct QpRec {
   // The kmod's view (UNLOAD_IOC_REG_QP once the QP is in RTS): UNLOAD_PEER_* flags, and
   // when to ask again while the peer is local but not yet paired.
   uint32_t peer_flags;
+  uint32_t kmod_qp_handle;  // the registration's handle (kmod_direct names the QP by it)
   bool kmod_registered;
   // Requests were posted around the ring (all_offload): some may still be in flight, and
   // no completion of the ring would say when they are done. The next fence posts a marker.

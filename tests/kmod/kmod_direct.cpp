@@ -106,6 +106,12 @@ int submit(int fd, unload_direct_req* reqs, uint32_t n) {
   return uioctl(fd, UNLOAD_IOC_SUBMIT, &s);
 }
 
+// One request on S's session, outside the shadow bookkeeping: its result.
+int submit_one(unload_direct_req r) {
+  int ret = submit(g_fd, &r, 1);
+  return ret ? -1000 + ret : r.result;
+}
+
 // Apply accepted requests to the shadow (contiguous sources only).
 void shadow_apply(const unload_direct_req& r) {
   if (r.result != 0) return;
@@ -429,6 +435,71 @@ void test_denials(std::mt19937_64& rng) {
   for (Rc* x : {&s2, &s3, &s4, &s5}) rc_close(x);
 }
 
+// The module's own violation checks, on pairs of S's own QPs (S is its own peer): a
+// source outside its lkey's MR, a responder QP without remote write, a target MR on
+// another PD. Each: a valid write is placed, the violation is -EACCES counted under its
+// reason, and the pair is poisoned (the valid write after is refused, nothing placed).
+void test_self_pair_violations() {
+  static uint8_t tgt[3][8192] __attribute__((aligned(4096)));
+  ibv_pd* other_pd = ibv_alloc_pd(g_s.ctx);
+  struct V {
+    const char* name;
+    const char* reason;
+    int responder_access;
+    bool target_other_pd;
+    bool source_outside;
+  } vs[] = {
+      {"lkey_outside_mr", "lkey", kAllAccess, false, true},
+      {"responder_qp_no_remote_write", "access", IBV_ACCESS_LOCAL_WRITE, false, false},
+      {"target_mr_other_pd", "pd", kAllAccess, true, false},
+  };
+  int i = 0;
+  for (const V& v : vs) {
+    uint8_t* t = tgt[i++];
+    memset(t, kFill, 8192);
+    ibv_mr* mr = ibv_reg_mr(v.target_other_pd ? other_pd : g_s.pd, t, 8192,
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    uint64_t h = 0;
+    if (!mr || reg_mr(g_fd, mr, UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE, &h))
+      die("self-pair target MR");
+    Rc a, b;
+    rc_open(&a, g_s.ctx, g_s.pd);
+    rc_open(&b, g_s.ctx, g_s.pd);
+    rc_connect(&a, b.wire);
+    rc_connect(&b, a.wire, v.responder_access);
+    if (reg_qp(g_fd, a.dev.c_str(), a.wire.qpn) || reg_qp(g_fd, b.dev.c_str(), b.wire.qpn))
+      die("self-pair REG_QP");
+    uint8_t* src = g_src + 400000;
+    memset(src, 0x77, 64);
+    auto ok_req = make_req(a.wire.qpn, mr->rkey, reinterpret_cast<uintptr_t>(t), 64, src);
+    auto bad = make_req(a.wire.qpn, mr->rkey, reinterpret_cast<uintptr_t>(t) + 64, 64,
+                        v.source_outside ? g_src + kSrcLen - 16 : src);
+    auto after = make_req(a.wire.qpn, mr->rkey, reinterpret_cast<uintptr_t>(t) + 128, 64, src);
+    // The MR other_pd / no-remote-write cases refuse even the "valid" write: count it.
+    auto b0 = deny_stats();
+    int r0 = submit_one(ok_req);
+    int r1 = submit_one(bad);
+    int r2 = submit_one(after);
+    auto b1 = deny_stats();
+    size_t placed = 0;
+    for (int k = 0; k < 8192; k++) placed += t[k] != kFill;
+    const bool first_ok = v.source_outside;  // only then is the first write valid
+    const long long want_reason = 1, got_reason = b1[v.reason] - b0[v.reason];
+    const long long poisoned = b1["poisoned"] - b0["poisoned"];
+    check((first_ok ? r0 == 0 && placed == 64 : r0 == -EACCES && placed == 0) &&
+              r1 == -EACCES && r2 == -EACCES && got_reason == want_reason &&
+              poisoned == 2 - (first_ok ? 1 : 0),
+          (std::string("violation.") + v.name).c_str(),
+          "results %d/%d/%d, direct_denied_%s +%lld, poisoned +%lld, %zu bytes placed", r0, r1,
+          r2, v.reason, got_reason, poisoned, placed);
+    rc_close(&a);
+    rc_close(&b);
+    dereg_region(g_fd, h);
+    ibv_dereg_mr(mr);
+  }
+  ibv_dealloc_pd(other_pd);
+}
+
 // T deregisters region 1 while S streams into it: nothing lands after, the refusal (an
 // invalid rkey, which an RNIC NAKs) poisons the pair for good.
 void test_dereg_mid_stream(int to_t, int from_t) {
@@ -539,6 +610,7 @@ int main() {
   test_ordering();
   test_denials(rng);
   std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
+  test_self_pair_violations();
   test_dereg_mid_stream(to_t[1], from_t[0]);  // poisons the pair: last
   std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
 

@@ -184,18 +184,18 @@ void rc_open(Rc* rc, ibv_context* ctx, ibv_pd* pd) {
   rc->wire.psn = static_cast<uint32_t>(random()) & 0xffffff;
 }
 
-void rc_init_only(Rc* rc) {
+void rc_init_only(Rc* rc, int access) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
   a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE;
+  a.qp_access_flags = access;
   if (ibv_modify_qp(rc->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     die("modify INIT");
 }
 
-void rc_connect(Rc* rc, const Wire& peer) {
-  rc_init_only(rc);
+void rc_connect(Rc* rc, const Wire& peer, int access) {
+  rc_init_only(rc, access);
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_1024;

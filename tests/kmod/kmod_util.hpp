@@ -60,8 +60,9 @@ struct Rc {
 
 // Opens the device (skip when there is none) and, if pd is given, uses it.
 void rc_open(Rc* rc, ibv_context* ctx = nullptr, ibv_pd* pd = nullptr);
-void rc_connect(Rc* rc, const Wire& peer);  // INIT -> RTR -> RTS
-void rc_init_only(Rc* rc);                   // RESET -> INIT
+constexpr int kAllAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE;
+void rc_connect(Rc* rc, const Wire& peer, int access = kAllAccess);  // INIT -> RTR -> RTS
+void rc_init_only(Rc* rc, int access = kAllAccess);                   // RESET -> INIT
 void rc_close(Rc* rc);
 
 // Exact-size pipe I/O.
