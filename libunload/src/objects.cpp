@@ -321,10 +321,11 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   }
   if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTS && kmod_present() &&
       qp->qp_type == IBV_QPT_RC && q->tracked) {
-    uint32_t flags = 0;
-    if (kmod_reg_qp(qp->context, qp->qp_num, &flags) == 0) {
+    uint32_t flags = 0, handle = 0;
+    if (kmod_reg_qp(qp->context, qp->qp_num, &flags, &handle) == 0) {
       GateScope pg(q->sq.gate);
       q->peer.flags = flags;
+      q->peer.handle = handle;
       q->peer.registered = true;
       // Ask again at the first write (the peer often reaches RTS just after us), then
       // after 32, 64, ... writes.
@@ -383,9 +384,10 @@ ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t iova, 
   if (!c) return mr;
   auto* m = new (std::nothrow) MrRec{mr, pd, reinterpret_cast<uintptr_t>(addr), iova, len, access, 0};
   if (!m) return mr;
-  // A target of direct writes: the kmod places into it by rkey (iova == address only:
-  // the kmod addresses regions by process address).
-  if (kmod_present() && (access & IBV_ACCESS_REMOTE_WRITE) && iova == m->addr && len)
+  // Known to the kmod: as the source of direct writes (their lkeys are checked) and, with
+  // REMOTE_WRITE, as a target by rkey (iova == address only: the kmod addresses regions
+  // by process address).
+  if (kmod_present() && iova == m->addr && len)
     if (kmod_reg_region(mr, m->addr, len, access, &m->kmod_handle) != 0) m->kmod_handle = 0;
   if (g_mrs.insert(lkey_key(c, mr->lkey), m) != 0) {
     if (m->kmod_handle) kmod_dereg_region(m->kmod_handle);

@@ -59,6 +59,7 @@ struct SendQueue {
 // `failed`, which the merger sets.
 struct PeerLink {
   bool registered = false;  // with the kmod (at RTS)
+  uint32_t handle = 0;      // the registration's handle: names the QP in direct requests
   bool local = false;       // destination GID is one of this host's
   uint32_t flags = 0;       // UNLOAD_PEER_*
   uint32_t countdown = 0;   // writes until the pairing is asked for again
