@@ -1,12 +1,15 @@
 // error_flush: after a request fails (bad rkey), later requests complete with WR_FLUSH_ERR and are never placed (canaries unchanged); QP states and the next request's status as the NIC has them.
 //
-//   sem_error_flush
+//   sem_error_flush [race ROUNDS]
 //
 // Three cases, each on a fresh pair, each good write aimed at a canary slot of its own:
 //   list      one ibv_post_send: good, BAD RKEY, good unsignaled, good, good
 //   separate  BAD RKEY posted alone, then three good writes posted one by one at once
 //   after     BAD RKEY posted alone; once its error completion was polled, a good write
 // then ("next") one more good write once everything before it completed.
+// race: ROUNDS times on one pair (reset and reconnected between rounds), a write with a
+// bad lkey (the local error leaves the responder in RTS), then at once a good write:
+// the good one must be flushed, never placed, in every round.
 // Printed: completions (wr_id:status in order), which canaries changed, both QP states.
 #include <cstring>
 
@@ -88,11 +91,50 @@ void next_request(Case& c, const char* name, int slot) {
       qp_state(c.p.r));
 }
 
+void reconnect(Env& e, ibv_qp* qp, uint32_t dest) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RESET;
+  if (ibv_modify_qp(qp, &a, IBV_QP_STATE)) die("modify RESET");
+  connect(e, qp, dest);
+}
+
+int race(Env& e, int rounds) {
+  Case c = make_case(e);
+  int placed = 0;
+  std::vector<std::pair<std::string, int>> kinds;  // completions of a round, and how often
+  for (int i = 0; i < rounds; ++i) {
+    if (i) {
+      reconnect(e, c.p.s, c.p.r->qp_num);
+      reconnect(e, c.p.r, c.p.s->qp_num);
+    }
+    std::memset(c.p.dst, 0xcc, kSlots * kSlot);
+    ibv_sge sg;
+    ibv_send_wr w = make_wr(c, &sg, 1, 0, false, true), *bad = nullptr;
+    sg.lkey += 0x1000;  // bad lkey: a local protection error
+    int rc = ibv_post_send(c.p.s, &w, &bad);
+    rc |= post_one(c, 2, 1, false);
+    c.wcs.clear();
+    collect(c.cq, c.wcs, 2, 10000);
+    const std::string d = "post_rc " + std::to_string(rc) + " completions " + describe(c.wcs);
+    bool found = false;
+    for (auto& k : kinds)
+      if (k.first == d) { k.second++; found = true; }
+    if (!found) kinds.emplace_back(d, 1);
+    if (canaries(c)[1] != '.') ++placed;
+  }
+  out("race: %d rounds of (bad lkey, then a good write at once)", rounds);
+  out("race: rounds where the good write was placed after the error %d", placed);
+  for (auto& k : kinds) out("race: %s in %d rounds", k.first.c_str(), k.second);
+  out("race: qp %s/%s", qp_state(c.p.s), qp_state(c.p.r));
+  return 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   Env e = open_env();
   watchdog(90, "error_flush did not finish");
+  if (argc > 2 && std::string(argv[1]) == "race") return race(e, std::atoi(argv[2]));
   {
     Case c = make_case(e);
     ibv_sge sg[5];

@@ -10,6 +10,7 @@
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace sem {
 
@@ -57,6 +58,24 @@ void watchdog(unsigned seconds, const char* what, std::string (*note)()) {
   g_wd_note = note;
   signal(SIGALRM, on_alarm);
   alarm(seconds);
+}
+
+void stall_watchdog(unsigned seconds, const char* what, uint64_t (*progress)(), std::string (*note)()) {
+  std::thread([=] {
+    uint64_t last = progress();
+    unsigned still = 0;
+    for (;;) {
+      sleep(1);
+      const uint64_t now = progress();
+      still = now == last ? still + 1 : 0;
+      last = now;
+      if (still >= seconds) {
+        g_wd_what = what;
+        g_wd_note = note;
+        on_alarm(0);
+      }
+    }
+  }).detach();
 }
 
 Env open_env() {

@@ -29,6 +29,10 @@ void out(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // A hang fails instead of blocking: after `seconds` the watchdog prints
 // "TIMEOUT: <what> (<note()>)" and exits 3. `note` (optional) describes the progress.
 void watchdog(unsigned seconds, const char* what, std::string (*note)() = nullptr);
+// A stall fails too: a thread samples `progress()` every second and, when it has not
+// changed for `seconds`, prints "TIMEOUT: <what> (<note()>)" and exits 3. For long runs
+// whose duration depends on the machine's load.
+void stall_watchdog(unsigned seconds, const char* what, uint64_t (*progress)(), std::string (*note)() = nullptr);
 
 struct Env {
   ibv_context* ctx = nullptr;

@@ -5,7 +5,8 @@
 // Thread t posts on QP t % QPS. Every write is signaled; thread t keeps at most
 // OUTSTANDING (64) of its own writes outstanding. Write k of thread t carries a pattern of
 // (t, k) into its own 64-byte slot of the target. One thread polls the shared send CQ.
-// A post that fails stops its thread (counted); a hang is the watchdog's (60 s).
+// A post that fails stops its thread (counted); a stall (no post and no completion for
+// 10 s) is the watchdog's.
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -35,6 +36,12 @@ std::string progress() {
   uint64_t posted = 0;
   for (auto& t : *g_threads) posted += t.posted.load();
   return "posted " + std::to_string(posted) + " completions " + std::to_string(g_completions.load());
+}
+
+uint64_t progress_count() {
+  uint64_t n = g_completions.load();
+  for (auto& t : *g_threads) n += t.posted.load();
+  return n;
 }
 
 uint64_t seed_of(size_t t, uint64_t k) { return (uint64_t(t) << 32) | k; }
@@ -70,7 +77,8 @@ int main(int argc, char** argv) {
   std::vector<Thread> threads(nthreads);
   g_threads = &threads;
   for (auto& t : threads) t.seen.assign(writes, 0);
-  watchdog(60, "mt_post did not finish", progress);
+  watchdog(300, "mt_post did not finish", progress);
+  stall_watchdog(10, "mt_post stalled: no post or completion for 10 s", progress_count, progress);
 
   std::atomic<uint64_t> unknown{0}, errors{0};
   std::thread poller([&] {
