@@ -69,13 +69,13 @@ note() {
 	timeout 150 "$BIN/sem_$prog" "$@" 2>&1 | sed 's/^/    ref | /'
 }
 
-sem mt_post 4 1 5000
-sem mt_post 4 2 4000
-sem mt_post 4 4 2000
+sem mt_post 4 1 4000
+sem mt_post 4 2 2000
+sem mt_post 4 4 1000
 sem wr_untouched
 sem fence_read 4
 sem error_flush
-sem error_flush race 100
+sem error_flush race 30
 sem post_bounded rnr
 sem post_bounded reset
 sem destroy_outstanding

@@ -48,7 +48,7 @@ int channel(Env& e, int rounds) {
   uint8_t* back = alloc(kDepth * 8);
   ibv_mr* bmr = reg(e, back, kDepth * 8, IBV_ACCESS_LOCAL_WRITE);
   fill(p.src, p.src_len, 8);
-  watchdog(30, "cq_room channel did not finish", where);
+  watchdog(15, "cq_room channel did not finish", where);
   unsigned events = 0;
   int no_event = 0, post_fail = 0, short_rounds = 0, bad = 0;
   std::string first_fail;

@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   bool stuck = false;
   for (uint64_t k = 0; k < writes && !stuck; ++k)
     for (int q = 0; q < nqps && !stuck; ++q) {
-      const uint64_t deadline = now_ms() + 5000;
+      const uint64_t deadline = now_ms() + 3000;
       while (k >= completed[static_cast<size_t>(q)] + kOut && !stuck)
         if (!take_one() && now_ms() > deadline) stuck = true;
       if (stuck) break;
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
     }
   uint64_t want = 0;
   for (uint64_t k = 0; k < writes; ++k) want += signaled(k);
-  const uint64_t deadline = now_ms() + 5000;
+  const uint64_t deadline = now_ms() + 3000;
   auto all = [&] {
     for (int q = 0; q < nqps; ++q)
       if (got[static_cast<size_t>(q)] < want) return false;

@@ -7,7 +7,7 @@
 //        post the receive. The SEND completes, then the write.
 // reset  a SEND as above (never received), then both QPs are reset and reconnected
 //        (the reset discards the SEND); then a signaled 64 B write, which completes.
-// A post that does not return is the watchdog's (15 s): "TIMEOUT: ...".
+// A post that does not return is the watchdog's (10 s): "TIMEOUT: ...".
 #include <cstring>
 #include <string>
 
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   uint8_t* rbuf = alloc(4096);
   ibv_mr* rmr = reg(e, rbuf, 4096, IBV_ACCESS_LOCAL_WRITE);
   fill(p.src, 4096, 7);
-  watchdog(15, mode == "rnr" ? "post_bounded rnr: a post did not return, or completions never came"
+  watchdog(10, mode == "rnr" ? "post_bounded rnr: a post did not return, or completions never came"
                              : "post_bounded reset: a post did not return, or completions never came");
   std::string rcs;
   rcs += std::to_string(post_send_op(p.s, 1, p.src + 1024, 16, p.smr->lkey));
