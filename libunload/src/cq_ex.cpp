@@ -1,115 +1,149 @@
-// ibv_cq_ex polling (start_poll, next_poll, end_poll and read_*): the provider's completions
-// mapped like the merger's, the shim-made ones handed over in their place.
-#include "internal.hpp"
+// ibv_cq_ex polling. A poll sequence runs inside the CQ's gate, from start_poll to end_poll
+// (or to a start_poll that found nothing).
+#include "cq_ex.hpp"
+
+#include "merge.hpp"
+#include "registry.hpp"
+
+#include <new>
 
 namespace unload::rt {
 
+struct CqxState {
+  ibv_cq_ex orig;       // the provider's table
+  uint64_t wc_flags;    // what the program asked ibv_create_cq_ex for
+  bool pass;            // this sequence is the provider's alone (nothing of the shim's here)
+  bool synth;           // the current completion is `cur`, made by the shim
+  bool provider_open;   // the provider's start_poll succeeded; its end_poll is due
+  bool gate_how;
+  ibv_poll_cq_attr attr;
+  ibv_wc cur;
+};
+
 namespace {
 
-// The QP whose ring issued `tag`: by the completion's QP number, else among the QPs that
-// send to this CQ (some providers read the QP number back as 0, e.g. rxe in rdma-core 44).
-QpRec* cqx_qp_of(CqRec* c, ibv_cq_ex* cq, uint64_t tag, SqEntry** e) {
-  if (QpRec* q = g_qps_by_num.find(qpn_key(c->c, c->orig.read_qp_num(cq))))
-    if ((*e = q->ring.entry_of_tag(tag))) return q;
-  for (auto& slot : c->send_qps)
-    if (QpRec* q = slot.load(std::memory_order_acquire))
-      if ((*e = q->ring.entry_of_tag(tag))) return q;
-  return nullptr;
-}
+CqRec* cqx_rec(ibv_cq_ex* cq) { return g_cqs.find(key_of(ibv_cq_ex_to_cq(cq))); }
 
-// Maps the provider's current completion in place. Returns false when it is a completion
-// the shim asked for itself and the program must not see.
-bool map_current(CqRec* c, ibv_cq_ex* cq) {
-  SqEntry* e = nullptr;
-  QpRec* q = cqx_qp_of(c, cq, cq->wr_id, &e);
-  if (!q) return true;
-  struct Sink {
-    QpRec* q;
-    bool visible = true;
-    void retired(SqEntry& x) { stage_release(q, x); }
-    void nic(SqEntry& x, ibv_wc& wc) {
-      stage_release(q, x);
-      visible = !((x.flags & kMarker) || ((x.flags & kHidden) && wc.status == IBV_WC_SUCCESS));
-    }
-    void cpu(SqEntry&) {}  // CPU-executed requests never wait in a ring (see fence_before_direct)
-  } sink{q};
-  ibv_wc wc{};
-  wc.status = cq->status;
-  const uint64_t user = e->user_wr_id;
-  q->ring.on_nic_completion(e, wc, sink);
-  cq->wr_id = user;
-  return sink.visible;
+// Maps the provider's current completion in place. false when the program must not see it.
+bool map_current(CqRec* c, CqxState* s, ibv_cq_ex* cq) {
+  QpRec* q = nullptr;
+  SqEntry* e = tagged_entry(c, s->orig.read_qp_num(cq), cq->wr_id, &q);
+  if (!e) return true;
+  uint64_t wr_id;
+  const bool visible = merge_entry(q, e, cq->status, &wr_id);
+  cq->wr_id = wr_id;
+  return visible;
 }
 
 // Makes the next completion the shim made the current one, if there is one.
-bool cqx_take_synth(CqRec* c, ibv_cq_ex* cq) {
-  if (!c->cqx_direct || c->pending.pop(&c->cur, 1) == 0) return false;
-  c->synth = true;
-  cq->wr_id = c->cur.wr_id;
-  cq->status = c->cur.status;
+bool take_synth(CqRec* c, CqxState* s, ibv_cq_ex* cq) {
+  if (!cqx_can_synthesise(c) || c->pending.pop(&s->cur, 1) == 0) return false;
+  s->synth = true;
+  cq->wr_id = s->cur.wr_id;
+  cq->status = s->cur.status;
   return true;
 }
 
 // Steps the provider to its next completion the program may see: 0, or ENOENT (or the
 // provider's error).
-int cqx_provider_next(CqRec* c, ibv_cq_ex* cq) {
-  c->synth = false;
+int provider_next(CqRec* c, CqxState* s, ibv_cq_ex* cq) {
+  s->synth = false;
   int rc;
-  if (!c->provider_open) {
-    rc = c->orig.start_poll(cq, &c->attr);
+  if (!s->provider_open) {
+    rc = s->orig.start_poll(cq, &s->attr);
     if (rc) return rc;
-    c->provider_open = true;
+    s->provider_open = true;
   } else {
-    rc = c->orig.next_poll(cq);
+    rc = s->orig.next_poll(cq);
   }
-  while (rc == 0 && !map_current(c, cq)) rc = c->orig.next_poll(cq);
+  while (rc == 0 && !map_current(c, s, cq)) rc = s->orig.next_poll(cq);
   return rc;
 }
 
-// A poll sequence runs inside the CQ's gate, from start_poll to end_poll (or to a
-// start_poll that found nothing). The shim's completions go first: they were ready before
-// whatever the provider has now (a direct write's earlier requests had all completed).
-int hook_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
-  CqRec* c = g_cqs.find(key_of(cq));
-  c->gate_how = c->gate.enter(this_tid());
-  c->attr = *attr;
-  c->provider_open = false;
-  if (cqx_take_synth(c, cq)) return 0;
-  const int rc = cqx_provider_next(c, cq);
+}  // namespace
+
+// The engine entry points the shim installs in the CQ's table (unload/runtime.h).
+
+// A pass-through sequence whose CQ became tracked meanwhile (a request of the shim's was
+// posted after start_poll looked): the provider's current completion may be a tag, so the
+// rest of the sequence merges. 0, or the provider's ENOENT (its end_poll then done).
+static int pass_checked(CqRec* c, CqxState* s, ibv_cq_ex* cq) {
+  if (!c->tracked.load(std::memory_order_acquire)) return 0;
+  s->pass = false;
+  int rc = 0;
+  while (rc == 0 && !map_current(c, s, cq)) rc = s->orig.next_poll(cq);
+  if (rc) {
+    s->orig.end_poll(cq);
+    s->provider_open = false;
+  }
+  return rc;
+}
+
+// The shim's completions go first: they were ready before whatever the provider has now
+// (a direct write's earlier requests had all completed).
+extern "C" int unload_cqx_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
+  CqRec* c = cqx_rec(cq);
+  CqxState* s = c->cqx_state;
+  s->gate_how = c->gate.enter(this_tid());
+  s->attr = *attr;
+  s->provider_open = false;
+  s->synth = false;
+  s->pass = !c->tracked.load(std::memory_order_acquire);
+  if (s->pass) {
+    int rc = s->orig.start_poll(cq, attr);
+    if (rc == 0) {
+      s->provider_open = true;
+      rc = pass_checked(c, s, cq);
+    }
+    if (rc) c->gate.leave(s->gate_how);
+    return rc;
+  }
+  if (take_synth(c, s, cq)) return 0;
+  const int rc = provider_next(c, s, cq);
   if (rc == 0) return 0;
-  if (c->provider_open) c->orig.end_poll(cq);  // every completion it had was the shim's own
-  c->provider_open = false;
-  c->gate.leave(c->gate_how);
+  if (s->provider_open) s->orig.end_poll(cq);  // every completion it had was the shim's own
+  s->provider_open = false;
+  c->gate.leave(s->gate_how);
   return rc;
 }
 
-int hook_next_poll(ibv_cq_ex* cq) {
-  CqRec* c = g_cqs.find(key_of(cq));
-  if (cqx_take_synth(c, cq)) return 0;
-  return cqx_provider_next(c, cq);
+extern "C" int unload_cqx_next_poll(ibv_cq_ex* cq) {
+  CqRec* c = cqx_rec(cq);
+  CqxState* s = c->cqx_state;
+  if (s->pass) {
+    const int rc = s->orig.next_poll(cq);
+    return rc ? rc : pass_checked(c, s, cq);
+  }
+  if (take_synth(c, s, cq)) return 0;
+  return provider_next(c, s, cq);
 }
 
-void hook_end_poll(ibv_cq_ex* cq) {
-  CqRec* c = g_cqs.find(key_of(cq));
-  if (c->provider_open) c->orig.end_poll(cq);
-  c->provider_open = false;
-  c->synth = false;
-  c->gate.leave(c->gate_how);
+extern "C" void unload_cqx_end_poll(ibv_cq_ex* cq) {
+  CqRec* c = cqx_rec(cq);
+  CqxState* s = c->cqx_state;
+  if (s->pass) {
+    s->orig.end_poll(cq);
+  } else {
+    if (s->provider_open) s->orig.end_poll(cq);
+    s->provider_open = false;
+    s->synth = false;
+  }
+  c->gate.leave(s->gate_how);
 }
 
 // The read_* entry points: from the shim's completion while one is current. A direct
 // write's completion has what a NIC's RDMA WRITE completion has; the receive-side fields
 // are undefined for it, and 0 here.
-#define UNLOAD_CQX_READ(type, name, synth_value)                        \
-  type hook_##name(ibv_cq_ex* cq) {                                     \
-    CqRec* c = g_cqs.find(key_of(cq));                                  \
-    return c->synth ? static_cast<type>(synth_value) : c->orig.name(cq); \
+#define UNLOAD_CQX_READ(type, name, synth_value)                           \
+  extern "C" type unload_cqx_##name(ibv_cq_ex* cq) {                                        \
+    const CqxState* s = cqx_rec(cq)->cqx_state;                            \
+    return s->synth ? static_cast<type>(synth_value) : s->orig.name(cq);   \
   }
-UNLOAD_CQX_READ(ibv_wc_opcode, read_opcode, c->cur.opcode)
-UNLOAD_CQX_READ(uint32_t, read_vendor_err, c->cur.vendor_err)
-UNLOAD_CQX_READ(uint32_t, read_byte_len, c->cur.byte_len)
+UNLOAD_CQX_READ(ibv_wc_opcode, read_opcode, s->cur.opcode)
+UNLOAD_CQX_READ(uint32_t, read_vendor_err, s->cur.vendor_err)
+UNLOAD_CQX_READ(uint32_t, read_byte_len, s->cur.byte_len)
 UNLOAD_CQX_READ(__be32, read_imm_data, 0)
-UNLOAD_CQX_READ(uint32_t, read_qp_num, c->cur.qp_num)
+UNLOAD_CQX_READ(uint32_t, read_qp_num, s->cur.qp_num)
 UNLOAD_CQX_READ(uint32_t, read_src_qp, 0)
 UNLOAD_CQX_READ(unsigned int, read_wc_flags, 0)
 UNLOAD_CQX_READ(uint32_t, read_slid, 0)
@@ -119,30 +153,37 @@ UNLOAD_CQX_READ(uint8_t, read_dlid_path_bits, 0)
 
 // The fields a shim-made completion can answer; a CQ asking for more (timestamps, VLAN,
 // flow tag, tag matching) keeps every write on the NIC.
-constexpr uint64_t kCqxSynthFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
-                                    IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
-                                    IBV_WC_EX_WITH_DLID_PATH_BITS;
+constexpr uint64_t kSynthFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+                                 IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+                                 IBV_WC_EX_WITH_DLID_PATH_BITS;
 
-}  // namespace
+// A completion of the shim's can be current only when every read_* the program may call is
+// the shim's (the shim installs all the provider has, given these) and the program asked for
+// no field the shim cannot fill.
+bool cqx_can_synthesise(const CqRec* c) {
+  const CqxState* s = c->cqx_state;
+  if (!s) return false;
+  const ibv_cq_ex& o = s->orig;
+  return o.start_poll && o.next_poll && o.end_poll && o.read_qp_num && o.read_opcode && o.read_vendor_err &&
+         o.read_byte_len && o.read_wc_flags && (s->wc_flags & ~kSynthFlags) == 0;
+}
 
-void cqx_hooks_install(CqRec* r, ibv_cq_ex* cqx, uint64_t wc_flags) {
-  r->orig = *cqx;
-  r->wc_flags = wc_flags;
-  if (!cqx->start_poll || !cqx->next_poll || !cqx->end_poll || !cqx->read_qp_num) return;
-  cqx->start_poll = hook_start_poll;
-  cqx->next_poll = hook_next_poll;
-  cqx->end_poll = hook_end_poll;
-  // Every read_* the provider has must be ours before a completion of ours can be current.
-  bool all = true;
-#define SET(name) if (cqx->name) cqx->name = hook_##name; else all = false
-  SET(read_opcode); SET(read_vendor_err); SET(read_byte_len); SET(read_qp_num);
-  SET(read_wc_flags);
-#undef SET
-#define SET_IF(name) if (cqx->name) cqx->name = hook_##name
-  SET_IF(read_imm_data); SET_IF(read_src_qp); SET_IF(read_slid); SET_IF(read_sl);
-  SET_IF(read_dlid_path_bits);
-#undef SET_IF
-  r->cqx_direct = all && (wc_flags & ~kCqxSynthFlags) == 0;
+// The shim saves the CQ's own table here, then installs the unload_cqx_* entry points
+// (all of start/next/end_poll and every read_* the provider has, or none).
+extern "C" ibv_cq_ex* unload_cqx_provider(ibv_cq_ex* cqx) {
+  CqRec* r = g_cqs.find(key_of(ibv_cq_ex_to_cq(cqx)));
+  if (!r || !r->cqx) return nullptr;
+  if (!r->cqx_state) {
+    r->cqx_state = new (std::nothrow) CqxState{};
+    if (!r->cqx_state) return nullptr;
+    r->cqx_state->wc_flags = r->wc_flags;
+  }
+  return &r->cqx_state->orig;
+}
+
+void cqx_release(CqRec* r) {
+  delete r->cqx_state;
+  r->cqx_state = nullptr;
 }
 
 }  // namespace unload::rt

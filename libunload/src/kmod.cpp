@@ -103,15 +103,26 @@ int kmod_dereg_region(uint64_t handle) {
   return ioctl(g_kmod.fd, UNLOAD_IOC_DEREG_REGION, &r) != 0 ? -errno : 0;
 }
 
-int kmod_arena_alloc(size_t length, void** addr, size_t* out_len) {
+int kmod_arena_alloc(size_t length, void** addr, size_t* out_len, uint32_t* id) {
   unload_arena a{};
   a.length = length;
   if (ioctl(g_kmod.fd, UNLOAD_IOC_ARENA_ALLOC, &a) != 0) return -errno;
   void* p = mmap(nullptr, a.length, PROT_READ | PROT_WRITE, MAP_SHARED, g_kmod.fd, static_cast<off_t>(a.mmap_offset));
-  if (p == MAP_FAILED) return -errno;
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    kmod_arena_free(a.id);
+    return -e;
+  }
   *addr = p;
   *out_len = a.length;
+  *id = a.id;
   return 0;
+}
+
+int kmod_arena_free(uint32_t id) {
+  unload_arena a{};
+  a.id = id;
+  return ioctl(g_kmod.fd, UNLOAD_IOC_ARENA_FREE, &a) != 0 ? -errno : 0;
 }
 
 int kmod_direct(uint32_t qpn, uint32_t rkey, uint64_t remote_addr, const ibv_sge* sg, uint32_t nsge,

@@ -38,7 +38,9 @@ int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn);
 int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t length, int access, uint64_t* handle);
 int kmod_dereg_region(uint64_t handle);
 // A staging arena mapped into this process: 0 or -errno.
-int kmod_arena_alloc(size_t length, void** addr, size_t* out_len);
+int kmod_arena_alloc(size_t length, void** addr, size_t* out_len, uint32_t* id);
+// Frees an arena (its pages go with the last mapping). 0 or -errno.
+int kmod_arena_free(uint32_t id);
 // One direct write. Returns 0 when placed, else the deny reason (> 0) or -errno.
 int kmod_direct(uint32_t qpn, uint32_t rkey, uint64_t remote_addr, const ibv_sge* sg, uint32_t nsge,
                 uint64_t length);

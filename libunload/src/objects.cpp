@@ -1,31 +1,44 @@
-// The object tables and the C API: the contexts, QPs, CQs and memory regions made through the
-// shim get a record, and the provider entry points the runtime replaces get its hooks.
-#include "internal.hpp"
-
+// The lifecycles of the objects made through the shim: their records, from creation to
+// destruction, and the C API the shim's wrappers call (unload/runtime.h).
+#include "config.hpp"
+#include "cq_ex.hpp"
 #include "kmod.hpp"
+#include "merge.hpp"
+#include "post.hpp"
+#include "qp_ex.hpp"
+#include "registry.hpp"
 
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <vector>
 
 namespace unload::rt {
 
 unload_real_verbs g_real;
 
-PtrTable<QpRec> g_qps;        // by ibv_qp*
-PtrTable<QpRec> g_qps_by_num; // by (context, qp_num)
-PtrTable<CqRec, 12> g_cqs;    // by ibv_cq*
-PtrTable<MrRec> g_mrs;        // by (context, lkey)
+PtrTable<QpRec> g_qps;
+PtrTable<QpRec> g_qps_by_num;
+PtrTable<CqRec, 12> g_cqs;
+PtrTable<MrRec> g_mrs;
 
 namespace {
 
 constexpr unsigned kMaxContexts = 64;
 ContextRec* g_contexts[kMaxContexts];
 std::atomic<uint32_t> g_next_ctx_id{0};
-std::mutex g_ctx_mu;
+std::mutex g_ctx_mu;  // guards writers of g_contexts
+
+// Room the shim asks for beyond the program's, for the requests it adds itself (a fence
+// marker and a wake-up marker per QP at most; the CQ's covers several QPs' markers).
+constexpr uint32_t kSqRoom = 2;
+constexpr int kCqRoom = 32;
+
+constexpr size_t kStageArena = 256 * 1024;
 
 }  // namespace
 
@@ -37,110 +50,170 @@ ContextRec* context_find(const ibv_context* ctx) {
   return nullptr;
 }
 
+// ---------------------------------------------------------------- send-QP lists
+
+int SendQpList::add(QpRec* q) {
+  std::lock_guard<std::mutex> g(mu);
+  Array* old = list.load(std::memory_order_relaxed);
+  const uint32_t n = old ? old->n : 0;
+  auto* a = static_cast<Array*>(std::malloc(sizeof(Array) + n * sizeof(QpRec*)));
+  if (!a) return -ENOMEM;
+  a->n = n + 1;
+  a->older = old;
+  for (uint32_t i = 0; i < n; ++i) a->qps[i] = old->qps[i];
+  a->qps[n] = q;
+  list.store(a, std::memory_order_release);
+  return 0;
+}
+
+void SendQpList::remove(QpRec* q) {
+  std::lock_guard<std::mutex> g(mu);
+  Array* old = list.load(std::memory_order_relaxed);
+  if (!old) return;
+  auto* a = static_cast<Array*>(std::malloc(sizeof(Array) + old->n * sizeof(QpRec*)));
+  if (!a) {  // cannot shrink: blank the entry in place (readers skip nothing: keep a QP that is alive)
+    for (uint32_t i = 0; i < old->n; ++i)
+      if (old->qps[i] == q) old->qps[i] = old->qps[old->n - 1];
+    old->n--;
+    return;
+  }
+  a->n = 0;
+  a->older = old;
+  for (uint32_t i = 0; i < old->n; ++i)
+    if (old->qps[i] != q) a->qps[a->n++] = old->qps[i];
+  list.store(a, std::memory_order_release);
+}
+
+SendQpList::~SendQpList() {
+  for (Array* a = list.load(std::memory_order_relaxed); a;) {
+    Array* older = a->older;
+    std::free(a);
+    a = older;
+  }
+}
+
 namespace {
 
-// ---------------------------------------------------------------- QP creation
+// ---------------------------------------------------------------- QPs
 
-constexpr size_t kStageArena = 256 * 1024;
+void stage_free(QpRec* q) {
+  StageRing& s = q->sq.stage;
+  if (!s.base) return;
+  if (s.mr) g_real.dereg_mr(s.mr);
+  munmap(s.base, s.size);
+  kmod_arena_free(s.arena_id);
+  s.base = nullptr;
+}
 
-int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_all, bool send_ops) {
+void stage_alloc(QpRec* q, ibv_pd* pd) {
+  void* a = nullptr;
+  size_t len = 0;
+  uint32_t id = 0;
+  if (kmod_arena_alloc(kStageArena, &a, &len, &id) != 0) return;
+  StageRing& s = q->sq.stage;
+  s.base = static_cast<uint8_t*>(a);
+  s.size = static_cast<uint32_t>(len);
+  s.arena_id = id;
+  s.mr = g_real.reg_mr(pd, a, len, IBV_ACCESS_LOCAL_WRITE);
+  if (!s.mr) stage_free(q);
+}
+
+void qp_free(QpRec* q) {
+  stage_free(q);
+  qpx_release(q);
+  delete q;
+}
+
+int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_all) {
   auto* q = new (std::nothrow) QpRec();
   if (!q) return -ENOMEM;
   q->qp = qp;
   q->c = c;
   q->send_cq = qp->send_cq;
+  q->recv_cq = qp->recv_cq;
   q->qp_num = qp->qp_num;
-  q->max_inline = cap.max_inline_data;
-  q->sq_sig_all = sq_sig_all;
+  q->sq.max_inline = cap.max_inline_data;
+  q->sq.max_wr = cap.max_send_wr;
+  q->sq.max_sge = cap.max_send_sge;
+  q->sq.sig_all = sq_sig_all;
   q->tracked = qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC;
-  if (q->tracked && q->ring.init(cap.max_send_wr * 2 + 64) != 0) { delete q; return -ENOMEM; }
-  if (q->tracked && kmod_present()) {
-    // The staging arena: pinned kernel memory, registered once on the QP's PD.
-    void* a = nullptr;
-    size_t len = 0;
-    if (kmod_arena_alloc(kStageArena, &a, &len) == 0) {
-      q->stage_mr = g_real.reg_mr(qp->pd, a, len, IBV_ACCESS_LOCAL_WRITE);
-      if (q->stage_mr) {
-        q->stage_base = static_cast<uint8_t*>(a);
-        q->stage_size = static_cast<uint32_t>(len);
-      } else {
-        munmap(a, len);
-      }
-    }
+  if (q->tracked && q->sq.ring.init(cap.max_send_wr * 2 + 64) != 0) {
+    delete q;
+    return -ENOMEM;
   }
-  if (send_ops && q->tracked) {
-    ibv_qp_ex* qpx = g_real.qp_to_qp_ex ? g_real.qp_to_qp_ex(qp) : nullptr;
-    if (qpx) install_qpx(q, qpx);
-  }
+  if (q->tracked && kmod_present()) stage_alloc(q, qp->pd);
   q->scq = q->send_cq ? g_cqs.find(key_of(q->send_cq)) : nullptr;
   int rc = g_qps.insert(key_of(qp), q);
   if (!rc) rc = g_qps_by_num.insert(qpn_key(c, qp->qp_num), q);
-  if (rc) { g_qps.remove(key_of(qp)); delete q; return rc; }
-  if (CqRec* scq = q->scq)
-    for (auto& slot : scq->send_qps) {
-      QpRec* none = nullptr;
-      if (slot.compare_exchange_strong(none, q, std::memory_order_release)) break;
-    }
+  if (!rc && q->scq) rc = q->scq->send_qps.add(q);
+  if (rc) {
+    g_qps.remove_if(key_of(qp), q);
+    g_qps_by_num.remove_if(qpn_key(c, qp->qp_num), q);
+    qp_free(q);  // never used: its QP passes through
+    return rc;
+  }
   return 0;
 }
 
-// Asks for the larger inline cap the inline path wants, within the device's limits:
-// the provider refuses what it cannot do, and then the program's own request is used.
+// Creates a QP asking for the inline cap the inline path wants and the send-queue room the
+// shim's markers need, within the device's limits: the provider refuses what it cannot
+// do, and then the program's own request is used.
 template <class Create, class Attr>
-ibv_qp* create_with_inline(Create&& create, Attr* attr) {
-  const uint32_t asked = attr->cap.max_inline_data;
+ibv_qp* create_with_room(Create&& create, Attr* attr) {
+  const ibv_qp_cap asked = attr->cap;
   const Tunables& t = tunables();
-  const bool want = t.enabled && t.inline_max > asked &&
-                    (attr->qp_type == IBV_QPT_RC || attr->qp_type == IBV_QPT_UC);
-  if (want) {
-    const ibv_qp_cap saved = attr->cap;
-    attr->cap.max_inline_data = t.inline_max;
+  const bool rc_uc = attr->qp_type == IBV_QPT_RC || attr->qp_type == IBV_QPT_UC;
+  if (rc_uc && t.enabled) {
+    if (t.inline_max > asked.max_inline_data) attr->cap.max_inline_data = t.inline_max;
+    attr->cap.max_send_wr += kSqRoom;
     if (ibv_qp* qp = create()) return qp;
-    attr->cap = saved;
+    attr->cap = asked;
+    attr->cap.max_send_wr += kSqRoom;
+    if (ibv_qp* qp = create()) return qp;
+    attr->cap = asked;
   }
   return create();
 }
 
-}  // namespace
-
-// The hooks of ibv_create_qp_ex / ibv_create_cq_ex (verbs_context entries).
-ibv_qp* hook_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
-  ContextRec* c = context_find(ctx);
-  const uint32_t asked = attr->cap.max_inline_data;
-  ibv_qp* qp = create_with_inline([&] { return c->create_qp_ex(ctx, attr); }, attr);
-  if (!qp) return nullptr;
-  const ibv_qp_cap real_cap = attr->cap;
-  if (attr->cap.max_inline_data > asked) attr->cap.max_inline_data = asked;
-  const bool send_ops = attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-  if (int rc = qp_register(c, qp, real_cap, attr->sq_sig_all, send_ops)) {
-    (void)rc;  // untracked: pass-through
-  }
-  return qp;
+// What the program sees of the capacities: the room the shim took for itself is not its.
+void report_caps(ibv_qp_cap& cap, const ibv_qp_cap& asked, ibv_qp_cap* real) {
+  *real = cap;
+  if (cap.max_inline_data > asked.max_inline_data) cap.max_inline_data = asked.max_inline_data;
+  if (cap.max_send_wr >= asked.max_send_wr + kSqRoom) cap.max_send_wr -= kSqRoom;
 }
 
-void free_cq_rec(CqRec* r) { delete r; }
+// Maps what the provider holds of the CQ's completions now (into the pending queue, in
+// order) so that none of them carries a tag once a ring is gone or cleared. Inside its gate.
+void drain_provider(CqRec* c) {
+  if (!c->tracked.load(std::memory_order_acquire)) return;
+  while (poll_provider_into_pending(c) > 0) {
+  }
+}
 
-CqRec* cq_register(ContextRec* c, ibv_cq* cq, ibv_cq_ex* cqx, int cqe) {
+}  // namespace
+
+namespace {
+
+CqRec* cq_register(ContextRec* c, ibv_cq* cq, ibv_cq_ex* cqx, uint64_t wc_flags) {
   auto* r = new (std::nothrow) CqRec();
   if (!r) return nullptr;
   r->cq = cq;
   r->cqx = cqx;
+  r->wc_flags = wc_flags;
   r->c = c;
-  if (r->pending.init(static_cast<uint32_t>(cqe) * 2 + 64) != 0 || g_cqs.insert(key_of(cq), r) != 0) {
-    free_cq_rec(r);
+  if (r->pending.init(static_cast<uint32_t>(cq->cqe) * 2 + 64) != 0 || g_cqs.insert(key_of(cq), r) != 0) {
+    delete r;
     return nullptr;
   }
   return r;
 }
 
-ibv_cq_ex* hook_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
-  ContextRec* c = context_find(ctx);
-  ibv_cq_ex* cqx = c->create_cq_ex(ctx, attr);
-  if (!cqx) return nullptr;
-  ibv_cq* cq = ibv_cq_ex_to_cq(cqx);
-  if (CqRec* r = cq_register(c, cq, cqx, static_cast<int>(attr->cqe))) cqx_hooks_install(r, cqx, attr->wc_flags);
-  return cqx;
+void cq_free(CqRec* r) {
+  cqx_release(r);
+  delete r;
 }
+
+}  // namespace
 
 }  // namespace unload::rt
 
@@ -153,7 +226,7 @@ extern "C" {
 void unload_runtime_init(const unload_real_verbs* real) {
   g_real = *real;
   config_init();
-  poll_gate_init();
+  gate_init();
 }
 
 ibv_context* unload_context_open(ibv_device* dev) {
@@ -163,31 +236,25 @@ ibv_context* unload_context_open(ibv_device* dev) {
   if (!c) return ctx;  // not interposed: pure pass-through
   c->ctx = ctx;
   c->id = g_next_ctx_id.fetch_add(1);
-  c->post_send = ctx->ops.post_send;
-  c->poll_cq = ctx->ops.poll_cq;
-  c->req_notify_cq = ctx->ops.req_notify_cq;
-  verbs_context* v = verbs_get_ctx(ctx);
   {
     std::lock_guard<std::mutex> g(g_ctx_mu);
     unsigned i = 0;
     while (i < kMaxContexts && g_contexts[i]) ++i;
-    if (i == kMaxContexts) { delete c; return ctx; }
+    if (i == kMaxContexts) {
+      delete c;
+      return ctx;
+    }
     __atomic_store_n(&g_contexts[i], c, __ATOMIC_RELEASE);
-  }
-  ctx->ops.post_send = hook_post_send;
-  ctx->ops.poll_cq = hook_poll_cq;
-  if (c->req_notify_cq) ctx->ops.req_notify_cq = hook_req_notify_cq;
-  if (v && v->sz >= sizeof(*v) - offsetof(verbs_context, create_qp_ex) && v->create_qp_ex) {
-    c->create_qp_ex = v->create_qp_ex;
-    v->create_qp_ex = hook_create_qp_ex;
-  }
-  if (v && v->sz >= sizeof(*v) - offsetof(verbs_context, create_cq_ex) && v->create_cq_ex) {
-    c->create_cq_ex = v->create_cq_ex;
-    v->create_cq_ex = hook_create_cq_ex;
   }
   return ctx;
 }
 
+unload_provider_ops* unload_context_provider(ibv_context* ctx) {
+  ContextRec* c = context_find(ctx);
+  return c ? &c->provider : nullptr;
+}
+
+// The shim has put the provider's entry points back before this.
 int unload_context_close(ibv_context* ctx) {
   ContextRec* c = nullptr;
   {
@@ -199,15 +266,6 @@ int unload_context_close(ibv_context* ctx) {
         break;
       }
   }
-  if (c) {
-    ctx->ops.post_send = c->post_send;
-    ctx->ops.poll_cq = c->poll_cq;
-    ctx->ops.req_notify_cq = c->req_notify_cq;
-    if (verbs_context* v = verbs_get_ctx(ctx)) {
-      if (c->create_qp_ex) v->create_qp_ex = c->create_qp_ex;
-      if (c->create_cq_ex) v->create_cq_ex = c->create_cq_ex;
-    }
-  }
   const int rc = g_real.close_device(ctx);
   delete c;
   return rc;
@@ -216,31 +274,61 @@ int unload_context_close(ibv_context* ctx) {
 ibv_qp* unload_qp_create(ibv_pd* pd, ibv_qp_init_attr* attr) {
   ContextRec* c = context_find(pd->context);
   if (!c) return g_real.create_qp(pd, attr);
-  const uint32_t asked = attr->cap.max_inline_data;
-  ibv_qp* qp = create_with_inline([&] { return g_real.create_qp(pd, attr); }, attr);
+  const ibv_qp_cap asked = attr->cap;
+  ibv_qp* qp = create_with_room([&] { return g_real.create_qp(pd, attr); }, attr);
   if (!qp) return nullptr;
-  const ibv_qp_cap real_cap = attr->cap;
-  if (attr->cap.max_inline_data > asked) attr->cap.max_inline_data = asked;
-  (void)qp_register(c, qp, real_cap, attr->sq_sig_all, false);
+  ibv_qp_cap real;
+  report_caps(attr->cap, asked, &real);
+  (void)qp_register(c, qp, real, attr->sq_sig_all);  // failed: pass-through
+  return qp;
+}
+
+// ops.create_qp_ex (ibv_create_qp_ex, and ibv_create_qp through librdmacm).
+ibv_qp* unload_qp_create_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
+  ContextRec* c = context_find(ctx);
+  const ibv_qp_cap asked = attr->cap;
+  ibv_qp* qp = create_with_room([&] { return c->provider.create_qp_ex(ctx, attr); }, attr);
+  if (!qp) return nullptr;
+  ibv_qp_cap real;
+  report_caps(attr->cap, asked, &real);
+  (void)qp_register(c, qp, real, attr->sq_sig_all);  // failed: pass-through
   return qp;
 }
 
 int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   const int rc = g_real.modify_qp(qp, attr, mask);
   if (rc) return rc;
-  QpRec* q = g_qps.find(reinterpret_cast<uintptr_t>(qp));
+  QpRec* q = g_qps.find(key_of(qp));
   if (!q) return rc;
-  if (mask & IBV_QP_DEST_QPN) q->dest_qp_num = attr->dest_qp_num;
+  if (mask & IBV_QP_DEST_QPN) q->peer.dest_qp_num = attr->dest_qp_num;
+  if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR) q->failed.store(true, std::memory_order_release);
+  if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET && q->tracked) {
+    // The provider discarded the send queue: its completions that were made are mapped
+    // now, the rest will never come.
+    GateScope pg(q->sq.gate);
+    if (q->scq) {
+      GateScope cg(q->scq->gate);
+      drain_provider(q->scq);
+      q->sq.ring.clear();
+    } else {
+      q->sq.ring.clear();
+    }
+    q->sq.stage.head.store(q->sq.stage.tail, std::memory_order_release);
+    q->sq.untracked.store(false, std::memory_order_relaxed);
+    q->peer.stuck_below = 0;
+    q->failed.store(false, std::memory_order_release);
+  }
   if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTS && kmod_present() &&
       qp->qp_type == IBV_QPT_RC && q->tracked) {
     uint32_t flags = 0;
     if (kmod_reg_qp(qp->context, qp->qp_num, &flags) == 0) {
-      q->peer_flags = flags;
-      q->kmod_registered = true;
+      GateScope pg(q->sq.gate);
+      q->peer.flags = flags;
+      q->peer.registered = true;
       // Ask again at the first write (the peer often reaches RTS just after us), then
       // after 32, 64, ... writes.
-      q->reg_countdown = 1;
-      q->reg_backoff = 16;
+      q->peer.countdown = 1;
+      q->peer.backoff = 16;
     }
   }
   if ((mask & IBV_QP_AV) && attr->ah_attr.is_global && g_real.query_gid) {
@@ -251,38 +339,48 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
       if (g_real.query_gid(qp->context, attr->ah_attr.port_num, i, &gid)) break;
       local = std::memcmp(&gid, &attr->ah_attr.grh.dgid, sizeof gid) == 0;
     }
-    q->peer_local = local;
+    q->peer.local = local;
   }
   return rc;
 }
 
+// The record goes only once no poller can hold it: what the provider made of its
+// completions is mapped first (no tag reaches the program), then it leaves the tables and
+// the CQs' gates are passed once (a poller that found it before has left).
 int unload_qp_destroy(ibv_qp* qp) {
-  QpRec* q = g_qps.find(reinterpret_cast<uintptr_t>(qp));
+  QpRec* q = g_qps.find(key_of(qp));
   // Forgotten by the module first: no direct write can name it after this, its number
   // may be reused once the QP is gone, and the registration holds the device.
-  if (q && q->kmod_registered && kmod_unreg_qp(qp->context, q->qp_num) == 0) q->kmod_registered = false;
+  if (q && q->peer.registered && kmod_unreg_qp(qp->context, q->qp_num) == 0) q->peer.registered = false;
   const int rc = g_real.destroy_qp(qp);
   if (rc || !q) return rc;
-  g_qps.remove(reinterpret_cast<uintptr_t>(qp));
-  g_qps_by_num.remove(qpn_key(q->c, q->qp_num));
-  if (CqRec* scq = g_cqs.find(key_of(q->send_cq)))
-    for (auto& slot : scq->send_qps) {
-      QpRec* me = q;
-      if (slot.compare_exchange_strong(me, nullptr, std::memory_order_release)) break;
-    }
-  if (q->stage_mr) {
-    g_real.dereg_mr(q->stage_mr);
-    munmap(q->stage_base, q->stage_size);
+  g_qps.remove_if(key_of(qp), q);
+  if (CqRec* scq = q->scq) {
+    // Out of the CQ's list first (its lock is taken before any gate, see design.md); the
+    // drain finds the QP by number (ibv_poll_cq gives it).
+    scq->send_qps.remove(q);
+    GateScope g(scq->gate);
+    drain_provider(scq);
+    g_qps_by_num.remove_if(qpn_key(q->c, q->qp_num), q);
+  } else {
+    g_qps_by_num.remove_if(qpn_key(q->c, q->qp_num), q);
   }
-  delete q;
+  if (CqRec* rcq = q->recv_cq ? g_cqs.find(key_of(q->recv_cq)) : nullptr) {
+    if (rcq != q->scq) {
+      GateScope g(rcq->gate);
+    }
+  }
+  qp_free(q);
   return rc;
 }
 
-static ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t iova, int access) {
+namespace {
+
+ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t iova, int access) {
   if (!mr) return mr;
   ContextRec* c = context_find(pd->context);
   if (!c) return mr;
-  auto* m = new (std::nothrow) MrRec{mr, pd, reinterpret_cast<uintptr_t>(addr), iova, len, 0};
+  auto* m = new (std::nothrow) MrRec{mr, pd, reinterpret_cast<uintptr_t>(addr), iova, len, access, 0};
   if (!m) return mr;
   // A target of direct writes: the kmod places into it by rkey (iova == address only:
   // the kmod addresses regions by process address).
@@ -295,6 +393,20 @@ static ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t
   return mr;
 }
 
+// Takes the MR's record out: no lookup finds it, no direct write lands in it after this.
+MrRec* mr_untrack(ibv_mr* mr) {
+  ContextRec* c = context_find(mr->context);
+  MrRec* m = c ? g_mrs.find(lkey_key(c, mr->lkey)) : nullptr;
+  if (!m || m->mr != mr || !g_mrs.remove_if(lkey_key(c, mr->lkey), m)) return nullptr;
+  if (m->kmod_handle) {
+    kmod_dereg_region(m->kmod_handle);
+    m->kmod_handle = 0;
+  }
+  return m;
+}
+
+}  // namespace
+
 ibv_mr* unload_mr_reg(ibv_pd* pd, void* addr, size_t len, int access) {
   ibv_mr* mr = g_real.reg_mr(pd, addr, len, access);
   return mr_track(pd, mr, addr, len, reinterpret_cast<uintptr_t>(addr), access);
@@ -305,32 +417,87 @@ ibv_mr* unload_mr_reg_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t iova, u
   return mr_track(pd, mr, addr, len, iova, static_cast<int>(access));
 }
 
+// A rereg changes the PD, the translation or the access in place: the record and the
+// kmod's region are dropped before it and made anew from what it left.
+int unload_mr_rereg(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t len, int access) {
+  MrRec* m = mr_untrack(mr);
+  const int rc = g_real.rereg_mr ? g_real.rereg_mr(mr, flags, pd, addr, len, access) : EOPNOTSUPP;
+  if (m) {
+    // Failed: the MR may be in an undefined state (ibv_rereg_mr(3)); it is tracked for the
+    // local checks no more, so it takes the NIC, which judges it.
+    if (rc == 0) {
+      ibv_pd* npd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : m->pd;
+      void* naddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : reinterpret_cast<void*>(m->addr);
+      const size_t nlen = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? len : m->length;
+      const int nacc = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? access : m->access;
+      const uint64_t iova = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? reinterpret_cast<uintptr_t>(addr) : m->iova;
+      mr_track(npd, mr, naddr, nlen, iova, nacc);
+    }
+    delete m;
+  }
+  return rc;
+}
+
 int unload_mr_dereg(ibv_mr* mr) {
-  ContextRec* c = context_find(mr->context);
-  MrRec* m = c ? g_mrs.find(lkey_key(c, mr->lkey)) : nullptr;
-  if (m && m->mr == mr) g_mrs.remove(lkey_key(c, mr->lkey));
-  else m = nullptr;
-  // No new direct write can find the region once the kmod forgot it.
-  if (m && m->kmod_handle) { kmod_dereg_region(m->kmod_handle); m->kmod_handle = 0; }
+  MrRec* m = mr_untrack(mr);
   const int rc = g_real.dereg_mr(mr);
-  if (rc && m) g_mrs.insert(lkey_key(c, m->mr->lkey), m);
-  else delete m;
+  if (rc && m) {  // still registered: tracked again (without the kmod's region)
+    ContextRec* c = context_find(mr->context);
+    if (c && g_mrs.insert(lkey_key(c, mr->lkey), m) == 0) return rc;
+  }
+  delete m;
   return rc;
 }
 
 ibv_cq* unload_cq_create(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* ch, int vec) {
-  ibv_cq* cq = g_real.create_cq(ctx, cqe, cq_context, ch, vec);
+  ibv_cq* cq = g_real.create_cq(ctx, cqe + kCqRoom, cq_context, ch, vec);
+  if (!cq) cq = g_real.create_cq(ctx, cqe, cq_context, ch, vec);
   if (!cq) return cq;
-  if (ContextRec* c = context_find(ctx)) cq_register(c, cq, nullptr, cqe);
+  if (ContextRec* c = context_find(ctx)) cq_register(c, cq, nullptr, 0);
   return cq;
 }
 
+// ops.create_cq_ex.
+ibv_cq_ex* unload_cq_create_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
+  ContextRec* c = context_find(ctx);
+  const uint32_t asked = attr->cqe;
+  attr->cqe = asked + kCqRoom;
+  ibv_cq_ex* cqx = c->provider.create_cq_ex(ctx, attr);
+  attr->cqe = asked;
+  if (!cqx) cqx = c->provider.create_cq_ex(ctx, attr);
+  if (!cqx) return nullptr;
+  cq_register(c, ibv_cq_ex_to_cq(cqx), cqx, attr->wc_flags);
+  return cqx;
+}
+
 int unload_cq_destroy(ibv_cq* cq) {
-  CqRec* r = g_cqs.find(reinterpret_cast<uintptr_t>(cq));
+  CqRec* r = g_cqs.find(key_of(cq));
   const int rc = g_real.destroy_cq(cq);
   if (rc || !r) return rc;
-  g_cqs.remove(reinterpret_cast<uintptr_t>(cq));
-  free_cq_rec(r);
+  g_cqs.remove_if(key_of(cq), r);
+  cq_free(r);
+  return rc;
+}
+
+// The pending queue grows with the CQ, with its producers (the posting threads of the CQ's
+// QPs) and its consumer (the gate) held off.
+int unload_cq_resize(ibv_cq* cq, int cqe) {
+  if (!g_real.resize_cq) return EOPNOTSUPP;
+  int rc = g_real.resize_cq(cq, cqe + kCqRoom);
+  if (rc) rc = g_real.resize_cq(cq, cqe);
+  CqRec* r = g_cqs.find(key_of(cq));
+  if (rc || !r) return rc;
+  const uint32_t want = static_cast<uint32_t>(cq->cqe) * 2 + 64;
+  if (want <= r->pending.capacity()) return 0;
+  std::lock_guard<std::mutex> keep(r->send_qps.mu);
+  const SendQpList::Array* a = r->send_qps.list.load(std::memory_order_relaxed);
+  std::vector<bool> how;
+  for (uint32_t i = 0; a && i < a->n; ++i) how.push_back(a->qps[i]->sq.gate.enter(this_tid()));
+  {
+    GateScope g(r->gate);
+    if (r->pending.grow(want) != 0) rc = ENOMEM;
+  }
+  for (uint32_t i = 0; a && i < a->n; ++i) a->qps[i]->sq.gate.leave(how[i]);
   return rc;
 }
 

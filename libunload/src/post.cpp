@@ -1,56 +1,109 @@
-// ibv_post_send (ops.post_send): every request gets a ring entry and a path; a write going
-// direct leaves the list, the rest goes to the provider.
-#include "internal.hpp"
+// ibv_post_send: each request routed once; a write going direct leaves the list (after the
+// requests before it were posted and its fence), the rest go to the provider as copies
+// that carry the ring's tags (docs/design.md, "A write's walk").
+#include "post.hpp"
+
+#include "config.hpp"
+#include "direct.hpp"
+#include "registry.hpp"
+#include "stage.hpp"
+
+#include <cerrno>
 
 namespace unload::rt {
 
-// Whether the policy sends this request direct; `t0` gets the decision's time (adaptive).
-bool wants_direct(QpRec* q, const ibv_send_wr* w, const Tunables& t, WriteRequest& r, uint64_t& t0) {
-  r = classify(*w, q->sq_sig_all);
-  if (!r.is_write || r.with_imm || r.user_inline) return false;
-  SqEntry probe;
-  probe.post_ns = 0;
-  if (choose_path(q, r, w->sg_list, t, &probe, true) != Path::unload_direct) return false;
-  t0 = probe.post_ns;
-  return true;
-}
-
 namespace {
 
-// A list where some writes may go direct: the NIC segments between them are posted as
-// they are, each direct write after its fence, all in list order.
-int post_send_mixed(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t) {
-  ibv_send_wr* seg = wr;      // first request of the NIC segment not posted yet
-  ibv_send_wr* last = nullptr;  // the segment's last request so far
-  for (ibv_send_wr* w = wr; w;) {
-    ibv_send_wr* const next = w->next;
-    WriteRequest r;
-    uint64_t t0 = 0;
-    if (wants_direct(q, w, t, r, t0)) {
-      if (last) {  // the NIC requests before it go first
-        last->next = nullptr;
-        const int rc = post_send_nic(q, qp, seg, bad);
-        last->next = w;
-        if (rc) return rc;
-      }
-      if (fence_before_direct(q, r) == 0 && run_direct(q, w, r, t0) == 0) {
-        seg = next;
-        last = nullptr;
-        w = next;
-        continue;
-      }
-      seg = w;  // refused: the NIC takes it (and reports what it finds)
+// Requests handed to the provider per call: copies live on the stack, so a longer list goes
+// in several calls, which is what the provider's own failure semantics allow (it stops at
+// the first request it refuses, having posted the ones before).
+constexpr int kChunk = 32;
+
+// Copies of the program's requests for the provider, with their ring entries.
+class Batch {
+ public:
+  explicit Batch(QpRec* q) : q_(q) {}
+
+  bool full() const { return n_ == kChunk; }
+  bool empty() const { return n_ == 0; }
+
+  // Adds `w` on its routed path. false when the ring is full (the send queue is too).
+  bool add(ibv_send_wr* w, const Route& rt) {
+    SendQueue& sq = q_->sq;
+    if (n_ == 0) {  // a fence's marker may have taken entries since the last flush
+      start_ = sq.ring.tail();
+      stage_start_ = sq.stage.tail;
     }
-    last = w;
-    w = next;
+    SqEntry* e = sq.ring.reserve(start_ + static_cast<uint64_t>(n_));
+    if (!e) return false;
+    const WriteRequest& r = rt.req;
+    ibv_send_wr& c = copies_[n_];
+    c = *w;
+    c.next = nullptr;
+    Path p = rt.path;
+    if (p == Path::unload_stage && !stage_copy(sq.stage, e, w->sg_list, r.sge_count, r.length)) p = Path::offload;
+    if (p == Path::unload_stage) {
+      c.sg_list = &e->stage_sge;
+      c.num_sge = 1;
+    } else {
+      e->stage_mark = sq.stage.tail;
+    }
+    if (p == Path::unload_inline) c.send_flags |= IBV_SEND_INLINE;
+    e->user_wr_id = w->wr_id;
+    e->post_ns = rt.t0;
+    e->remote_addr = r.remote_addr;
+    e->length = r.length;
+    e->rkey = r.rkey;
+    e->sge_count = static_cast<uint16_t>(r.sge_count);
+    e->path = static_cast<uint8_t>(p);
+    const bool ordering = w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+                          w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+    e->flags = static_cast<uint8_t>((r.signaled ? kSignaled : 0) | (r.is_write ? kWrite : 0) |
+                                    (ordering ? kOrdering : 0));
+    if (ordering) sq.last_ordering = e->seq + 1;  // a fenced write later in this list sees it
+    c.wr_id = sq.ring.tag_of(e);
+    if (n_) copies_[n_ - 1].next = &c;
+    origin_[n_++] = w;
+    return true;
   }
-  return last ? post_send_nic(q, qp, seg, bad) : 0;
-}
+
+  // Gives the copies to the provider. 0, or its errno with *bad the program's request it
+  // refused (the ones before it were posted); the refused ones' entries are forgotten.
+  int flush(ibv_send_wr** bad) {
+    if (!n_) return 0;
+    SendQueue& sq = q_->sq;
+    sq.ring.publish(start_ + n_);
+    ibv_send_wr* bad_copy = nullptr;
+    const int rc = q_->c->provider.post_send(q_->qp, copies_, &bad_copy);
+    int posted = n_;
+    if (rc) {
+      posted = bad_copy ? static_cast<int>(bad_copy - copies_) : 0;
+      if (posted < 0 || posted > n_) posted = 0;
+      *bad = origin_[posted];
+      sq.ring.rollback(start_ + static_cast<uint64_t>(posted));
+      sq.stage.tail = posted ? sq.ring.at(start_ + static_cast<uint64_t>(posted) - 1)->stage_mark : stage_start_;
+    }
+    for (int i = 0; i < posted; ++i) {
+      const SqEntry* e = sq.ring.at(start_ + static_cast<uint64_t>(i));
+      if (e->flags & kWrite) count_writes(static_cast<Path>(e->path), 1, e->length);
+    }
+    n_ = 0;
+    return rc;
+  }
+
+ private:
+  QpRec* q_;
+  uint64_t start_ = 0;        // ring tail when the first copy was added
+  uint64_t stage_start_ = 0;  // stage tail then
+  int n_ = 0;
+  ibv_send_wr copies_[kChunk];
+  ibv_send_wr* origin_[kChunk];
+};
 
 // Whether every request of a list passes the local checks (its SGEs in regions of the QP's
 // PD). A request failing them moves the QP to error at the NIC, which flushes the earlier
 // requests of the list still in flight: a write placed direct ahead of it could not be
-// flushed, so such a list goes to the NIC whole (DESIGN.md 3, "Errors").
+// flushed, so such a list goes to the NIC whole.
 bool list_locally_valid(const QpRec* q, const ibv_send_wr* wr) {
   for (const ibv_send_wr* w = wr; w; w = w->next)
     if (w->num_sge > 0 && !(w->send_flags & IBV_SEND_INLINE) &&
@@ -59,14 +112,12 @@ bool list_locally_valid(const QpRec* q, const ibv_send_wr* wr) {
   return true;
 }
 
-// Every write to the NIC as built (all_offload): the provider gets the program's list
-// untouched, with no ring entries. Its completions carry the program's wr_ids, which the
-// merger passes through (they are no tags of the ring), in the provider's order. A later
-// direct write is ordered behind these requests by the marker the fence posts when
-// `untracked` is set.
-int post_send_untracked(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  q->untracked = true;
-  const int rc = q->c->post_send(qp, wr, bad);
+// Every write to the NIC as built (all_offload): the provider gets the program's list, with
+// no ring entries; its completions carry the program's wr_ids, which the merger passes
+// through. A later direct write is ordered behind them by the marker `untracked` asks for.
+int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  if (!q->sq.untracked.load(std::memory_order_relaxed)) q->sq.untracked.store(true, std::memory_order_relaxed);
+  const int rc = q->c->provider.post_send(q->qp, wr, bad);
   for (const ibv_send_wr* w = wr; w && !(rc && w == *bad); w = w->next) {
     if (w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) continue;
     uint64_t len = 0;
@@ -76,85 +127,68 @@ int post_send_untracked(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad
   return rc;
 }
 
-}  // namespace
-
-int post_send_nic(QpRec* q, ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  const Tunables& t = tunables();
-  const uint64_t start = q->ring.tail();
-  const uint64_t stage_start = q->stage_tail;
-  uint64_t tail = start;
-  // Saved send_flags of the requests we changed, in post order (only the inline path
-  // changes them; the wr_id of every request is swapped for its entry's tag).
-  ibv_send_wr* cut = nullptr;  // the first request that found the ring full
-  ibv_send_wr* prev = nullptr;
-  for (ibv_send_wr* w = wr; w; prev = w, w = w->next) {
-    SqEntry* e = q->ring.reserve(tail);
-    if (!e) { cut = w; break; }
-    const WriteRequest r = classify(*w, q->sq_sig_all);
-    fill_entry(e, r, w->wr_id);
-    e->saved_flags = w->send_flags;
-    Path p = choose_path(q, r, w->sg_list, t, e);
-    e->saved_sg = w->sg_list;
-    e->saved_nsge = w->num_sge;
-    if (p == Path::unload_stage) {
-      if (stage_copy(q, e, w->sg_list, r.sge_count, r.length)) {
-        w->sg_list = &e->stage_sge;
-        w->num_sge = 1;
-      } else {
-        p = Path::offload;
-      }
-    }
-    e->path = static_cast<uint8_t>(p);
-    if (p == Path::unload_inline) w->send_flags |= IBV_SEND_INLINE;
-    w->wr_id = q->ring.tag_of(e);
-    ++tail;
-  }
-  if (cut) {
-    if (!prev) { *bad = wr; return ENOMEM; }
-    prev->next = nullptr;
-  }
-  const uint64_t n = tail - start;
-  q->ring.publish(tail, n);
-  int rc = q->c->post_send(qp, wr, bad);
-  if (cut) {
-    prev->next = cut;
-    if (!rc) { rc = ENOMEM; *bad = cut; }
-  }
-  // Give the program its requests back, count what was posted, forget what was not.
-  uint64_t seq = start;
-  uint64_t posted = n;
-  bool failed = false;
-  for (ibv_send_wr* w = wr; w && seq != tail; w = w->next, ++seq) {
-    SqEntry* e = q->ring.at(seq);
-    if (rc && w == *bad && !failed) { failed = true; posted = seq - start; }
-    w->wr_id = e->user_wr_id;
-    w->send_flags = e->saved_flags;
-    w->sg_list = e->saved_sg;
-    w->num_sge = e->saved_nsge;
-    if (!failed && (e->flags & kWrite)) count_writes(static_cast<Path>(e->path), 1, e->length);
-  }
-  if (posted != n) {
-    // Staging bytes of the requests not posted go back too.
-    uint64_t st = stage_start;
-    for (uint64_t i = start; i != start + posted; ++i)
-      if (q->ring.at(i)->stage_slot_valid) st = q->ring.at(i)->stage_end;
-    q->stage_tail = st;
-    q->ring.rollback(start + posted, n - posted);
-  }
-  return rc;
+// The send queue's room as the provider would count it during this call: its real depth
+// less what is in flight. A direct write takes no slot, but the provider, given the same
+// list, would have refused the requests past its depth: so does the shim.
+uint64_t sq_room(const QpRec* q) {
+  const uint64_t used = q->sq.ring.in_flight();
+  return q->sq.max_wr > used ? q->sq.max_wr - used : 0;
 }
 
-int hook_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  QpRec* q = g_qps.find(key_of(qp));
-  if (__builtin_expect(!q || !q->tracked, 0)) {
-    ContextRec* c = q ? q->c : context_find(qp->context);
-    return c->post_send(qp, wr, bad);
+int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t) {
+  const bool direct_ok = direct_possible(q, t) && (!wr->next || list_locally_valid(q, wr));
+  Batch b(q);
+  uint64_t room = sq_room(q);
+  for (ibv_send_wr* w = wr; w; w = w->next) {
+    if (room-- == 0) {
+      if (int rc = b.flush(bad)) return rc;
+      *bad = w;
+      return ENOMEM;
+    }
+    Route rt = route(q, *w, t, direct_ok);
+    if (rt.path == Path::unload_direct) {
+      if (int rc = b.flush(bad)) return rc;  // the requests before it go first
+      if (fence_before_direct(q, rt.req) == 0 && run_direct(q, w->sg_list, w->wr_id, rt) == 0) continue;
+      rt.path = Path::offload;  // refused: the NIC takes it as built, and reports what it finds
+    }
+    if (b.full())
+      if (int rc = b.flush(bad)) return rc;
+    if (!b.add(w, rt)) {
+      if (int rc = b.flush(bad)) return rc;
+      if (!b.add(w, rt)) {  // still full: so is the send queue
+        *bad = w;
+        return ENOMEM;
+      }
+    }
   }
-  const Tunables& t = tunables();
-  if (all_offload(t)) return post_send_untracked(q, qp, wr, bad);
-  mark_tracked(q);
-  if (direct_possible(q, t) && (!wr->next || list_locally_valid(q, wr))) return post_send_mixed(q, qp, wr, bad, t);
-  return post_send_nic(q, qp, wr, bad);
+  return b.flush(bad);
+}
+
+}  // namespace
+
+int post_routed(QpRec* q, const ibv_send_wr& w, const Route& rt) {
+  Batch b(q);
+  ibv_send_wr copy = w;
+  copy.next = nullptr;
+  ibv_send_wr* bad = nullptr;
+  if (!b.add(&copy, rt)) return ENOMEM;
+  return b.flush(&bad);
 }
 
 }  // namespace unload::rt
+
+using namespace unload::rt;
+
+// ops.post_send. The program's list is never written: the provider gets copies.
+extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  QpRec* q = g_qps.find(key_of(qp));
+  if (__builtin_expect(!q || !q->tracked, 0)) {
+    ContextRec* c = q ? q->c : context_find(qp->context);
+    return c->provider.post_send(qp, wr, bad);
+  }
+  const Tunables& t = tunables();
+  if (all_offload(t)) return post_untracked(q, wr, bad);
+  GateScope g(q->sq.gate);
+  mark_tracked(q);
+  return post_tracked(q, wr, bad, t);
+}

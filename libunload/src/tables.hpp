@@ -41,14 +41,26 @@ class PtrTable {
     slots_[tomb].key.store(key, std::memory_order_release);
     return 0;
   }
+  // Removes `key` only while it still maps to `v` (the key may have been reused).
+  bool remove_if(uint64_t key, V* v) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (find(key) != v) return false;
+    return remove_locked(key) == v;
+  }
   V* remove(uint64_t key) {
     std::lock_guard<std::mutex> g(mu_);
+    return remove_locked(key);
+  }
+
+ private:
+  V* remove_locked(uint64_t key) {
     for (unsigned i = hash(key), n = 0; n < kSize; i = (i + 1) & (kSize - 1), ++n) {
       const uint64_t k = slots_[i].key.load(std::memory_order_relaxed);
       if (k == key) {
         V* v = slots_[i].val.load(std::memory_order_relaxed);
         slots_[i].val.store(nullptr, std::memory_order_release);
         slots_[i].key.store(kTomb, std::memory_order_release);
+        reclaim_before_empty(i);
         return v;
       }
       if (k == 0) return nullptr;
@@ -56,8 +68,16 @@ class PtrTable {
     return nullptr;
   }
 
- private:
   static constexpr uint64_t kTomb = ~0ull;
+  // Tombstones right before an empty slot end no probe chain that an empty slot would not
+  // end too: they become empty again, so create/destroy cycles do not fill the table.
+  void reclaim_before_empty(unsigned i) {
+    if (slots_[(i + 1) & (kSize - 1)].key.load(std::memory_order_relaxed) != 0) return;
+    for (unsigned n = 0; n < kSize && slots_[i].key.load(std::memory_order_relaxed) == kTomb; ++n) {
+      slots_[i].key.store(0, std::memory_order_release);
+      i = (i - 1) & (kSize - 1);
+    }
+  }
   static unsigned hash(uint64_t k) {
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdull;

@@ -1,9 +1,13 @@
 // Completions the shim made and the program has not polled yet, in the order they must be
 // handed over: a bounded queue with many producers (the posting threads of direct writes,
 // and the poller itself when the program's array has no room) and one consumer (the thread
-// inside the CQ's PollGate). Producers claim a cell with a compare-and-swap on the tail and
+// inside the CQ's gate). Producers claim a cell with a compare-and-swap on the tail and
 // publish it through the cell's sequence number, so the consumer never waits on a producer
 // and takes no lock; a claimed cell not yet published reads as the end of the queue.
+//
+// A direct write claims its completion's cell before it places anything (so a full queue
+// sends the write to the NIC instead of losing its completion) and fills or cancels it
+// after; the consumer skips cancelled cells.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -20,8 +24,8 @@ class WcQueue {
   int init(uint32_t capacity);
   uint32_t capacity() const { return static_cast<uint32_t>(mask_ + 1); }
 
-  // Any thread. false when full (the caller's CQ overran: more completions than its size).
-  bool push(const ibv_wc& wc) {
+  // Any thread: claims the next cell. false when full.
+  bool claim(uint64_t& ticket) {
     uint64_t pos = tail_.load(std::memory_order_relaxed);
     for (;;) {
       Cell& c = cells_[pos & mask_];
@@ -29,8 +33,7 @@ class WcQueue {
       const int64_t diff = static_cast<int64_t>(seq - pos);
       if (diff == 0) {
         if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-          c.wc = wc;
-          c.seq.store(pos + 1, std::memory_order_release);
+          ticket = pos;
           return true;
         }
       } else if (diff < 0) {
@@ -40,24 +43,61 @@ class WcQueue {
       }
     }
   }
+  // The claimant: publishes its cell with a completion, or as void.
+  void fill(uint64_t ticket, const ibv_wc& wc) {
+    Cell& c = cells_[ticket & mask_];
+    c.wc = wc;
+    c.live = true;
+    c.seq.store(ticket + 1, std::memory_order_release);
+  }
+  void cancel(uint64_t ticket) {
+    Cell& c = cells_[ticket & mask_];
+    c.live = false;
+    c.seq.store(ticket + 1, std::memory_order_release);
+  }
+  // Any thread. false when full.
+  bool push(const ibv_wc& wc) {
+    uint64_t t;
+    if (!claim(t)) return false;
+    fill(t, wc);
+    return true;
+  }
 
   // Consumer only.
-  bool empty() const { return cells_[head_ & mask_].seq.load(std::memory_order_acquire) != head_ + 1; }
+  bool empty() {
+    skip_void();
+    return cells_[head_ & mask_].seq.load(std::memory_order_acquire) != head_ + 1;
+  }
+  // Consumer only: cells free now (a lower bound while producers run).
+  uint32_t room() const {
+    return static_cast<uint32_t>(capacity() - (tail_.load(std::memory_order_relaxed) - head_));
+  }
   int pop(ibv_wc* out, int n) {
     int o = 0;
     while (o < n) {
       Cell& c = cells_[head_ & mask_];
       if (c.seq.load(std::memory_order_acquire) != head_ + 1) break;
-      out[o++] = c.wc;
+      if (c.live) out[o++] = c.wc;
       c.seq.store(head_ + mask_ + 1, std::memory_order_release);  // free for lap + 1
       ++head_;
     }
     return o;
   }
+  // With every producer and the consumer excluded: a larger queue, same contents. 0 or -ENOMEM.
+  int grow(uint32_t capacity);
 
  private:
+  void skip_void() {
+    for (;;) {
+      Cell& c = cells_[head_ & mask_];
+      if (c.seq.load(std::memory_order_acquire) != head_ + 1 || c.live) return;
+      c.seq.store(head_ + mask_ + 1, std::memory_order_release);
+      ++head_;
+    }
+  }
   struct Cell {
-    std::atomic<uint64_t> seq;  // == position: free; == position + 1: holds a completion
+    std::atomic<uint64_t> seq;  // == position: free; == position + 1: published
+    bool live;                  // published with a completion (not cancelled)
     ibv_wc wc;
   };
   std::unique_ptr<Cell[]> cells_;

@@ -1,9 +1,9 @@
-// The preload shim (DESIGN.md section 5): only interposition. Each exported wrapper
+// The preload shim (docs/design.md, section 5): only interposition. Each exported wrapper
 // resolves the real libibverbs once (dlopen + dlvsym: RTLD_NEXT finds nothing when the
 // program loads libibverbs with dlopen itself), guards against recursion, and calls the
 // runtime. ibv_post_send, ibv_poll_cq, ibv_create_qp_ex, ibv_create_cq_ex and the wr_* /
-// ibv_cq_ex polling tables are static inline or per-object function pointers: the
-// runtime replaces those pointers in every context and object it sees created.
+// ibv_cq_ex polling tables are static inline or per-object function pointers: ops.cpp
+// replaces those in every context and object the program opens or creates.
 #include <dlfcn.h>
 #include <pthread.h>
 
@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "ops.hpp"
 #include "shim.hpp"
 #include "unload/runtime.h"
 
@@ -50,6 +51,8 @@ void init_once() {
   resolve(lib, g_real.dereg_mr, "ibv_dereg_mr", "IBVERBS_1.1");
   resolve(lib, g_real.create_cq, "ibv_create_cq", "IBVERBS_1.1");
   resolve(lib, g_real.destroy_cq, "ibv_destroy_cq", "IBVERBS_1.1");
+  resolve(lib, g_real.resize_cq, "ibv_resize_cq", "IBVERBS_1.1");
+  resolve(lib, g_real.rereg_mr, "ibv_rereg_mr", "IBVERBS_1.1");
   resolve(lib, g_real.get_cq_event, "ibv_get_cq_event", "IBVERBS_1.1");
   resolve(lib, g_real.ack_cq_events, "ibv_ack_cq_events", "IBVERBS_1.1");
   resolve(lib, g_real.qp_to_qp_ex, "ibv_qp_to_qp_ex", "IBVERBS_1.6");
@@ -60,10 +63,14 @@ void init_once() {
   unload_runtime_init(&g_real);
 }
 
-const unload_real_verbs& real() {
+}  // namespace
+
+const unload_real_verbs& unload::shim::real() {
   pthread_once(&g_once, init_once);
   return g_real;
 }
+
+namespace {
 
 // Scope of one wrapper: true when this is the outermost call into the shim.
 struct Guard {
@@ -75,13 +82,28 @@ struct Guard {
 }  // namespace
 
 // Each wrapper: the real function when re-entered, else the runtime.
-#define SHIM(real_call, runtime_call) \
-  const unload_real_verbs& r = real(); \
+#define SHIM(real_call, runtime_call)               \
+  const unload_real_verbs& r = unload::shim::real(); \
   Guard g;                             \
   return g.outer ? runtime_call : r.real_call
 
-UNLOAD_EXPORT ibv_context* ibv_open_device(ibv_device* d) { SHIM(open_device(d), unload_context_open(d)); }
-UNLOAD_EXPORT int ibv_close_device(ibv_context* c) { SHIM(close_device(c), unload_context_close(c)); }
+namespace {
+
+ibv_context* context_open(ibv_device* d) {
+  ibv_context* ctx = unload_context_open(d);
+  if (ctx) unload::shim::ops_install_context(ctx);
+  return ctx;
+}
+
+int context_close(ibv_context* ctx) {
+  unload::shim::ops_restore_context(ctx);
+  return unload_context_close(ctx);
+}
+
+}  // namespace
+
+UNLOAD_EXPORT ibv_context* ibv_open_device(ibv_device* d) { SHIM(open_device(d), context_open(d)); }
+UNLOAD_EXPORT int ibv_close_device(ibv_context* c) { SHIM(close_device(c), context_close(c)); }
 UNLOAD_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) { SHIM(create_qp(pd, a), unload_qp_create(pd, a)); }
 UNLOAD_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int m) { SHIM(modify_qp(qp, a, m), unload_qp_modify(qp, a, m)); }
 UNLOAD_EXPORT int ibv_destroy_qp(ibv_qp* qp) { SHIM(destroy_qp(qp), unload_qp_destroy(qp)); }
@@ -90,10 +112,14 @@ UNLOAD_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* a, size_t l, uint64_t i
   SHIM(reg_mr_iova2(pd, a, l, iova, acc), unload_mr_reg_iova2(pd, a, l, iova, acc));
 }
 UNLOAD_EXPORT int ibv_dereg_mr(ibv_mr* mr) { SHIM(dereg_mr(mr), unload_mr_dereg(mr)); }
+UNLOAD_EXPORT int ibv_rereg_mr(ibv_mr* mr, int f, ibv_pd* pd, void* a, size_t l, int acc) {
+  SHIM(rereg_mr(mr, f, pd, a, l, acc), unload_mr_rereg(mr, f, pd, a, l, acc));
+}
 UNLOAD_EXPORT ibv_cq* ibv_create_cq(ibv_context* c, int n, void* u, ibv_comp_channel* ch, int v) {
   SHIM(create_cq(c, n, u, ch, v), unload_cq_create(c, n, u, ch, v));
 }
 UNLOAD_EXPORT int ibv_destroy_cq(ibv_cq* cq) { SHIM(destroy_cq(cq), unload_cq_destroy(cq)); }
+UNLOAD_EXPORT int ibv_resize_cq(ibv_cq* cq, int n) { SHIM(resize_cq(cq, n), unload_cq_resize(cq, n)); }
 UNLOAD_EXPORT int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** uc) {
   SHIM(get_cq_event(ch, cq, uc), unload_cq_get_event(ch, cq, uc));
 }
@@ -111,8 +137,10 @@ void* unload::shim::wrapper_of(const char* name) {
       {"ibv_reg_mr", reinterpret_cast<void*>(&ibv_reg_mr)},
       {"ibv_reg_mr_iova2", reinterpret_cast<void*>(&ibv_reg_mr_iova2)},
       {"ibv_dereg_mr", reinterpret_cast<void*>(&ibv_dereg_mr)},
+      {"ibv_rereg_mr", reinterpret_cast<void*>(&ibv_rereg_mr)},
       {"ibv_create_cq", reinterpret_cast<void*>(&ibv_create_cq)},
       {"ibv_destroy_cq", reinterpret_cast<void*>(&ibv_destroy_cq)},
+      {"ibv_resize_cq", reinterpret_cast<void*>(&ibv_resize_cq)},
       {"ibv_get_cq_event", reinterpret_cast<void*>(&ibv_get_cq_event)},
   };
   for (const auto& e : table)

@@ -81,3 +81,40 @@ TEST(WcQueue, ManyProducersOneConsumerLoseNothing) {
 
 }  // namespace
 }  // namespace unload::rt
+
+namespace unload::rt {
+namespace {
+
+// A claimed cell holds its place: a cancelled one is skipped, a filled one keeps its order.
+TEST(WcQueue, ClaimedCellsKeepOrderAndCancelledOnesVanish) {
+  WcQueue q;
+  ASSERT_EQ(q.init(16), 0);
+  uint64_t a, b;
+  ASSERT_TRUE(q.claim(a));
+  ASSERT_TRUE(q.claim(b));
+  ASSERT_TRUE(q.push(wc_of(3)));
+  EXPECT_TRUE(q.empty());  // the head cell is claimed, not published
+  q.cancel(a);
+  q.fill(b, wc_of(2));
+  ibv_wc out[4];
+  ASSERT_EQ(q.pop(out, 4), 2);
+  EXPECT_EQ(out[0].wr_id, 2u);
+  EXPECT_EQ(out[1].wr_id, 3u);
+  EXPECT_TRUE(q.empty());
+}
+
+TEST(WcQueue, GrowKeepsContentsAndOrder) {
+  WcQueue q;
+  ASSERT_EQ(q.init(16), 0);
+  for (uint64_t i = 0; i < 16; ++i) ASSERT_TRUE(q.push(wc_of(i)));
+  EXPECT_FALSE(q.push(wc_of(99)));
+  ASSERT_EQ(q.grow(64), 0);
+  EXPECT_EQ(q.capacity(), 64u);
+  ASSERT_TRUE(q.push(wc_of(16)));
+  ibv_wc out[32];
+  ASSERT_EQ(q.pop(out, 32), 17);
+  for (uint64_t i = 0; i < 17; ++i) EXPECT_EQ(out[i].wr_id, i);
+}
+
+}  // namespace
+}  // namespace unload::rt

@@ -1,5 +1,5 @@
 // Request classification: what a posted work request is, as far as the paths care, and
-// which paths it may take (DESIGN.md sections 2 and 3). Pure: reads verbs structs only.
+// which paths it may take (docs/design.md, sections 2 and 3). Pure: reads verbs structs only.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -49,7 +49,7 @@ struct PathContext {
 
 // The paths a request may take; offload always. Only writes the program did not inline
 // itself are candidates. A CPU path whose precondition fails is simply not offered, so
-// the request goes to the NIC, which reports whatever error it finds (DESIGN.md 3,
+// the request goes to the NIC, which reports whatever error it finds (docs/design.md, section 3,
 // "Errors"). WRITE_WITH_IMM: inline and stage put exactly the offload path's packets on
 // the wire, so the peer's receive completion is the same; direct cannot reproduce it.
 inline policy::PathSet eligible_paths(const WriteRequest& r, const PathContext& c) {

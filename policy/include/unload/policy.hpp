@@ -1,4 +1,4 @@
-// unload's per-write decision engine: which path an RDMA WRITE takes (DESIGN.md section 6).
+// unload's per-write decision engine: which path an RDMA WRITE takes (docs/design.md, section 6).
 //
 // A pure library: no verbs, no syscalls, no clock reads, no allocation after
 // construction, no exceptions. The runtime calls decide() before posting each WRITE and

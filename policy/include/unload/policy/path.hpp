@@ -1,4 +1,4 @@
-// The ways a write can execute (DESIGN.md section 2) and sets of them.
+// The ways a write can execute (docs/design.md, section 2) and sets of them.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,7 @@ constexpr unsigned index_of(Path p) { return static_cast<unsigned>(p); }
 constexpr bool is_cpu_path(Path p) { return p != Path::offload; }
 
 // Only the direct path leaves the QP's send queue, so only it needs the ordering fence
-// against NIC requests still outstanding on the QP (DESIGN.md section 3).
+// against NIC requests still outstanding on the QP (docs/design.md, section 3).
 constexpr bool needs_fence_after_nic(Path p) { return p == Path::unload_direct; }
 
 const char* name_of(Path p);

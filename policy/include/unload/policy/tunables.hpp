@@ -1,5 +1,5 @@
 // The policy's knobs: the kmod's sysfs tunables, carried to every process by the
-// control page (DESIGN.md section 4), or by UNLOAD_* variables without the kmod.
+// control page (docs/design.md, section 4), or by UNLOAD_* variables without the kmod.
 #pragma once
 
 #include <cstdint>

@@ -1,10 +1,10 @@
-// Mutual exclusion for the consumers of one CQ without an atomic read-modify-write on the
-// poll path in the usual case.
-//
-// The merger pops send-queue rings, which take one consumer at a time; verbs lets several
-// threads poll one CQ, and a fence polls the send CQ from the posting thread. Most programs
-// poll each CQ from one thread only, so the gate is biased towards the first thread that
-// polls (the owner): it enters with two plain stores and a load. The first other thread
+// Mutual exclusion without an atomic read-modify-write in the usual case: a CQ's consumers
+// (the merger pops send-queue rings, which take one consumer at a time; verbs lets several
+// threads poll one CQ, and a fence polls the send CQ from the posting thread), and a QP's
+// posters (the ring and the staging ring take one producer at a time; verbs QPs are
+// thread-safe). Most programs poll each CQ and post on each QP from one thread only, so the
+// gate is biased towards the first thread that enters (the owner): it enters with two
+// plain stores and a load. The first other thread
 // that comes (a joiner) turns the gate shared for good, and from then on everybody takes a
 // spin lock.
 //
@@ -25,20 +25,20 @@
 
 namespace unload::rt {
 
-// Once per process, before the first poll: registers for expedited private membarrier.
+// Once per process, before the first gate is entered: registers for expedited private membarrier.
 // Returns whether the biased fast path may be used.
-bool poll_gate_init();
+bool gate_init();
 
 // This thread's id, cached (gettid is a syscall).
 uint32_t this_tid();
 
-class PollGate {
+class Gate {
  public:
   // Enters the gate as `me`; returns how to leave it.
   bool enter(uint32_t me) {
     uint32_t o = owner_.load(std::memory_order_relaxed);
     if (__builtin_expect(o == 0, 0) && biased_allowed()) {
-      // The first poller claims the gate (once per CQ).
+      // The first thread claims the gate (once per gate).
       if (owner_.compare_exchange_strong(o, me, std::memory_order_relaxed)) o = me;
     }
     if (o == me && !shared_.load(std::memory_order_relaxed)) {
@@ -70,7 +70,7 @@ class PollGate {
       while (mu_.test(std::memory_order_relaxed)) __builtin_ia32_pause();
   }
 
-  std::atomic<uint32_t> owner_{0};     // tid of the first poller; 0 before the first poll
+  std::atomic<uint32_t> owner_{0};     // tid of the first thread in; 0 before
   std::atomic<bool> shared_{false};    // a second thread came: everybody locks from now on
   std::atomic<bool> owner_in_{false};  // the owner is inside without the lock
   std::atomic<bool> handed_{false};    // shared, and the owner was seen out after that

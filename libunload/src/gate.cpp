@@ -1,4 +1,4 @@
-#include "poll_gate.hpp"
+#include "gate.hpp"
 
 #include <linux/membarrier.h>
 #include <pthread.h>
@@ -16,7 +16,7 @@ long membarrier(int cmd) { return syscall(__NR_membarrier, cmd, 0, 0); }
 
 }  // namespace
 
-bool poll_gate_init() {
+bool gate_init() {
   const long cmds = membarrier(MEMBARRIER_CMD_QUERY);
   const bool ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
                   membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
@@ -31,9 +31,9 @@ uint32_t this_tid() {
   return t_tid;
 }
 
-bool PollGate::biased_allowed() { return g_biased.load(std::memory_order_relaxed); }
+bool Gate::biased_allowed() { return g_biased.load(std::memory_order_relaxed); }
 
-void PollGate::join() {
+void Gate::join() {
   shared_.store(true, std::memory_order_seq_cst);
   // Only fails if registration did; then no gate was ever biased (owner_ stays 0).
   (void)membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);

@@ -1,6 +1,6 @@
-// The CQ's poll gate: the first poller enters without the lock, a second thread makes the
+// The biased gate: the first thread enters without the lock, a second thread makes the
 // gate shared, and no two threads are ever inside at once.
-#include "poll_gate.hpp"
+#include "gate.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,30 +12,30 @@
 namespace unload::rt {
 namespace {
 
-TEST(PollGate, FirstPollerIsBiasedUntilAnotherThreadComes) {
-  if (!poll_gate_init()) GTEST_SKIP() << "membarrier(PRIVATE_EXPEDITED) unavailable: every gate locks";
-  PollGate g;
+TEST(Gate, FirstPollerIsBiasedUntilAnotherThreadComes) {
+  if (!gate_init()) GTEST_SKIP() << "membarrier(PRIVATE_EXPEDITED) unavailable: every gate locks";
+  Gate g;
   const uint32_t me = this_tid();
   bool how = g.enter(me);
-  EXPECT_EQ(how, PollGate::kBiased);
+  EXPECT_EQ(how, Gate::kBiased);
   g.leave(how);
   EXPECT_FALSE(g.shared());
   std::thread([&g] {
     const bool h = g.enter(this_tid());
-    EXPECT_EQ(h, PollGate::kLocked);
+    EXPECT_EQ(h, Gate::kLocked);
     g.leave(h);
   }).join();
   EXPECT_TRUE(g.shared());
   how = g.enter(me);
-  EXPECT_EQ(how, PollGate::kLocked) << "the owner must lock once the gate is shared";
+  EXPECT_EQ(how, Gate::kLocked) << "the owner must lock once the gate is shared";
   g.leave(how);
 }
 
-TEST(PollGate, JoinerWaitsForTheOwnerInside) {
-  if (!poll_gate_init()) GTEST_SKIP() << "membarrier(PRIVATE_EXPEDITED) unavailable: every gate locks";
-  PollGate g;
+TEST(Gate, JoinerWaitsForTheOwnerInside) {
+  if (!gate_init()) GTEST_SKIP() << "membarrier(PRIVATE_EXPEDITED) unavailable: every gate locks";
+  Gate g;
   const bool how = g.enter(this_tid());
-  ASSERT_EQ(how, PollGate::kBiased);
+  ASSERT_EQ(how, Gate::kBiased);
   std::atomic<bool> owner_inside{true};
   std::atomic<bool> saw_owner_inside{false};
   std::atomic<bool> joiner_started{false};
@@ -53,12 +53,12 @@ TEST(PollGate, JoinerWaitsForTheOwnerInside) {
   EXPECT_FALSE(saw_owner_inside.load()) << "the joiner entered while the owner was inside";
 }
 
-TEST(PollGate, MutualExclusionAcrossTheHandOver) {
-  poll_gate_init();
+TEST(Gate, MutualExclusionAcrossTheHandOver) {
+  gate_init();
   constexpr int kThreads = 4;
   constexpr int kRounds = 200000;
   for (int trial = 0; trial < 5; ++trial) {
-    PollGate g;
+    Gate g;
     // Plain (non-atomic) counter and an occupancy flag: a lost update or two threads inside
     // at once shows up in one of them.
     uint64_t counter = 0;
@@ -85,7 +85,7 @@ TEST(PollGate, MutualExclusionAcrossTheHandOver) {
   }
 }
 
-TEST(PollGate, ThreadIdIsCachedAndReal) {
+TEST(Gate, ThreadIdIsCachedAndReal) {
   EXPECT_EQ(this_tid(), static_cast<uint32_t>(gettid()));
   uint32_t other = 0;
   std::thread([&other] { other = this_tid(); }).join();

@@ -1,0 +1,56 @@
+// The completion merger.
+#include "merge.hpp"
+
+#include "registry.hpp"
+#include "route.hpp"
+#include "stage.hpp"
+
+namespace unload::rt {
+
+SqEntry* tagged_entry(CqRec* c, uint32_t qpn, uint64_t wr_id, QpRec** q) {
+  if (QpRec* by_num = g_qps_by_num.find(qpn_key(c->c, qpn))) {
+    *q = by_num;
+    return by_num->sq.ring.entry_of_tag(wr_id);
+  }
+  // No QP of that number in this context: the provider did not give the number.
+  const SendQpList::Array* a = c->send_qps.list.load(std::memory_order_acquire);
+  for (uint32_t i = 0; a && i < a->n; ++i)
+    if (SqEntry* e = a->qps[i]->sq.ring.entry_of_tag(wr_id)) {
+      *q = a->qps[i];
+      return e;
+    }
+  return nullptr;
+}
+
+bool merge_entry(QpRec* q, SqEntry* e, ibv_wc_status status, uint64_t* wr_id) {
+  stage_release(q->sq.stage, *e);
+  if (status == IBV_WC_SUCCESS) {
+    if (e->post_ns) observe(q, static_cast<Path>(e->path), e->length, e->sge_count, e->rkey, e->remote_addr, e->post_ns);
+  } else if (!q->failed.load(std::memory_order_relaxed)) {
+    q->failed.store(true, std::memory_order_release);
+  }
+  *wr_id = e->user_wr_id;
+  const bool visible = !((e->flags & kMarker) || ((e->flags & kHidden) && status == IBV_WC_SUCCESS));
+  q->sq.ring.retire_through(e);
+  return visible;
+}
+
+void merge_wc(CqRec* c, Emitter& em, ibv_wc& wc) {
+  QpRec* q = nullptr;
+  SqEntry* e = tagged_entry(c, wc.qp_num, wc.wr_id, &q);
+  if (e && !merge_entry(q, e, wc.status, &wc.wr_id)) return;
+  em.emit(wc);
+}
+
+int poll_provider_into_pending(CqRec* c) {
+  ibv_wc wc[16];
+  const uint32_t room = c->pending.room();
+  const int want = room < 16 ? static_cast<int>(room) : 16;
+  if (want <= 0) return 0;
+  const int r = c->c->provider.poll_cq(c->cq, want, wc);
+  Emitter em{c, nullptr, 0, 0, 0};
+  for (int i = 0; i < r; ++i) merge_wc(c, em, wc[i]);
+  return r < 0 ? 0 : r;
+}
+
+}  // namespace unload::rt

@@ -1,0 +1,159 @@
+// The runtime's private records of the verbs objects a program made through the shim, one
+// struct per concern (docs/design.md, "Records"). The provider owns the verbs objects; a
+// record is found through the lock-free tables in registry.hpp.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "gate.hpp"
+#include "wc_queue.hpp"
+#include "unload/policy.hpp"
+#include "unload/runtime.h"
+#include "unload/sq_ring.hpp"
+
+namespace unload::rt {
+
+extern unload_real_verbs g_real;
+
+struct ContextRec {
+  ibv_context* ctx;
+  uint32_t id;                   // small and unique: keys the per-context tables
+  unload_provider_ops provider;  // the provider's entry points the shim replaced
+};
+
+// unload.stage: a QP's staging arena from the kmod (pinned, registered once on the QP's
+// PD), used as a byte ring that completions free in order. The producer (the post gate's
+// holder) owns `tail`, the consumer (the send CQ's gate holder) moves `head`.
+struct StageRing {
+  uint8_t* base = nullptr;
+  ibv_mr* mr = nullptr;
+  uint32_t size = 0;
+  uint32_t arena_id = 0;
+  uint64_t tail = 0;
+  std::atomic<uint64_t> head{0};
+};
+
+// The send queue as the shim sees it. Verbs QPs are thread-safe: every poster enters
+// `gate` (biased to the first poster, so a single-threaded program pays no atomic), which
+// makes the ring, the stage ring's tail and `last_ordering` single-producer.
+struct SendQueue {
+  Gate gate;            // guards the producer side of everything below
+  SqRing ring;
+  StageRing stage;
+  uint32_t max_inline = 0;  // the QP's real caps: what the provider accepts
+  uint32_t max_wr = 0;
+  uint32_t max_sge = 0;
+  bool sig_all = false;
+  // Requests were posted around the ring (all_offload): some may still be in flight, and
+  // no completion of the ring would say when they are done. The next fence posts a marker.
+  std::atomic<bool> untracked{false};
+  uint64_t last_ordering = 0;  // ring seq + 1 of the newest READ or atomic
+};
+
+// The direct path's view of the QP's connection (the kmod's UNLOAD_IOC_REG_QP), and what
+// keeps it from trying where it cannot succeed. Producer side (post gate) only, except
+// `failed`, which the merger sets.
+struct PeerLink {
+  bool registered = false;  // with the kmod (at RTS)
+  bool local = false;       // destination GID is one of this host's
+  uint32_t flags = 0;       // UNLOAD_PEER_*
+  uint32_t countdown = 0;   // writes until the pairing is asked for again
+  uint32_t backoff = 0;
+  uint32_t dest_qp_num = 0;
+  uint64_t stuck_below = 0; // a fence gave up: no direct until the ring's head passes this
+  uint32_t last_rkey = 0;   // the newest direct write's target: a valid marker target
+  uint64_t last_addr = 0;
+  bool has_last = false;
+};
+
+struct CqRec;
+
+struct QpRec {
+  ibv_qp* qp;
+  ContextRec* c;
+  ibv_cq* send_cq;          // kept: the QP is gone when its record is freed
+  ibv_cq* recv_cq;
+  CqRec* scq;               // the send CQ's record (nullptr: not made through the shim)
+  uint32_t qp_num;
+  bool tracked;             // RC/UC: requests go through the ring
+  // A completion of this send queue failed, or the program moved the QP to ERR: the NIC
+  // flushes what follows, so nothing may be placed by the CPU until a reset.
+  std::atomic<bool> failed{false};
+  SendQueue sq;
+  PeerLink peer;
+  struct QpxState* qpx = nullptr;  // the wr_* API's state (ibv_qp_ex QPs only)
+};
+
+// The QPs whose send CQ a CQ is, for completions that do not name their QP (some providers
+// read the QP number of an ibv_cq_ex completion as 0). Copy-on-write: readers (inside the
+// CQ's gate) load `list`; writers (under `mu`) publish a new array and keep the old ones to
+// the CQ's end, since a reader may still be walking one.
+struct SendQpList {
+  struct Array {
+    uint32_t n;
+    Array* older;
+    QpRec* qps[1];
+  };
+  std::atomic<Array*> list{nullptr};
+  std::mutex mu;  // guards writers of `list` and the chain of old arrays
+  int add(QpRec* q);
+  void remove(QpRec* q);
+  ~SendQpList();
+};
+
+struct CqRec {
+  ibv_cq* cq;
+  ibv_cq_ex* cqx;             // non-null for ibv_create_cq_ex CQs
+  uint64_t wc_flags = 0;      // ... and what the program asked it for
+  ContextRec* c;
+  // Completions ready but not yet handed over: the direct path's (pushed by the posting
+  // thread) and those the program's array had no room for.
+  WcQueue pending;
+  // Serialises the CQ's consumers: the rings have one consumer at a time, and a fence
+  // polls from the posting thread while the program may poll from another.
+  Gate gate;
+  SendQpList send_qps;
+  // A request of the shim's (a ring entry, a marker, a direct write's completion) may
+  // reach this CQ: set once, before the first such request; until then polling passes the
+  // provider's completions through.
+  std::atomic<bool> tracked{false};
+  // The program armed the CQ (not solicited-only) and no wake-up marker was posted since.
+  std::atomic<bool> armed{false};
+  struct CqxState* cqx_state = nullptr;  // the ibv_cq_ex poll sequence (cqx CQs only)
+};
+
+struct MrRec {
+  ibv_mr* mr;
+  ibv_pd* pd;
+  uint64_t addr;         // the process's virtual address
+  uint64_t iova;         // the address requests use
+  uint64_t length;
+  int access;            // IBV_ACCESS_* it was registered with
+  uint64_t kmod_handle;  // registered with the kmod as a direct-write target (0: not)
+};
+
+inline uint64_t key_of(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+// Before the first request of the shim's on `q`'s send CQ. Relaxed is enough: the provider
+// releases the request after it, and the poller acquires the completion before it looks.
+inline void mark_tracked(QpRec* q) {
+  if (q->scq && !q->scq->tracked.load(std::memory_order_relaxed)) q->scq->tracked.store(true, std::memory_order_relaxed);
+}
+
+// Scope of a gate: entered for the object's lifetime.
+class GateScope {
+ public:
+  explicit GateScope(Gate& g) : g_(g), how_(g.enter(this_tid())) {}
+  ~GateScope() { g_.leave(how_); }
+  GateScope(const GateScope&) = delete;
+  GateScope& operator=(const GateScope&) = delete;
+ private:
+  Gate& g_;
+  bool how_;
+};
+
+}  // namespace unload::rt

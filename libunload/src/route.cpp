@@ -1,0 +1,126 @@
+// The route of a request: classification, eligibility, then the mode, a forced path
+// (UNLOAD_PATH) or the thread's policy.
+#include "route.hpp"
+
+#include "cq_ex.hpp"
+#include "kmod.hpp"
+#include "registry.hpp"
+#include "unload.h"
+
+#include <unistd.h>
+
+#include <new>
+
+namespace unload::rt {
+
+using policy::Mode;
+using policy::PathSet;
+
+namespace {
+
+constinit thread_local policy::Policy* t_policy = nullptr;
+
+// nullptr only when it cannot be allocated: the caller then takes the NIC.
+policy::Policy* thread_policy() {
+  if (__builtin_expect(t_policy != nullptr, 1)) return t_policy;
+  t_policy = new (std::nothrow) policy::Policy(static_cast<uint64_t>(gettid()) * 0x9E3779B97F4A7C15ull + 1);
+  return t_policy;
+}
+
+policy::WriteFeatures features_of(const QpRec* q, uint32_t length, uint32_t sge_count, uint32_t rkey,
+                                  uint64_t remote_addr, PathSet eligible, bool adaptive) {
+  policy::WriteFeatures f{};
+  f.length = length;
+  f.sge_count = sge_count;
+  f.rkey = rkey;
+  f.remote_addr = remote_addr;
+  f.now_ns = adaptive ? now_ns() : 0;
+  f.eligible = eligible;
+  f.peer_local = q->peer.local;
+  f.nic_outstanding = q->sq.ring.in_flight() != 0;
+  return f;
+}
+
+// IBV_SEND_FENCE: the write waits for the QP's earlier READs and atomics, so a payload
+// copied now (inline, stage) could miss what a READ still brings into the source.
+bool fence_blocks_copy(const QpRec* q, const WriteRequest& r) {
+  return r.fence && q->sq.last_ordering > q->sq.ring.head();
+}
+
+}  // namespace
+
+bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) {
+    if (sg[i].length == 0) continue;
+    const MrRec* m = g_mrs.find(lkey_key(q->c, sg[i].lkey));
+    if (!m || m->pd != q->qp->pd || m->iova != m->addr) return false;
+    if (sg[i].addr < m->iova || sg[i].addr + sg[i].length > m->iova + m->length ||
+        sg[i].addr + sg[i].length < sg[i].addr)
+      return false;
+  }
+  return true;
+}
+
+bool all_offload(const Tunables& t) {
+  Path forced;
+  if (forced_path(forced)) return !t.enabled || forced == Path::offload;
+  return !t.enabled || t.mode == static_cast<uint32_t>(Mode::offload);
+}
+
+bool direct_possible(QpRec* q, const Tunables& t) {
+  if (!kmod_present() || !t.enabled || t.direct_max == 0 || !q->peer.registered) return false;
+  if (t.mode == static_cast<uint32_t>(Mode::offload)) return false;
+  if (q->failed.load(std::memory_order_relaxed)) return false;
+  if (q->sq.ring.head() < q->peer.stuck_below) return false;
+  PeerLink& p = q->peer;
+  if (!(p.flags & UNLOAD_PEER_PAIRED)) {
+    if (!(p.flags & UNLOAD_PEER_LOCAL) || --p.countdown != 0) return false;
+    p.backoff = p.backoff < (1u << 16) ? p.backoff * 2 : p.backoff;
+    p.countdown = p.backoff;
+    uint32_t flags = 0;
+    if (kmod_reg_qp(q->qp->context, q->qp_num, &flags) == 0) p.flags = flags;
+    if (!(p.flags & UNLOAD_PEER_PAIRED)) return false;
+  }
+  const CqRec* c = q->scq;
+  return c && (!c->cqx || cqx_can_synthesise(c));
+}
+
+Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t, bool direct_ok) {
+  Route out;
+  out.req = r;
+  Path forced;
+  const bool is_forced = forced_path(forced);
+  // More SGEs than the QP takes: the provider refuses it at post, so must the CPU paths.
+  if (!t.enabled || (!is_forced && t.mode == static_cast<uint32_t>(Mode::offload)) || !r.is_write ||
+      r.user_inline || r.sge_count > q->sq.max_sge)
+    return out;
+  const bool copy_ok = !fence_blocks_copy(q, r);
+  PathContext pc;
+  pc.max_inline = copy_ok ? q->sq.max_inline : 0;
+  pc.direct_available = direct_ok && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
+  pc.stage_available = copy_ok && q->sq.stage.base && r.length != 0 && r.length <= q->sq.stage.size / 4;
+  pc.sges_valid = (r.length <= pc.max_inline || pc.direct_available || pc.stage_available) &&
+                  sges_valid(q, sg, r.sge_count);
+  const PathSet eligible = eligible_paths(r, pc);
+  if (eligible == PathSet(Path::offload)) return out;
+  if (is_forced) {
+    out.path = eligible.contains(forced) ? forced : Path::offload;
+    return out;
+  }
+  policy::Policy* pol = thread_policy();
+  if (!pol) return out;
+  const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
+  const policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible, adaptive);
+  out.path = pol->decide(f, t);
+  if (adaptive) out.t0 = f.now_ns;
+  return out;
+}
+
+void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey,
+             uint64_t remote_addr, uint64_t t0) {
+  if (!t0 || !t_policy) return;
+  const policy::WriteFeatures f = features_of(q, length, sge_count, rkey, remote_addr, PathSet::all(), false);
+  t_policy->observe(p, f, now_ns() - t0);
+}
+
+}  // namespace unload::rt
