@@ -69,9 +69,9 @@ note() {
 	timeout 150 "$BIN/sem_$prog" "$@" 2>&1 | sed 's/^/    ref | /'
 }
 
-sem mt_post 4 1 4000
-sem mt_post 4 2 2000
-sem mt_post 4 4 1000
+sem mt_post 4 1 3000
+sem mt_post 4 2 1500
+sem mt_post 4 4 800
 sem wr_untouched
 sem fence_read 4
 sem error_flush

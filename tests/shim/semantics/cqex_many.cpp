@@ -8,6 +8,8 @@
 // most 16 outstanding per QP. A completion is attributed by its wr_id (QP index << 32 |
 // write index; rxe in rdma-core 44 reads qp_num back as 0). Printed per QP: signaled
 // completions exact and in order, the target; and completions whose wr_id was never posted.
+#include <sched.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -70,7 +72,10 @@ int main(int argc, char** argv) {
     for (int q = 0; q < nqps && !stuck; ++q) {
       const uint64_t deadline = now_ms() + 3000;
       while (k >= completed[static_cast<size_t>(q)] + kOut && !stuck)
-        if (!take_one() && now_ms() > deadline) stuck = true;
+        if (!take_one()) {
+          if (now_ms() > deadline) stuck = true;
+          sched_yield();
+        }
       if (stuck) break;
       Pair& x = p[static_cast<size_t>(q)];
       const int rc = post_write(x.s, (uint64_t(q) << 32) | k, x.src + k * kLen, kLen, x.smr->lkey,

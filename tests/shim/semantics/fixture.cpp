@@ -116,7 +116,7 @@ ibv_qp* make_qp(Env& e, ibv_cq* scq, ibv_cq* rcq, const QpCaps& caps) {
   return qp;
 }
 
-void connect(Env& e, ibv_qp* qp, uint32_t dest) {
+void connect(Env& e, ibv_qp* qp, uint32_t dest, ibv_mtu mtu) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
@@ -126,7 +126,7 @@ void connect(Env& e, ibv_qp* qp, uint32_t dest) {
     die("modify INIT");
   a = {};
   a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
+  a.path_mtu = mtu;
   a.dest_qp_num = dest;
   a.rq_psn = 0;
   a.max_dest_rd_atomic = 1;
@@ -151,9 +151,9 @@ void connect(Env& e, ibv_qp* qp, uint32_t dest) {
     die("modify RTS");
 }
 
-void connect_pair(Env& e, ibv_qp* a, ibv_qp* b) {
-  connect(e, a, b->qp_num);
-  connect(e, b, a->qp_num);
+void connect_pair(Env& e, ibv_qp* a, ibv_qp* b, ibv_mtu mtu) {
+  connect(e, a, b->qp_num, mtu);
+  connect(e, b, a->qp_num, mtu);
 }
 
 uint8_t* alloc(size_t len) {
@@ -170,7 +170,7 @@ ibv_mr* reg(Env& e, void* p, size_t len, int access) {
 }
 
 Pair make_pair(Env& e, ibv_cq* scq, ibv_cq* rcq, size_t src_len, size_t dst_len, const QpCaps& caps,
-               ibv_qp* sender) {
+               ibv_qp* sender, ibv_mtu mtu) {
   Pair p;
   p.s = sender ? sender : make_qp(e, scq, rcq, caps);
   p.r = make_qp(e, rcq, rcq, caps);
@@ -180,7 +180,7 @@ Pair make_pair(Env& e, ibv_cq* scq, ibv_cq* rcq, size_t src_len, size_t dst_len,
   p.dst = alloc(dst_len);
   p.smr = reg(e, p.src, src_len, IBV_ACCESS_LOCAL_WRITE);
   p.dmr = reg(e, p.dst, dst_len, kRemote);
-  connect_pair(e, p.s, p.r);
+  connect_pair(e, p.s, p.r, mtu);
   return p;
 }
 

@@ -56,8 +56,8 @@ struct QpCaps {
 ibv_cq* make_cq(Env& e, int cqe, ibv_comp_channel* ch = nullptr);
 ibv_qp* make_qp(Env& e, ibv_cq* scq, ibv_cq* rcq, const QpCaps& caps = {});
 // INIT -> RTR -> RTS towards `dest` (rnr_retry 7: a SEND without a receive waits).
-void connect(Env& e, ibv_qp* qp, uint32_t dest);
-void connect_pair(Env& e, ibv_qp* a, ibv_qp* b);
+void connect(Env& e, ibv_qp* qp, uint32_t dest, ibv_mtu mtu = IBV_MTU_1024);
+void connect_pair(Env& e, ibv_qp* a, ibv_qp* b, ibv_mtu mtu = IBV_MTU_1024);
 
 // Page-aligned zeroed memory (never freed: the programs are short).
 uint8_t* alloc(size_t len);
@@ -77,7 +77,7 @@ struct Pair {
 };
 // `sender`: made by the caller (e.g. with ibv_create_qp_ex), else like the responder.
 Pair make_pair(Env& e, ibv_cq* scq, ibv_cq* rcq, size_t src_len, size_t dst_len,
-               const QpCaps& caps = {}, ibv_qp* sender = nullptr);
+               const QpCaps& caps = {}, ibv_qp* sender = nullptr, ibv_mtu mtu = IBV_MTU_1024);
 
 // One RDMA WRITE (opcode IBV_WR_RDMA_WRITE unless given); returns ibv_post_send's value.
 int post_write(ibv_qp* qp, uint64_t wr_id, const void* src, uint32_t len, uint32_t lkey,

@@ -7,6 +7,8 @@
 // (t, k) into its own 64-byte slot of the target. One thread polls the shared send CQ.
 // A post that fails stops its thread (counted); a stall (no post and no completion for
 // 10 s) is the watchdog's.
+#include <sched.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -98,6 +100,7 @@ int main(int argc, char** argv) {
         th.done++;
       }
       if (n == 0) {
+        sched_yield();
         bool all = true;
         for (auto& th : threads)
           if (!th.finished.load() || th.done.load() < th.posted.load()) all = false;
@@ -113,7 +116,7 @@ int main(int argc, char** argv) {
       Pair& p = qps[ti % nqps];
       uint8_t* slots = p.src + ti * outstanding * kLen;
       for (uint64_t k = 0; k < writes; ++k) {
-        while (k >= th.done.load() + outstanding) __builtin_ia32_pause();
+        while (k >= th.done.load() + outstanding) sched_yield();  // vCPUs are few under TCG
         uint8_t* s = slots + (k % outstanding) * kLen;
         fill(s, kLen, seed_of(ti, k));
         const uint64_t slot = ti * writes + k;
