@@ -1,0 +1,92 @@
+#!/bin/bash
+# Verbs semantics (issue 11): each program of tests/shim/semantics without the shim (the reference), then under it in offload mode and with each CPU path forced (UNLOAD_PATH=inline, stage, direct); every outcome must equal the reference.
+. "$(dirname "$0")/lib.sh"
+[ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
+BIN=$BUILD/tests/shim
+# SEMANTICS_ONLY="prog ..." runs those programs alone; SEMANTICS_PATHS the paths to force.
+ONLY=${SEMANTICS_ONLY:-}
+PATHS=${SEMANTICS_PATHS:-offload inline stage direct}
+SKIPS=0
+
+# A path the module provides cannot be forced without it; the rest still runs.
+have_kmod() { [ -e /dev/unload ]; }
+
+# sem PROG ARGS...: the reference run, then one run per path, each diffed with it.
+sem() {
+	local prog=$1; shift
+	if [ -n "$ONLY" ] && ! [[ " $ONLY " == *" $prog "* ]]; then return; fi
+	local label="$prog${*:+ $*}" name="$prog${*:+_${*// /_}}"
+	local ref=$WORK/$name.ref rc
+	timeout 150 "$BIN/sem_$prog" "$@" >"$ref" 2>"$ref.err"
+	rc=$?
+	if [ $rc -eq 77 ]; then
+		echo "SKIP: $label: $(grep -m1 '^skip:' "$ref")"
+		SKIPS=$((SKIPS + 1))
+		return
+	fi
+	if [ $rc -ne 0 ]; then
+		fail "$label: the reference run (no shim) finished (rc=$rc)"
+		sed 's/^/    ref | /' "$ref"; tail -5 "$ref.err" | sed 's/^/    ref ! /'
+		return
+	fi
+	sed 's/^/    ref | /' "$ref"
+	local path envs o
+	for path in $PATHS; do
+		if [ "$path" = offload ]; then
+			envs=(UNLOAD_MODE=offload)
+		else
+			envs=(UNLOAD_MODE=unload UNLOAD_PATH="$path")
+			if [ "$path" != inline ] && ! have_kmod; then
+				echo "SKIP: $label $path: needs the kernel module"
+				SKIPS=$((SKIPS + 1))
+				continue
+			fi
+		fi
+		o=$WORK/$name.$path
+		rm -f "$o.stats"
+		env LD_PRELOAD="$SHIM" "${envs[@]}" UNLOAD_STATS_FILE="$o.stats" \
+			timeout 150 "$BIN/sem_$prog" "$@" >"$o.out" 2>"$o.err"
+		rc=$?
+		if [ $rc -eq 0 ] && diff -q "$ref" "$o.out" >/dev/null; then
+			pass "$label $path: outcome equals the reference"
+		else
+			fail "$label $path: outcome equals the reference (rc=$rc)"
+			diff "$ref" "$o.out" | head -40 | sed 's/^/    diff /'
+			grep -v '^unload: kernel module not available' "$o.err" | tail -5 | sed 's/^/    err  /'
+		fi
+		# Which paths the writes took: shown, not asserted (a path may rightly fall back).
+		echo "    $path: writes offload $(stat "$o.stats" writes_offload) inline $(stat "$o.stats" writes_inline)" \
+			"stage $(stat "$o.stats" writes_stage) direct $(stat "$o.stats" writes_direct)" \
+			"fences $(stat "$o.stats" fences)"
+	done
+}
+
+# note PROG ARGS...: the reference run only, shown (what the provider itself does).
+note() {
+	local prog=$1; shift
+	if [ -n "$ONLY" ] && ! [[ " $ONLY " == *" $prog "* ]]; then return; fi
+	echo "NOTE: $prog $* without the shim (shown, not compared):"
+	timeout 150 "$BIN/sem_$prog" "$@" 2>&1 | sed 's/^/    ref | /'
+}
+
+sem mt_post 4 1 3000
+sem mt_post 4 2 1500
+sem mt_post 4 4 800
+sem wr_untouched
+sem fence_read 4
+sem error_flush
+sem error_flush race 30
+sem post_bounded rnr
+sem post_bounded reset
+sem destroy_outstanding
+sem resize_cq
+sem cq_room plain
+sem cq_room ex
+sem cq_room channel 20
+sem cqex_many 12 96
+sem cqex_many 12 48 noqpnum
+sem notify_queued 2
+sem wr_multi_sge equal
+note wr_multi_sge unequal
+[ "$SKIPS" -eq 0 ] || echo "$SKIPS run(s) skipped"
+finish
