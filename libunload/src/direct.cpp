@@ -102,6 +102,10 @@ int run_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt) {
   const int rc = kmod_direct(q->qp_num, q->peer.handle, r.rkey, r.remote_addr, sg, r.sge_count, r.length);
   if (rc != 0) {
     if (r.signaled) c->pending.cancel(ticket);
+    // Refused: the next write asks the module what became of the pair (poisoned for good
+    // after a violation, or not paired any more) instead of trying again blind.
+    q->peer.flags &= ~UNLOAD_PEER_PAIRED;
+    q->peer.countdown = 1;
     return rc;
   }
   count_writes(Path::unload_direct, 1, r.length);

@@ -73,6 +73,7 @@ bool direct_possible(QpRec* q, const Tunables& t) {
   if (q->failed.load(std::memory_order_relaxed)) return false;
   if (q->sq.ring.head() < q->peer.stuck_below) return false;
   PeerLink& p = q->peer;
+  if (p.flags & UNLOAD_PEER_POISONED) return false;  // a request of the pair failed a check: never again
   if (!(p.flags & UNLOAD_PEER_PAIRED)) {
     if (!(p.flags & UNLOAD_PEER_LOCAL) || --p.countdown != 0) return false;
     p.backoff = p.backoff < (1u << 16) ? p.backoff * 2 : p.backoff;

@@ -72,6 +72,11 @@ while read -r c want; do
 		skipped=$((skipped + 1))
 		continue
 	fi
+	if [ "$c" = rereg_drop_remote_write ] && grep -q rereg-unsupported "$W/$n.offload.out"; then
+		echo "skip $c: this kernel's rxe has no ibv_rereg_mr (it failed alike in both runs), so the shim's rereg hook is not exercised"
+		skipped=$((skipped + 1))
+		continue
+	fi
 	ran=$((ran + 1))
 	problems=
 	for mode in offload unload; do
@@ -97,8 +102,6 @@ while read -r c want; do
 		done ;;
 	*) case " ${d[unload]} " in *" $want+"*) ;; *) problems="$problems module-did-not-judge($want)" ;; esac ;;
 	esac
-	[ "$c" = rereg_drop_remote_write ] && grep -q rereg-unsupported "$W/$n.offload.out" &&
-		echo "info $c: this kernel's rxe has no rereg (both runs: rereg failed alike)"
 	summary=$(grep '^outcome' "$W/$n.unload.out" | grep -E ' (write|next|first|statuses|sender_state|responder_state|target) ' |
 		sed 's/^outcome //' | tr '\n' ' ')
 	if [ -z "$problems" ]; then
