@@ -1,5 +1,5 @@
 #!/bin/bash
-# With the kernel module loaded: tunables from the control page, the counters page in /sys/kernel/unload/stats, the direct path (fences, completion channels, threads, fork, ibv_cq_ex CQs, wr_* batches) under perftest and our programs, adaptive mode.
+# With the kernel module loaded: tunables from the control page, the counters page in /sys/kernel/unload/stats, the direct path (fences, completion channels, threads, fork, ibv_cq_ex CQs, wr_* batches), ibv_rc_pingpong and rping in every mode under perftest and our programs, adaptive mode.
 . "$(dirname "$0")/lib.sh"
 [ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
 [ -e /dev/unload ] || { echo "SKIP: the kernel module is not loaded"; exit 77; }
@@ -128,4 +128,14 @@ if [ -w "$S/direct_max" ]; then
 	check "sysfs writes_stage counted" [ "$(sysstat writes_stage)" -gt 0 ]
 	echo "$old" >"$S/direct_max"
 fi
+# The outside witnesses with the module loaded, every mode: direct and stage are possible.
+for mode in offload unload threshold adaptive; do
+	check "ibv_rc_pingpong $mode with the module" run_pair ppk_$mode $mode \
+		ibv_rc_pingpong -d "$DEV" -g "$GIDX" -n 200 -c -- ibv_rc_pingpong -d "$DEV" -g "$GIDX" -n 200 -c "$ADDR"
+	check "ibv_rc_pingpong -N -e $mode with the module" run_pair ppnk_$mode $mode \
+		ibv_rc_pingpong -d "$DEV" -g "$GIDX" -n 200 -N -e -- ibv_rc_pingpong -d "$DEV" -g "$GIDX" -n 200 -N -e "$ADDR"
+	check "rping $mode with the module" run_pair rpk_$mode $mode \
+		rping -s -a "$ADDR" -C 20 -S 64 -V -- rping -c -a "$ADDR" -C 20 -S 64 -V
+	show_stats rpk_$mode
+done
 finish

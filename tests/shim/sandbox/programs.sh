@@ -1,5 +1,5 @@
 #!/bin/bash
-# Unmodified ib_write_bw (both post-send flows), ib_send_lat, ibv_rc_pingpong and rping under the shim in each mode; stats show the path.
+# Unmodified ib_write_bw (both post-send flows), ib_send_lat, ibv_rc_pingpong and rping under the shim in each mode (adaptive too); stats show the path.
 . "$(dirname "$0")/lib.sh"
 [ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
 
@@ -40,4 +40,13 @@ for mode in offload unload threshold; do
 		rping -s -a "$ADDR" -C 20 -S 64 -V -- rping -c -a "$ADDR" -C 20 -S 64 -V
 	expect_small rping_$mode $want 20
 done
+# adaptive: the same programs run exactly (which path each write takes is the policy's).
+check "ib_write_bw adaptive 64B" run_pair bw_adaptive adaptive \
+	ib_write_bw -d "$DEV" -x "$GIDX" -n $N -s 64 -- ib_write_bw -d "$DEV" -x "$GIDX" -n $N -s 64 "$ADDR"
+show_stats bw_adaptive
+check "ibv_rc_pingpong -N (wr_* API) -e (events) adaptive" run_pair ppn_adaptive adaptive \
+	ibv_rc_pingpong -d "$DEV" -g "$GIDX" -n 200 -N -e -- ibv_rc_pingpong -d "$DEV" -g "$GIDX" -n 200 -N -e "$ADDR"
+check "rping adaptive" run_pair rping_adaptive adaptive \
+	rping -s -a "$ADDR" -C 20 -S 64 -V -- rping -c -a "$ADDR" -C 20 -S 64 -V
+show_stats rping_adaptive
 finish
