@@ -1,5 +1,5 @@
 #!/bin/bash
-# With the kernel module loaded: tunables from the control page, the counters page in /sys/kernel/unload/stats, the direct path (fences, completion channels, threads, fork, ibv_cq_ex CQs, wr_* batches), ibv_rc_pingpong and rping in every mode under perftest and our programs, adaptive mode.
+# With the kernel module loaded: tunables from the control page, the counters page in /sys/kernel/unload/stats, the direct path (fences, completion channels, threads, fork, ibv_cq_ex CQs, wr_* batches) under perftest and our programs, adaptive mode; ibv_rc_pingpong and rping in every mode.
 . "$(dirname "$0")/lib.sh"
 [ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
 [ -e /dev/unload ] || { echo "SKIP: the kernel module is not loaded"; exit 77; }
