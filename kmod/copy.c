@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The direct copy engine: a write request is checked against authoritative kernel
- * state (the RDMA core's QPs, the sessions and the regions they registered) and, if
- * every check passes, its payload is copied from the submitter's memory into the
- * peer's pinned pages: ascending, the last 8 bytes last, with release semantics.
+ * The direct copy engine: each write request is checked, at that moment, against the
+ * RDMA core's own objects (both QPs, both MRs: every check a responder RNIC makes and
+ * the local SGE checks of the requester) and, if every check passes, its payload is
+ * copied from the submitter's pinned source pages into the peer's pinned pages:
+ * ascending, the last 8 bytes last, with release semantics. A refusal places nothing;
+ * the caller then posts the request to the NIC, which produces the NIC's own outcome.
  */
 #include <linux/highmem.h>
 #include <linux/sched.h>
@@ -12,120 +14,181 @@
 
 #include "unload_kmod.h"
 
-/* The resolution of one sender QP, kept across consecutive requests of a batch. */
-struct unload_route {
-	u32 qpn;			/* sender QP; 0 when nothing is resolved */
-	u32 deny;			/* UNLOAD_DENY_* for this QP, or NONE */
-	struct ib_device *dev;		/* sender QP's device (a reference) */
-	struct unload_session *peer;	/* the peer's session (a reference) */
-	struct ib_device *peer_dev;	/* the peer QP's device (a reference) */
-	u32 peer_pd_handle;		/* the peer QP's PD */
-};
-
-static void unload_route_drop(struct unload_route *rt)
-{
-	if (rt->peer_dev)
-		ib_device_put(rt->peer_dev);
-	if (rt->peer)
-		unload_session_put(rt->peer);
-	if (rt->dev)
-		ib_device_put(rt->dev);
-	memset(rt, 0, sizeof(*rt));
-}
-
-/* Resolve the sender QP and its paired peer from the RDMA core. */
-static void unload_route_resolve(struct unload_session *sess, struct unload_route *rt,
-				 u32 qpn)
-{
-	struct unload_qp_info info, pinfo;
-
-	unload_route_drop(rt);
-	rt->qpn = qpn;
-	if (!unload_session_has_qp(sess, &rt->dev, qpn)) {
-		rt->deny = UNLOAD_DENY_QP_UNREGISTERED;
-		return;
-	}
-	/* Ownership is the opener's: sess->owner, whoever submits. */
-	if (unload_qp_inspect(sess, rt->dev, qpn, &info) || !info.owned) {
-		rt->deny = UNLOAD_DENY_QP_NOT_OWNED;
-		return;
-	}
-	if (info.type != IB_QPT_RC || info.state != IB_QPS_RTS || !info.has_dgid) {
-		rt->deny = UNLOAD_DENY_QP_STATE;
-		return;
-	}
-	rt->peer = unload_peer_get(info.dest_qpn, &info.dgid, &rt->peer_dev);
-	if (!rt->peer) {
-		rt->deny = UNLOAD_DENY_PEER_UNKNOWN;
-		return;
-	}
-	/* The peer QP must be its session's, alive, and connected back to us. */
-	if (unload_qp_inspect(rt->peer, rt->peer_dev, info.dest_qpn, &pinfo) ||
-	    !pinfo.owned) {
-		rt->deny = UNLOAD_DENY_PEER_UNKNOWN;
-		return;
-	}
-	if (pinfo.type != IB_QPT_RC || pinfo.dest_qpn != qpn || !pinfo.has_dgid ||
-	    (pinfo.state != IB_QPS_RTR && pinfo.state != IB_QPS_RTS) ||
-	    !unload_gid_is_local(rt->dev, &pinfo.dgid)) {
-		rt->deny = UNLOAD_DENY_PEER_UNPAIRED;
-		return;
-	}
-	rt->peer_pd_handle = pinfo.pd_handle;
-	rt->deny = UNLOAD_DENY_NONE;
-}
-
 /*
- * The local source of a request, as an iov_iter over the submitter's memory: a fault
- * stops the copy short without zero-filling the target (copy_from_user would).
+ * The local source of a request: its segments (each with its lkey) and the pages
+ * behind them, pinned before anything of the peer is referenced, so that a source
+ * that faults slowly (userfaultfd, FUSE) holds up no one but the submitter and a
+ * source that cannot be read places nothing.
  */
 struct unload_src {
 	struct unload_iov uiov[UNLOAD_MAX_IOV];
-	struct iovec kiov[UNLOAD_MAX_IOV];
-	struct iov_iter iter;
+	unsigned int nr;		/* segments */
+	unsigned long npages;		/* pages pinned, over all segments in order */
+	struct page **pages;		/* pinned pages (small[] or kvmalloc'd) */
+	struct page *small[8];
 };
 
-/* Load and check the source; returns a reason, NONE when usable. */
+/* Load and check the segments; returns a reason, NONE when usable. */
 static u32 unload_src_load(struct unload_src *src, const struct unload_direct_req *req)
 {
-	unsigned int i, nr;
-	u64 total = 0;
+	unsigned int i;
+	u64 total = 0, end;
 
 	if (req->iov_count == 0) {
 		src->uiov[0].addr = req->iov;
 		src->uiov[0].len = req->length;
-		nr = 1;
+		src->uiov[0].lkey = req->lkey;
+		src->uiov[0].reserved = 0;
+		src->nr = 1;
 	} else {
-		if (req->iov_count > UNLOAD_MAX_IOV)
+		if (req->iov_count > UNLOAD_MAX_IOV || req->lkey)
 			return UNLOAD_DENY_INVALID;
 		if (copy_from_user(src->uiov, u64_to_user_ptr(req->iov),
 				   req->iov_count * sizeof(src->uiov[0])))
 			return UNLOAD_DENY_FAULT;
-		nr = req->iov_count;
+		src->nr = req->iov_count;
 	}
-	for (i = 0; i < nr; i++) {
-		if (check_add_overflow(total, src->uiov[i].len, &total) ||
-		    src->uiov[i].len > MAX_RW_COUNT)
+	for (i = 0; i < src->nr; i++) {
+		if (src->uiov[i].reserved || !src->uiov[i].len ||
+		    check_add_overflow(total, src->uiov[i].len, &total) ||
+		    check_add_overflow(src->uiov[i].addr, src->uiov[i].len, &end))
 			return UNLOAD_DENY_INVALID;
 		if (!access_ok(u64_to_user_ptr(src->uiov[i].addr), src->uiov[i].len))
 			return UNLOAD_DENY_FAULT;
-		src->kiov[i].iov_base = u64_to_user_ptr(src->uiov[i].addr);
-		src->kiov[i].iov_len = src->uiov[i].len;
 	}
 	if (total != req->length)
 		return UNLOAD_DENY_INVALID;
-	iov_iter_init(&src->iter, ITER_SOURCE, src->kiov, nr, total);
 	return UNLOAD_DENY_NONE;
 }
 
+static unsigned long unload_seg_pages(const struct unload_iov *v)
+{
+	return (PAGE_ALIGN(v->addr + v->len) - (v->addr & PAGE_MASK)) >> PAGE_SHIFT;
+}
+
+static void unload_src_unpin(struct unload_src *src)
+{
+	if (src->npages)
+		unpin_user_pages(src->pages, src->npages);
+	if (src->pages != src->small)
+		kvfree(src->pages);
+	src->pages = NULL;
+	src->npages = 0;
+}
+
+/* Pin every source page for reading (faulting it in: killable, no reference held). */
+static u32 unload_src_pin(struct unload_src *src)
+{
+	unsigned long total = 0, n;
+	unsigned int i;
+	long got;
+
+	for (i = 0; i < src->nr; i++)
+		total += unload_seg_pages(&src->uiov[i]);	/* <= length/PAGE + 2 * nr */
+	src->npages = 0;
+	src->pages = total <= ARRAY_SIZE(src->small) ? src->small :
+		kvmalloc_array(total, sizeof(*src->pages), GFP_KERNEL | __GFP_NOWARN);
+	if (!src->pages)
+		return UNLOAD_DENY_FAULT;
+	for (i = 0; i < src->nr; i++) {
+		u64 start = src->uiov[i].addr & PAGE_MASK;
+		unsigned long want = unload_seg_pages(&src->uiov[i]), done = 0;
+
+		while (done < want) {
+			n = min_t(unsigned long, want - done, PAGE_SIZE / sizeof(struct page *));
+			got = pin_user_pages_fast(start + done * PAGE_SIZE, n, 0,
+						  src->pages + src->npages);
+			if (got <= 0)
+				goto err_unpin;
+			done += got;
+			src->npages += got;
+			if (fatal_signal_pending(current))
+				goto err_unpin;
+		}
+	}
+	return UNLOAD_DENY_NONE;
+
+err_unpin:
+	unload_src_unpin(src);
+	return UNLOAD_DENY_FAULT;
+}
+
 /*
- * Place len bytes of src at byte offset off of region r: [0, len - tail) ascending,
- * then the last tail (<= 8) bytes, published with release semantics.
+ * Every segment inside the live MR its lkey names, on the sender QP's PD (what an RNIC
+ * checks of a local SGE before it sends anything).
  */
-static int unload_place(struct unload_region *r, u64 off, u64 len, struct unload_src *src)
+static u32 unload_src_check(struct unload_session *sess, struct unload_pair *pr,
+			    const struct unload_src *src)
+{
+	unsigned int i;
+
+	for (i = 0; i < src->nr; i++) {
+		const struct unload_iov *v = &src->uiov[i];
+		struct unload_region *r;
+		struct ib_mr *mr;
+		u32 deny = UNLOAD_DENY_NONE;
+
+		r = unload_region_find(sess, false, pr->dev, v->lkey);
+		if (!r)
+			return UNLOAD_DENY_SOURCE;
+		mr = unload_region_mr_get(sess, r, pr->dev);
+		if (!mr)
+			deny = UNLOAD_DENY_LKEY;
+		else if (mr->pd != pr->s.qp->pd || v->len > mr->length || v->addr < mr->iova ||
+			 v->addr - mr->iova > mr->length - v->len)
+			deny = UNLOAD_DENY_LKEY;
+		if (mr)
+			unload_region_mr_put(mr);
+		unload_region_put(r);
+		if (deny)
+			return deny;
+	}
+	return UNLOAD_DENY_NONE;
+}
+
+/* A cursor over the pinned source: segment i, byte off in it. */
+struct unload_src_pos {
+	unsigned int seg;
+	u64 off;
+	unsigned long page;	/* index in src->pages of the segment's first page */
+};
+
+/* Copy n bytes from the source cursor to dst + doff (within one target page). */
+static void unload_src_read(const struct unload_src *src, struct unload_src_pos *at,
+			    u8 *dst, size_t n)
+{
+	while (n) {
+		const struct unload_iov *v = &src->uiov[at->seg];
+		u64 abs = (v->addr & ~PAGE_MASK) + at->off;
+		struct page *pg = src->pages[at->page + (abs >> PAGE_SHIFT)];
+		size_t chunk = min_t(u64, n, min_t(u64, PAGE_SIZE - offset_in_page(abs),
+						 v->len - at->off));
+		void *s = kmap_local_page(pg);
+
+		memcpy(dst, s + offset_in_page(abs), chunk);
+		kunmap_local(s);
+		dst += chunk;
+		n -= chunk;
+		at->off += chunk;
+		if (at->off == v->len) {
+			at->page += unload_seg_pages(v);
+			at->seg++;
+			at->off = 0;
+		}
+	}
+}
+
+/*
+ * Place len bytes of the source at byte offset off of region r: [0, len - tail)
+ * ascending, then the last tail (<= 8) bytes, published with release semantics.
+ * Nothing here faults: both sides are pinned.
+ */
+static void unload_place(struct unload_region *r, u64 off, u64 len,
+			 const struct unload_src *src)
 {
 	u64 pos = offset_in_page(r->addr) + off;	/* from the first pinned page */
 	u64 tail = min_t(u64, len, 8), body = len - tail;
+	struct unload_src_pos at = {};
 	u8 last[8];
 	void *kaddr;
 	u64 i;
@@ -133,111 +196,167 @@ static int unload_place(struct unload_region *r, u64 off, u64 len, struct unload
 	while (body) {
 		unsigned int poff = offset_in_page(pos);
 		size_t chunk = min_t(u64, body, PAGE_SIZE - poff);
+		struct page *pg = r->pages[pos >> PAGE_SHIFT];
 
-		/* Ascending, one page at a time, from the submitter's memory. */
-		if (copy_page_from_iter(r->pages[pos >> PAGE_SHIFT], poff, chunk,
-					&src->iter) != chunk)
-			return -EFAULT;
+		kaddr = kmap_local_page(pg);
+		unload_src_read(src, &at, kaddr + poff, chunk);
+		kunmap_local(kaddr);
+		flush_dcache_page(pg);
 		pos += chunk;
 		body -= chunk;
 		cond_resched();
 	}
 
-	if (copy_from_iter(last, tail, &src->iter) != tail)
-		return -EFAULT;
+	unload_src_read(src, &at, last, tail);
 	if (tail == 8 && IS_ALIGNED(pos, 8) && offset_in_page(pos) <= PAGE_SIZE - 8) {
+		struct page *pg = r->pages[pos >> PAGE_SHIFT];
 		u64 v;
 
 		memcpy(&v, last, 8);
-		kaddr = kmap_local_page(r->pages[pos >> PAGE_SHIFT]);
+		kaddr = kmap_local_page(pg);
 		/* Everything before becomes visible no later than these 8 bytes. */
 		smp_store_release((u64 *)(kaddr + offset_in_page(pos)), v);
 		kunmap_local(kaddr);
-		return 0;
+		flush_dcache_page(pg);
+		return;
 	}
 	smp_wmb();	/* the body before the tail */
 	for (i = 0; i < tail; i++, pos++) {
+		struct page *pg = r->pages[pos >> PAGE_SHIFT];
 		u8 *p;
 
-		kaddr = kmap_local_page(r->pages[pos >> PAGE_SHIFT]);
+		kaddr = kmap_local_page(pg);
 		p = kaddr + offset_in_page(pos);
 		WRITE_ONCE(*p, last[i]);
 		kunmap_local(kaddr);
+		flush_dcache_page(pg);
 	}
-	return 0;
+}
+
+/*
+ * The responder's checks on the peer's side, with the target MR held: on NONE *mrp
+ * holds a restrack reference on the MR (ib_dereg_mr waits for it) and *off is the
+ * offset into r.
+ */
+static u32 unload_target_check(struct unload_pair *pr, struct unload_region *r,
+			       const struct unload_direct_req *req, struct ib_mr **mrp,
+			       u64 *off)
+{
+	struct ib_mr *mr;
+	u32 deny;
+
+	mr = unload_region_mr_get(pr->peer, r, pr->peer_dev);
+	if (!mr)
+		return UNLOAD_DENY_RKEY;	/* deregistered or replaced: an invalid rkey */
+	deny = UNLOAD_DENY_PD;
+	if (mr->pd != pr->p.qp->pd)
+		goto out_put_mr;
+	deny = UNLOAD_DENY_ACCESS;
+	if (!(r->access & UNLOAD_ACCESS_REMOTE_WRITE))
+		goto out_put_mr;
+	/*
+	 * [remote_addr, remote_addr + length) inside [iova, iova + length) of the MR, and
+	 * of the pinned range (the same, as registered): no overflow on any input.
+	 */
+	deny = UNLOAD_DENY_BOUNDS;
+	if (req->length > mr->length || req->remote_addr < mr->iova ||
+	    req->remote_addr - mr->iova > mr->length - req->length)
+		goto out_put_mr;
+	if (req->length > r->length || req->remote_addr < r->addr ||
+	    req->remote_addr - r->addr > r->length - req->length)
+		goto out_put_mr;
+	*off = req->remote_addr - r->addr;
+	*mrp = mr;
+	return UNLOAD_DENY_NONE;
+
+out_put_mr:
+	unload_region_mr_put(mr);
+	return deny;
+}
+
+/* Reasons an RNIC answers with a NAK or a local error: the pair is poisoned after. */
+static bool unload_deny_is_violation(u32 deny)
+{
+	switch (deny) {
+	case UNLOAD_DENY_RKEY:
+	case UNLOAD_DENY_PD:
+	case UNLOAD_DENY_ACCESS:
+	case UNLOAD_DENY_BOUNDS:
+	case UNLOAD_DENY_LKEY:
+		return true;
+	default:
+		return false;
+	}
 }
 
 /* Check and run one request; returns its reason (NONE: placed). */
-static u32 unload_direct_one(struct unload_session *sess, struct unload_route *rt,
+static u32 unload_direct_one(struct unload_session *sess,
 			     const struct unload_direct_req *req, int *result)
 {
 	const struct unload_tunables *t = &unload_ctl->tunables;
-	struct unload_region *r;
+	struct unload_region *r = NULL;
+	struct ib_mr *mr = NULL;
+	struct unload_pair pr;
 	struct unload_src *src;
 	u32 deny, direct_max;
-	u64 off;
+	u64 off = 0;
 
 	*result = -EINVAL;
-	if (req->flags || req->reserved || req->result || req->reason ||
-	    req->iov_count > UNLOAD_MAX_IOV)
+	if (req->flags || req->reserved || req->result || req->iov_count > UNLOAD_MAX_IOV)
 		return UNLOAD_DENY_INVALID;
+	*result = -EACCES;	/* every refusal alike: the caller asks the NIC */
 	direct_max = READ_ONCE(t->direct_max);
-	*result = -EPERM;
 	if (!READ_ONCE(t->enabled) || !direct_max)
 		return UNLOAD_DENY_DISABLED;
-	*result = -EINVAL;
 	if (!req->length || req->length > direct_max)
 		return UNLOAD_DENY_LENGTH;
 
-	if (rt->qpn != req->qp_num || !rt->qpn)
-		unload_route_resolve(sess, rt, req->qp_num);
-	if (rt->deny) {
-		*result = rt->deny == UNLOAD_DENY_QP_STATE ? -EINVAL : -EPERM;
-		return rt->deny;
-	}
-
-	*result = -EACCES;
-	r = unload_region_get(rt->peer, req->rkey);
-	if (!r)
-		return UNLOAD_DENY_RKEY;
-	deny = UNLOAD_DENY_PD;
-	if (r->pd_handle != rt->peer_pd_handle)
-		goto out_put_region;
-	deny = UNLOAD_DENY_ACCESS;
-	if (!(r->access & UNLOAD_ACCESS_REMOTE_WRITE))
-		goto out_put_region;
-	/* [remote_addr, remote_addr + length) inside [addr, addr + length), no overflow */
-	deny = UNLOAD_DENY_BOUNDS;
-	*result = -ERANGE;
-	if (req->length > r->length || req->remote_addr < r->addr ||
-	    req->remote_addr - r->addr > r->length - req->length)
-		goto out_put_region;
-	off = req->remote_addr - r->addr;
-
-	*result = -ENOMEM;
-	deny = UNLOAD_DENY_FAULT;
 	src = kmalloc(sizeof(*src), GFP_KERNEL);
 	if (!src)
-		goto out_put_region;
+		return UNLOAD_DENY_FAULT;
 	deny = unload_src_load(src, req);
-	*result = deny == UNLOAD_DENY_FAULT ? -EFAULT : -EINVAL;
+	if (deny == UNLOAD_DENY_INVALID)
+		*result = -EINVAL;
 	if (deny)
 		goto out_free_src;
-	if (unload_place(r, off, req->length, src)) {
-		deny = UNLOAD_DENY_FAULT;
-		*result = -EFAULT;
+	/* First the source, while nothing of the peer (or any device) is held. */
+	deny = unload_src_pin(src);
+	if (deny)
 		goto out_free_src;
-	}
-	*result = 0;
-	deny = UNLOAD_DENY_NONE;
-	/* The module counts its own copies in the submitter's counters page. */
-	atomic64_inc((atomic64_t *)&sess->counters->writes[UNLOAD_PATH_DIRECT]);
-	atomic64_add(req->length, (atomic64_t *)&sess->counters->bytes[UNLOAD_PATH_DIRECT]);
 
-out_free_src:
-	kfree(src);
+	deny = unload_pair_get(sess, req->qp_num, req->qp_handle, &pr);
+	if (deny)
+		goto out_put_pair;
+	deny = UNLOAD_DENY_ACCESS;	/* the responder QP must allow remote writes */
+	if (!(pr.p.access & IB_ACCESS_REMOTE_WRITE))
+		goto out_put_pair;
+	deny = unload_src_check(sess, &pr, src);
+	if (deny)
+		goto out_put_pair;
+	deny = UNLOAD_DENY_RKEY;
+	r = unload_region_find(pr.peer, true, pr.peer_dev, req->rkey);
+	if (!r)
+		goto out_put_pair;
+	deny = unload_target_check(&pr, r, req, &mr, &off);
+	if (deny)
+		goto out_put_region;
+
+	unload_place(r, off, req->length, src);
+	unload_region_mr_put(mr);
+	*result = 0;
+	/* The module counts its own copies, where userspace cannot write. */
+	atomic64_inc(&sess->direct_writes);
+	atomic64_add(req->length, &sess->direct_bytes);
+
 out_put_region:
 	unload_region_put(r);
+out_put_pair:
+	if (unload_deny_is_violation(deny))
+		unload_pair_poison(sess, &pr);
+	unload_pair_put(&pr);
+	unload_src_unpin(src);
+out_free_src:
+	kfree(src);
 	return deny;
 }
 
@@ -245,7 +364,6 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *
 			u32 *accepted)
 {
 	struct unload_direct_req __user *u = u64_to_user_ptr(ureqs);
-	struct unload_route rt = {};
 	struct unload_direct_req req;
 	u32 i, ok = 0;
 	int ret = 0;
@@ -263,8 +381,8 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *
 			ret = -EFAULT;
 			break;
 		}
-		deny = unload_direct_one(sess, &rt, &req, &result);
-		if (put_user(result, &u[i].result) || put_user(deny, &u[i].reason)) {
+		deny = unload_direct_one(sess, &req, &result);
+		if (put_user(result, &u[i].result)) {
 			ret = -EFAULT;
 			break;
 		}
@@ -277,7 +395,6 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *
 			break;
 		}
 	}
-	unload_route_drop(&rt);
 	*done = i;
 	*accepted = ok;
 	return ret;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * unload.ko: the kernel half of unload (DESIGN.md section 4). /dev/unload (one session
+ * unload.ko: the kernel half of unload (docs/design.md, section 4). /dev/unload (one session
  * per open: ioctls, mmap of the control and counters pages and staging arenas,
  * io_uring uring_cmd for batched copies) and /sys/kernel/unload/.
  */
@@ -57,22 +57,14 @@ static long unload_ioctl_hello(struct unload_session *sess, void __user *arg)
 		ret = -EPROTO;
 	if (copy_to_user(arg, &h, sizeof(h)))
 		return -EFAULT;
-	if (!ret) {
-		mutex_lock(&sess->lock);
-		sess->hello = true;
-		mutex_unlock(&sess->lock);
-	}
+	if (!ret)
+		smp_store_release(&sess->hello, 1);	/* set once; read without a lock */
 	return ret;
 }
 
 static bool unload_said_hello(struct unload_session *sess)
 {
-	bool hello;
-
-	mutex_lock(&sess->lock);
-	hello = sess->hello;
-	mutex_unlock(&sess->lock);
-	return hello;
+	return smp_load_acquire(&sess->hello);
 }
 
 static long unload_ioctl(struct file *file, unsigned int cmd, unsigned long uarg)
@@ -103,7 +95,7 @@ static long unload_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 	case UNLOAD_IOC_UNREG_QP:
 		return unload_ioctl_unreg_qp(sess, arg);
 	case UNLOAD_IOC_REG_REGION:
-		return unload_ioctl_reg_region(sess, file, arg);
+		return unload_ioctl_reg_region(sess, arg);
 	case UNLOAD_IOC_DEREG_REGION:
 		return unload_ioctl_dereg_region(sess, arg);
 	case UNLOAD_IOC_ARENA_ALLOC:
@@ -204,13 +196,13 @@ static struct miscdevice unload_misc = {
 	.minor = MISC_DYNAMIC_MINOR,
 	.name = "unload",
 	.fops = &unload_fops,
-	.mode = 0666,		/* every check is per process: see docs/sysfs.md */
+	.mode = 0666,		/* every check is per process: see docs/security.md */
 };
 
-/* Device removal: forget its QPs (see unload_device_removed). */
+/* Devices: registrations are taken on added ones; removal forgets them. */
 static int unload_ib_add(struct ib_device *dev)
 {
-	return 0;	/* nothing per device; remove() is called only for devices add() took */
+	return unload_device_added(dev);	/* remove() only for devices add() took */
 }
 
 static void unload_ib_remove(struct ib_device *dev, void *client_data)

@@ -22,11 +22,6 @@ DEFINE_MUTEX(unload_sessions_lock);
 LIST_HEAD(unload_sessions);
 u64 unload_folded_base[UNLOAD_NR_FOLDED];	/* closed sessions since the last reset */
 
-/* Every registered QP by qpn; writers hold unload_qp_lock, readers RCU. */
-static DEFINE_HASHTABLE(unload_qp_hash, 8);
-/* Guards the writers of unload_qp_hash. */
-static DEFINE_MUTEX(unload_qp_lock);
-
 static atomic64_t unload_next_session_id = ATOMIC64_INIT(0);
 
 /* Largest region and arena: keeps page arrays well inside kvmalloc's limits. */
@@ -39,6 +34,11 @@ static u64 unload_counter_read(struct unload_session *sess, unsigned int idx)
 {
 	const u64 *c = (const u64 *)sess->counters;
 
+	/* The direct path's counts are the module's own, kept out of userspace's reach. */
+	if (idx == UNLOAD_FOLD_WRITES + UNLOAD_PATH_DIRECT)
+		return atomic64_read(&sess->direct_writes);
+	if (idx == UNLOAD_FOLD_BYTES + UNLOAD_PATH_DIRECT)
+		return atomic64_read(&sess->direct_bytes);
 	/* writes[4], bytes[4], fences are laid out in fold order. */
 	return READ_ONCE(c[idx]);
 }
@@ -70,15 +70,14 @@ void unload_folded_reset(void)
 	mutex_unlock(&unload_sessions_lock);
 }
 
-/* --- memlock accounting, as ib_umem does ------------------------------------------- */
+/* --- memlock accounting of arenas, as ib_umem does ---------------------------------- */
 
-static int unload_charge(struct unload_session *sess, struct file *file,
-			 unsigned long npages)
+static int unload_charge(struct unload_session *sess, unsigned long npages)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 	u64 pinned = atomic64_add_return(npages, &sess->mm->pinned_vm);
 
-	if (pinned > limit && !file_ns_capable(file, &init_user_ns, CAP_IPC_LOCK)) {
+	if (pinned > limit && !sess->ipc_lock) {
 		atomic64_sub(npages, &sess->mm->pinned_vm);
 		return -ENOMEM;
 	}
@@ -92,6 +91,51 @@ static void unload_uncharge(struct unload_session *sess, unsigned long npages)
 	atomic64_sub(npages, &unload_pinned_pages);
 }
 
+/* --- devices --------------------------------------------------------------------- */
+
+/*
+ * The RDMA devices the module may register QPs and regions on: added by our ib_client's
+ * add, erased by its remove before it forgets their QPs and regions. Writers hold
+ * unload_qp_lock, so a registration that found its device here (under that lock) is
+ * seen by the removal's sweep. Entries: index -> struct unload_dev.
+ */
+struct unload_dev {
+	struct ib_device *dev;		/* no reference: the entry lives between add/remove */
+	u32 mr_hint;			/* restrack id of the last MR found (scan start);
+					 * under unload_qp_lock */
+};
+static DEFINE_XARRAY(unload_devs);
+
+/* Every registered QP by qpn; writers hold unload_qp_lock, readers RCU. */
+static DEFINE_HASHTABLE(unload_qp_hash, 8);
+/* Guards the writers of unload_qp_hash and unload_devs, and unload_dev.mr_hint. */
+static DEFINE_MUTEX(unload_qp_lock);
+
+static struct unload_dev *unload_dev_live(struct ib_device *dev)
+{
+	struct unload_dev *ud;
+
+	lockdep_assert_held(&unload_qp_lock);
+	ud = xa_load(&unload_devs, dev->index);
+	return ud && ud->dev == dev ? ud : NULL;
+}
+
+int unload_device_added(struct ib_device *dev)
+{
+	struct unload_dev *ud = kzalloc(sizeof(*ud), GFP_KERNEL);
+	int ret;
+
+	if (!ud)
+		return -ENOMEM;
+	ud->dev = dev;
+	mutex_lock(&unload_qp_lock);
+	ret = xa_insert(&unload_devs, dev->index, ud, GFP_KERNEL);
+	mutex_unlock(&unload_qp_lock);
+	if (ret)
+		kfree(ud);
+	return ret;
+}
+
 /* --- regions ---------------------------------------------------------------------- */
 
 static void unload_region_free_rcu(struct rcu_head *head)
@@ -99,16 +143,39 @@ static void unload_region_free_rcu(struct rcu_head *head)
 	kmem_cache_free(unload_region_cache, container_of(head, struct unload_region, rcu));
 }
 
-struct unload_region *unload_region_get(struct unload_session *sess, u32 rkey)
+static u32 unload_region_hash(struct ib_device *dev, u32 key)
 {
-	struct unload_region *r;
+	return hash_32(key ^ (dev->index * 0x9e3779b9U), UNLOAD_REGION_HASH_BITS);
+}
+
+/*
+ * A published region of sess by (dev, rkey) if target, else by (dev, lkey), with a
+ * user reference (the caller puts it with unload_region_put).
+ */
+struct unload_region *unload_region_find(struct unload_session *sess, bool target,
+					 struct ib_device *dev, u32 key)
+{
+	u32 b = unload_region_hash(dev, key);
+	struct unload_region *r, *found = NULL;
 
 	rcu_read_lock();
-	r = xa_load(&sess->regions, rkey);
-	if (r && !refcount_inc_not_zero(&r->users))
-		r = NULL;
+	if (target) {
+		hlist_for_each_entry_rcu(r, &sess->targets[b], tnode)
+			if (r->dev == dev && r->rkey == key) {
+				found = r;
+				break;
+			}
+	} else {
+		hlist_for_each_entry_rcu(r, &sess->sources[b], snode)
+			if (r->dev == dev && r->lkey == key) {
+				found = r;
+				break;
+			}
+	}
+	if (found && !refcount_inc_not_zero(&found->users))
+		found = NULL;
 	rcu_read_unlock();
-	return r;
+	return found;
 }
 
 void unload_region_put(struct unload_region *r)
@@ -118,67 +185,160 @@ void unload_region_put(struct unload_region *r)
 }
 
 /*
- * Retire a region already erased from sess->regions: drop the published reference,
- * wait for the copies in flight, unpin, uncharge, free after RCU readers.
+ * Is this restrack entry the MR r was registered for, still as registered, a user MR
+ * of owner's process? The caller holds a reference on res.
  */
-static void unload_region_retire(struct unload_session *sess, struct unload_region *r)
+static bool unload_mr_matches(struct unload_session *owner, struct rdma_restrack_entry *res,
+			      u32 lkey, u32 rkey, u64 addr, u64 length)
+{
+	struct ib_mr *mr = container_of(res, struct ib_mr, res);
+
+	return !rdma_is_kernel_res(res) && res->task && task_tgid(res->task) == owner->owner &&
+	       mr->type == IB_MR_TYPE_USER && mr->uobject && mr->lkey == lkey &&
+	       mr->rkey == rkey && mr->iova == addr && mr->length == length;
+}
+
+/*
+ * The live MR behind r on dev (which the caller holds), with a restrack reference: while
+ * it is held, ib_dereg_mr (and a rereg that replaces the MR) waits in rdma_restrack_del.
+ * NULL when the MR is gone or no longer what was registered.
+ */
+struct ib_mr *unload_region_mr_get(struct unload_session *owner, struct unload_region *r,
+				   struct ib_device *dev)
+{
+	struct rdma_restrack_entry *res;
+
+	if (dev != r->dev)
+		return NULL;
+	res = rdma_restrack_get_byid(dev, RDMA_RESTRACK_MR, r->mr_id);
+	if (IS_ERR(res))
+		return NULL;
+	if (!unload_mr_matches(owner, res, r->lkey, r->rkey, r->addr, r->length)) {
+		rdma_restrack_put(res);
+		return NULL;
+	}
+	return container_of(res, struct ib_mr, res);
+}
+
+void unload_region_mr_put(struct ib_mr *mr)
+{
+	rdma_restrack_put(&mr->res);
+}
+
+/*
+ * Find the restrack id of the caller's MR (dev, lkey, rkey, addr, length). The RDMA core
+ * numbers MRs per device cyclically and offers lookups by id only, so this probes ids:
+ * from the device's last find upwards until UNLOAD_MR_SCAN_GAP ids in a row are free (a
+ * new MR comes after the last one found), then [0, hint). At most UNLOAD_MR_SCAN_MAX
+ * probes: an MR not found is never a direct source or target (its writes take the NIC).
+ * Only registrations pay for this, never requests.
+ */
+#define UNLOAD_MR_SCAN_GAP	4096U
+#define UNLOAD_MR_SCAN_MAX	(1U << 20)
+
+/* Probe one id: 1 if it is the MR, 0 if not, -ENOENT if the id is free. */
+static int unload_mr_probe(struct unload_session *sess, struct ib_device *dev,
+			   const struct unload_region_reg *req, u32 id)
+{
+	struct rdma_restrack_entry *res = rdma_restrack_get_byid(dev, RDMA_RESTRACK_MR, id);
+	bool match;
+
+	if (IS_ERR(res))
+		return -ENOENT;
+	match = unload_mr_matches(sess, res, req->lkey, req->rkey, req->addr, req->length);
+	rdma_restrack_put(res);
+	return match;
+}
+
+static int unload_mr_find(struct unload_session *sess, struct ib_device *dev,
+			  const struct unload_region_reg *req, u32 *id)
+{
+	u32 hint, cand, gap = 0, probes = 0;
+	struct unload_dev *ud;
+	int ret = -ESRCH, p;
+
+	mutex_lock(&unload_qp_lock);
+	ud = unload_dev_live(dev);
+	hint = ud ? ud->mr_hint : 0;
+	mutex_unlock(&unload_qp_lock);
+	if (!ud)
+		return -ENODEV;
+
+	for (cand = hint; gap < UNLOAD_MR_SCAN_GAP && probes < UNLOAD_MR_SCAN_MAX &&
+	     cand >= hint; cand++, probes++) {
+		p = unload_mr_probe(sess, dev, req, cand);
+		gap = p == -ENOENT ? gap + 1 : 0;
+		if (p == 1) {
+			ret = 0;
+			goto found;
+		}
+		if (!(probes & 1023)) {
+			if (fatal_signal_pending(current))
+				return -EINTR;
+			cond_resched();
+		}
+	}
+	for (cand = 0; cand < hint && probes < UNLOAD_MR_SCAN_MAX; cand++, probes++) {
+		if (unload_mr_probe(sess, dev, req, cand) == 1) {
+			ret = 0;
+			goto found;
+		}
+		if (!(probes & 1023)) {
+			if (fatal_signal_pending(current))
+				return -EINTR;
+			cond_resched();
+		}
+	}
+	return ret;
+
+found:
+	*id = cand;
+	mutex_lock(&unload_qp_lock);
+	ud = unload_dev_live(dev);
+	if (ud)
+		ud->mr_hint = cand;
+	mutex_unlock(&unload_qp_lock);
+	return 0;
+}
+
+/* Unpublish r from the session's tables; the caller holds sess->lock. */
+static void unload_region_unpublish(struct unload_session *sess, struct unload_region *r)
+{
+	lockdep_assert_held(&sess->lock);
+	if (r->target)
+		hlist_del_rcu(&r->tnode);
+	hlist_del_rcu(&r->snode);
+	xa_erase(&sess->region_ids, r->handle);
+	sess->region_pages -= r->npages;
+}
+
+/*
+ * Retire a region already unpublished: drop the published reference, wait for the
+ * copies in flight, unpin, free after RCU readers.
+ */
+static void unload_region_retire(struct unload_region *r)
 {
 	unload_region_put(r);
 	wait_for_completion(&r->idle);
-	unpin_user_pages_dirty_lock(r->pages, r->npages, true);
-	unload_uncharge(sess, r->npages);
+	if (r->npages) {
+		unpin_user_pages_dirty_lock(r->pages, r->npages, true);
+		atomic64_sub(r->npages, &unload_pinned_pages);
+	}
 	kvfree(r->pages);
 	call_rcu(&r->rcu, unload_region_free_rcu);
 }
 
-long unload_ioctl_reg_region(struct unload_session *sess, struct file *file,
-			     void __user *arg)
+/* Pin a target's pages for writing, from the caller's (the opener's) address space. */
+static int unload_region_pin(struct unload_region *r)
 {
-	struct unload_region_reg req;
-	struct unload_region *r;
-	unsigned long npages, pinned = 0;
-	u64 start, end;
+	u64 start = r->addr & PAGE_MASK, end = r->addr + r->length;	/* no overflow:
+									 * checked */
+	unsigned long npages = (PAGE_ALIGN(end) - start) >> PAGE_SHIFT, pinned = 0;
 	long ret;
 
-	if (copy_from_user(&req, arg, sizeof(req)))
-		return -EFAULT;
-	if (req.flags || req.reserved[0] || req.reserved[1] || req.handle ||
-	    req.pinned_pages)
-		return -EINVAL;
-	if (req.access & ~(UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE |
-			   UNLOAD_ACCESS_REMOTE_READ))
-		return -EINVAL;
-	if (!req.length || req.length > UNLOAD_MAX_REGION ||
-	    check_add_overflow(req.addr, req.length, &end))
-		return -EINVAL;
-	if (!access_ok(u64_to_user_ptr(req.addr), req.length))
-		return -EFAULT;
-	/* A process pins only its own memory. */
-	if (current->mm != sess->mm)
-		return -EPERM;
-
-	start = req.addr & PAGE_MASK;
-	npages = (PAGE_ALIGN(end) - start) >> PAGE_SHIFT;
-
-	r = kmem_cache_zalloc(unload_region_cache, GFP_KERNEL);
-	if (!r)
-		return -ENOMEM;
-	refcount_set(&r->users, 1);
-	init_completion(&r->idle);
-	r->addr = req.addr;
-	r->length = req.length;
-	r->rkey = req.rkey;
-	r->access = req.access;
-	r->pd_handle = req.pd_handle;
-
-	ret = unload_charge(sess, file, npages);
-	if (ret)
-		goto err_free_region;
 	r->pages = kvmalloc_array(npages, sizeof(*r->pages), GFP_KERNEL | __GFP_NOWARN);
-	if (!r->pages) {
-		ret = -ENOMEM;
-		goto err_uncharge;
-	}
+	if (!r->pages)
+		return -ENOMEM;
 	while (pinned < npages) {
 		unsigned long n = min_t(unsigned long, npages - pinned,
 					PAGE_SIZE / sizeof(struct page *));
@@ -197,28 +357,141 @@ long unload_ioctl_reg_region(struct unload_session *sess, struct file *file,
 		cond_resched();
 	}
 	r->npages = npages;
-
-	mutex_lock(&sess->lock);
-	ret = sess->dead ? -ENODEV : xa_insert(&sess->regions, req.rkey, r, GFP_KERNEL);
-	mutex_unlock(&sess->lock);
-	if (ret)
-		goto err_unpin;
-
-	req.handle = (1ULL << 32) | req.rkey;
-	req.pinned_pages = npages;
-	if (copy_to_user(arg, &req, sizeof(req))) {
-		/* Registered all the same: close or DEREG_REGION by rkey releases it. */
-		return -EFAULT;
-	}
+	atomic64_add(npages, &unload_pinned_pages);
 	return 0;
 
 err_unpin:
 	unpin_user_pages(r->pages, pinned);
 	kvfree(r->pages);
-err_uncharge:
-	unload_uncharge(sess, npages);
+	r->pages = NULL;
+	return ret;
+}
+
+/* -EEXIST if sess has a region with r's (dev, rkey) target or (dev, lkey) source key. */
+static int unload_region_check_dup(struct unload_session *sess, struct unload_region *r)
+{
+	struct unload_region *o;
+
+	lockdep_assert_held(&sess->lock);
+	if (r->target)
+		hlist_for_each_entry(o, &sess->targets[unload_region_hash(r->dev, r->rkey)], tnode)
+			if (o->dev == r->dev && o->rkey == r->rkey)
+				return -EEXIST;
+	hlist_for_each_entry(o, &sess->sources[unload_region_hash(r->dev, r->lkey)], snode)
+		if (o->dev == r->dev && o->lkey == r->lkey)
+			return -EEXIST;
+	return 0;
+}
+
+long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
+{
+	struct unload_region_reg req;
+	struct unload_region *r;
+	struct ib_device *dev;
+	unsigned long limit;
+	u64 end;
+	u32 handle;
+	long ret;
+
+	if (copy_from_user(&req, arg, sizeof(req)))
+		return -EFAULT;
+	if (req.flags || req.reserved[0] || req.reserved[1] || req.handle ||
+	    req.pinned_pages)
+		return -EINVAL;
+	if (strnlen(req.ibdev, sizeof(req.ibdev)) == sizeof(req.ibdev))
+		return -EINVAL;
+	if (req.access & ~(UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE |
+			   UNLOAD_ACCESS_REMOTE_READ))
+		return -EINVAL;
+	if (!req.length || req.length > UNLOAD_MAX_REGION ||
+	    check_add_overflow(req.addr, req.length, &end))
+		return -EINVAL;
+	if (!access_ok(u64_to_user_ptr(req.addr), req.length))
+		return -EFAULT;
+	/* A process registers, and pins, only its own memory. */
+	if (current->mm != sess->mm)
+		return -EPERM;
+
+	dev = ib_device_get_by_name(req.ibdev, RDMA_DRIVER_UNKNOWN);
+	if (!dev)
+		return -ENODEV;
+	r = kmem_cache_zalloc(unload_region_cache, GFP_KERNEL);
+	if (!r) {
+		ret = -ENOMEM;
+		goto err_put_device;
+	}
+	refcount_set(&r->users, 1);
+	init_completion(&r->idle);
+	r->dev = dev;
+	r->addr = req.addr;
+	r->length = req.length;
+	r->lkey = req.lkey;
+	r->rkey = req.rkey;
+	r->access = req.access;
+	r->target = req.access & UNLOAD_ACCESS_REMOTE_WRITE;
+
+	ret = unload_mr_find(sess, dev, &req, &r->mr_id);
+	if (ret)
+		goto err_free_region;
+	if (r->target) {
+		ret = unload_region_pin(r);
+		if (ret)
+			goto err_free_region;
+	}
+
+	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	mutex_lock(&sess->lock);
+	ret = -ENODEV;
+	if (sess->dead)
+		goto err_unlock;
+	/*
+	 * As for QPs: a device whose removal has begun is no longer live here, and a removal
+	 * that begins after this check sweeps sess (under sess->lock, after us) and finds r.
+	 */
+	mutex_lock(&unload_qp_lock);
+	if (!unload_dev_live(dev)) {
+		mutex_unlock(&unload_qp_lock);
+		goto err_unlock;
+	}
+	mutex_unlock(&unload_qp_lock);
+	/* The MR charged these pages; the module's own pins are bounded apart. */
+	ret = -ENOMEM;
+	if (!sess->ipc_lock && sess->region_pages + r->npages > limit)
+		goto err_unlock;
+	ret = unload_region_check_dup(sess, r);
+	if (ret)
+		goto err_unlock;
+	ret = xa_alloc(&sess->region_ids, &handle, r, XA_LIMIT(1, UNLOAD_MAX_REGIONS),
+		       GFP_KERNEL);
+	if (ret) {
+		ret = ret == -EBUSY ? -ENOSPC : ret;
+		goto err_unlock;
+	}
+	r->handle = handle;
+	sess->region_pages += r->npages;
+	if (r->target)
+		hlist_add_head_rcu(&r->tnode, &sess->targets[unload_region_hash(dev, r->rkey)]);
+	hlist_add_head_rcu(&r->snode, &sess->sources[unload_region_hash(dev, r->lkey)]);
+	mutex_unlock(&sess->lock);
+	ib_device_put(dev);	/* r->dev is compared only; removal forgets r */
+
+	req.handle = handle;
+	req.pinned_pages = r->npages;
+	if (copy_to_user(arg, &req, sizeof(req)))
+		return -EFAULT;	/* registered all the same: close releases it */
+	return 0;
+
+err_unlock:
+	mutex_unlock(&sess->lock);
+	if (r->npages) {
+		unpin_user_pages(r->pages, r->npages);
+		atomic64_sub(r->npages, &unload_pinned_pages);
+	}
+	kvfree(r->pages);
 err_free_region:
 	kmem_cache_free(unload_region_cache, r);
+err_put_device:
+	ib_device_put(dev);
 	return ret;
 }
 
@@ -226,26 +499,22 @@ long unload_ioctl_dereg_region(struct unload_session *sess, void __user *arg)
 {
 	struct unload_region_dereg req;
 	struct unload_region *r;
-	u32 rkey;
 
 	if (copy_from_user(&req, arg, sizeof(req)))
 		return -EFAULT;
-	if (req.flags || req.reserved[0] || req.reserved[1])
+	if (req.flags || req.reserved0 || req.reserved[0] || req.reserved[1])
 		return -EINVAL;
-	if (req.handle) {
-		if (req.handle >> 32 != 1)
-			return -EINVAL;
-		rkey = (u32)req.handle;
-	} else {
-		rkey = req.rkey;
-	}
+	if (!req.handle || req.handle > UNLOAD_MAX_REGIONS)
+		return -ENOENT;
 
 	mutex_lock(&sess->lock);
-	r = xa_erase(&sess->regions, rkey);	/* unpublished: no new copy finds it */
+	r = xa_load(&sess->region_ids, req.handle);
+	if (r)
+		unload_region_unpublish(sess, r);	/* no new request finds it */
 	mutex_unlock(&sess->lock);
 	if (!r)
 		return -ENOENT;
-	unload_region_retire(sess, r);
+	unload_region_retire(r);
 	return 0;
 }
 
@@ -263,10 +532,12 @@ static void unload_qp_free_rcu(struct rcu_head *head)
 /* Unhash and free a QP; the caller holds sess->lock and has it on sess->qps. */
 static void unload_qp_remove(struct unload_qp *q)
 {
+	lockdep_assert_held(&q->sess->lock);
 	mutex_lock(&unload_qp_lock);
 	hash_del_rcu(&q->hnode);
 	mutex_unlock(&unload_qp_lock);
 	list_del(&q->snode);
+	q->sess->nr_qps--;
 	call_rcu(&q->rcu, unload_qp_free_rcu);
 }
 
@@ -277,32 +548,13 @@ static struct unload_qp *unload_qp_find(struct unload_session *sess,
 
 	lockdep_assert_held(&sess->lock);
 	list_for_each_entry(q, &sess->qps, snode)
-		if (q->qpn == qpn && (!dev || q->dev == dev))
+		if (q->qpn == qpn && q->dev == dev)
 			return q;
 	return NULL;
 }
 
-/*
- * The sender side of a submit: is qpn registered in this session? Returns its device
- * with a reference in *dev.
- */
-bool unload_session_has_qp(struct unload_session *sess, struct ib_device **dev, u32 qpn)
-{
-	struct unload_qp *q;
-	bool found = false;
-
-	mutex_lock(&sess->lock);
-	q = unload_qp_find(sess, NULL, qpn);
-	if (q && ib_device_try_get(q->dev)) {
-		*dev = q->dev;
-		found = true;
-	}
-	mutex_unlock(&sess->lock);
-	return found;
-}
-
 /* Is gid one of dev's GIDs (RoCE v2 or v1/IB)? */
-bool unload_gid_is_local(struct ib_device *dev, const union ib_gid *gid)
+static bool unload_gid_is_local(struct ib_device *dev, const union ib_gid *gid)
 {
 	static const enum ib_gid_type types[] = {
 		IB_GID_TYPE_ROCE_UDP_ENCAP, IB_GID_TYPE_IB,
@@ -320,37 +572,21 @@ bool unload_gid_is_local(struct ib_device *dev, const union ib_gid *gid)
 	return false;
 }
 
-/*
- * The peer side: a live session that registered QP qpn on a device that owns dgid
- * (the sender's destination GID). Returns the session with a reference and its
- * device with one in *pdev.
- */
-struct unload_session *unload_peer_get(u32 qpn, const union ib_gid *dgid,
-				       struct ib_device **pdev)
+void unload_qp_view_put(struct unload_qp_view *v)
 {
-	struct unload_session *found = NULL;
-	struct unload_qp *q;
-
-	rcu_read_lock();
-	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, qpn) {
-		if (q->qpn != qpn || !unload_gid_is_local(q->dev, dgid))
-			continue;
-		if (!kref_get_unless_zero(&q->sess->ref))
-			continue;
-		if (!ib_device_try_get(q->dev)) {
-			unload_session_put(q->sess);
-			continue;
-		}
-		found = q->sess;
-		*pdev = q->dev;
-		break;
-	}
-	rcu_read_unlock();
-	return found;
+	if (v->res)
+		rdma_restrack_put(v->res);
+	memset(v, 0, sizeof(*v));
 }
 
-int unload_qp_inspect(struct unload_session *owner, struct ib_device *dev, u32 qpn,
-		      struct unload_qp_info *info)
+/* The GID at (port, index) of dev, or false. */
+static bool unload_gid_at(struct ib_device *dev, u32 port, u32 index, union ib_gid *gid)
+{
+	return port && !rdma_query_gid(dev, port, index, gid);
+}
+
+int unload_qp_view_get(struct unload_session *owner, struct ib_device *dev, u32 qpn,
+		       struct unload_qp_view *v)
 {
 	struct rdma_restrack_entry *res;
 	struct ib_qp_init_attr init_attr;
@@ -358,36 +594,186 @@ int unload_qp_inspect(struct unload_session *owner, struct ib_device *dev, u32 q
 	struct ib_qp *qp;
 	int ret;
 
-	memset(info, 0, sizeof(*info));
+	memset(v, 0, sizeof(*v));
 	res = rdma_restrack_get_byid(dev, RDMA_RESTRACK_QP, qpn);
 	if (IS_ERR(res))
 		return -ESRCH;
 	qp = container_of(res, struct ib_qp, res);
+	v->res = res;
+	v->qp = qp;
 	/* A user QP created by a thread of the opener's process. */
-	info->owned = qp->uobject && res->task && task_tgid(res->task) == owner->owner;
-	info->type = qp->qp_type;
-	info->pd_handle = qp->pd && qp->pd->uobject ? qp->pd->uobject->id : U32_MAX;
+	v->owned = qp->uobject && res->task && task_tgid(res->task) == owner->owner;
+	v->type = qp->qp_type;
 
 	memset(&attr, 0, sizeof(attr));
 	memset(&init_attr, 0, sizeof(init_attr));
-	ret = ib_query_qp(qp, &attr, IB_QP_STATE | IB_QP_DEST_QPN | IB_QP_AV, &init_attr);
-	if (!ret) {
-		info->state = attr.qp_state;
-		info->dest_qpn = attr.dest_qp_num;
-		if (rdma_ah_get_ah_flags(&attr.ah_attr) & IB_AH_GRH) {
-			info->dgid = rdma_ah_read_grh(&attr.ah_attr)->dgid;
-			info->has_dgid = true;
-		}
+	ret = ib_query_qp(qp, &attr, IB_QP_STATE | IB_QP_DEST_QPN | IB_QP_AV |
+			  IB_QP_ACCESS_FLAGS, &init_attr);
+	if (ret) {
+		unload_qp_view_put(v);
+		return ret;
 	}
-	rdma_restrack_put(res);
-	return ret;
+	v->state = attr.qp_state;
+	v->dest_qpn = attr.dest_qp_num;
+	v->access = attr.qp_access_flags;
+	if (rdma_ah_get_ah_flags(&attr.ah_attr) & IB_AH_GRH) {
+		const struct ib_global_route *grh = rdma_ah_read_grh(&attr.ah_attr);
+		u32 port = rdma_ah_get_port_num(&attr.ah_attr);
+
+		v->dgid = grh->dgid;
+		v->has_grh = unload_gid_at(dev, port ? port : qp->port, grh->sgid_index,
+					   &v->sgid);
+	}
+	return 0;
+}
+
+/* Does view p (a candidate peer) name the sender view s back exactly? */
+static bool unload_views_paired(const struct unload_qp_view *s, u32 qpn,
+				const struct unload_qp_view *p, u32 peer_qpn)
+{
+	return s->has_grh && p->has_grh && s->dest_qpn == peer_qpn && p->dest_qpn == qpn &&
+	       !memcmp(&p->sgid, &s->dgid, sizeof(p->sgid)) &&
+	       !memcmp(&p->dgid, &s->sgid, sizeof(p->dgid));
+}
+
+void unload_pair_put(struct unload_pair *pr)
+{
+	unload_qp_view_put(&pr->p);
+	if (pr->peer_dev)
+		ib_device_put(pr->peer_dev);
+	if (pr->peer)
+		unload_session_put(pr->peer);
+	unload_qp_view_put(&pr->s);
+	if (pr->dev)
+		ib_device_put(pr->dev);
+	memset(pr, 0, sizeof(*pr));
+}
+
+/*
+ * The peer of a sender view: the registered QP (of any live session) whose number is
+ * the sender's destination and whose own view names the sender back exactly (QPNs and
+ * both GIDs, hence the device and port). Takes references into pr; returns a reason.
+ */
+static u32 unload_peer_resolve(struct unload_pair *pr)
+{
+	struct unload_session *cand_sess;
+	struct ib_device *cand_dev;
+	struct unload_qp *q;
+	u32 seen = 0, deny = UNLOAD_DENY_PEER_UNKNOWN;
+
+	for (;;) {
+		u32 i = 0;
+
+		cand_sess = NULL;
+		/* The seen-th candidate by qpn: references taken under RCU, checked after. */
+		rcu_read_lock();
+		hash_for_each_possible_rcu(unload_qp_hash, q, hnode, pr->s.dest_qpn) {
+			if (q->qpn != pr->s.dest_qpn || i++ < seen)
+				continue;
+			if (!kref_get_unless_zero(&q->sess->ref))
+				continue;
+			if (!ib_device_try_get(q->dev)) {
+				unload_session_put(q->sess);
+				continue;
+			}
+			cand_sess = q->sess;
+			cand_dev = q->dev;
+			break;
+		}
+		rcu_read_unlock();
+		if (!cand_sess)
+			return deny;
+		seen = i;
+		if (!unload_qp_view_get(cand_sess, cand_dev, pr->s.dest_qpn, &pr->p)) {
+			if (pr->p.owned && pr->p.type == IB_QPT_RC &&
+			    (pr->p.state == IB_QPS_RTR || pr->p.state == IB_QPS_RTS) &&
+			    unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->s.dest_qpn)) {
+				pr->peer = cand_sess;
+				pr->peer_dev = cand_dev;
+				pr->peer_qpn = pr->s.dest_qpn;
+				return UNLOAD_DENY_NONE;
+			}
+			deny = UNLOAD_DENY_PEER_UNPAIRED;
+			unload_qp_view_put(&pr->p);
+		}
+		ib_device_put(cand_dev);
+		unload_session_put(cand_sess);
+	}
+}
+
+/*
+ * Resolve a request's sender QP (registered in sess: by handle, or by qpn when that is
+ * unique in the session) and its peer,
+ * from the RDMA core, now. On NONE pr holds references on both QPs, their devices and
+ * the peer session (unload_pair_put); otherwise it may hold some.
+ */
+u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle, struct unload_pair *pr)
+{
+	struct ib_device *dev = NULL;
+	struct unload_qp *q;
+	unsigned int n = 0;
+	bool poisoned = false;
+	u32 deny;
+
+	memset(pr, 0, sizeof(*pr));
+	pr->qpn = qpn;
+	rcu_read_lock();
+	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, qpn) {
+		if (q->sess != sess || q->qpn != qpn || (handle && q->handle != handle))
+			continue;
+		n++;
+		dev = q->dev;
+		poisoned = READ_ONCE(q->poisoned);
+	}
+	/* Two devices may number QPs alike: a request does not say which, so neither. */
+	if (n != 1 || !ib_device_try_get(dev))
+		dev = NULL;
+	rcu_read_unlock();
+	if (!dev)
+		return UNLOAD_DENY_QP_UNREGISTERED;
+	pr->dev = dev;
+	if (poisoned)
+		return UNLOAD_DENY_POISONED;
+
+	/* Ownership is the opener's: sess->owner, whoever submits. */
+	if (unload_qp_view_get(sess, dev, qpn, &pr->s) || !pr->s.owned)
+		return UNLOAD_DENY_QP_NOT_OWNED;
+	if (pr->s.type != IB_QPT_RC || pr->s.state != IB_QPS_RTS || !pr->s.has_grh)
+		return UNLOAD_DENY_QP_STATE;
+	deny = unload_peer_resolve(pr);
+	if (deny)
+		return deny;
+	/* The peer's registration may carry the poison of an earlier violation. */
+	rcu_read_lock();
+	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, pr->peer_qpn)
+		if (q->sess == pr->peer && q->dev == pr->peer_dev && q->qpn == pr->peer_qpn &&
+		    READ_ONCE(q->poisoned))
+			deny = UNLOAD_DENY_POISONED;
+	rcu_read_unlock();
+	return deny;
+}
+
+/* A request of pr failed a check an RNIC makes: neither QP goes direct again. */
+void unload_pair_poison(struct unload_session *sess, struct unload_pair *pr)
+{
+	struct unload_qp *q;
+
+	rcu_read_lock();
+	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, pr->qpn)
+		if (q->sess == sess && q->dev == pr->dev && q->qpn == pr->qpn)
+			WRITE_ONCE(q->poisoned, true);
+	if (pr->peer)
+		hash_for_each_possible_rcu(unload_qp_hash, q, hnode, pr->peer_qpn)
+			if (q->sess == pr->peer && q->dev == pr->peer_dev && q->qpn == pr->peer_qpn)
+				WRITE_ONCE(q->poisoned, true);
+	rcu_read_unlock();
 }
 
 static int unload_qp_reg_copy_in(struct unload_qp_reg *req, void __user *arg)
 {
 	if (copy_from_user(req, arg, sizeof(*req)))
 		return -EFAULT;
-	if (req->flags || req->state || req->dest_qp_num || req->pd_handle ||
+	if (req->flags || req->state || req->dest_qp_num || req->handle ||
 	    req->peer_flags || req->reserved[0] || req->reserved[1] || req->reserved[2] ||
 	    req->reserved[3])
 		return -EINVAL;
@@ -398,12 +784,12 @@ static int unload_qp_reg_copy_in(struct unload_qp_reg *req, void __user *arg)
 
 long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg)
 {
-	struct unload_qp_info info, pinfo;
-	struct unload_session *peer;
+	struct unload_qp_view view;
+	struct unload_pair pr;
 	struct unload_qp_reg req;
-	struct ib_device *dev, *pdev;
+	struct ib_device *dev;
 	struct unload_qp *q;
-	bool added;
+	u32 deny;
 	long ret;
 
 	ret = unload_qp_reg_copy_in(&req, arg);
@@ -412,13 +798,15 @@ long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg)
 	dev = ib_device_get_by_name(req.ibdev, RDMA_DRIVER_UNKNOWN);
 	if (!dev)
 		return -ENODEV;
-	ret = unload_qp_inspect(sess, dev, req.qp_num, &info);
+	ret = unload_qp_view_get(sess, dev, req.qp_num, &view);
 	if (ret)
 		goto out_put_device;
-	if (!info.owned) {
-		ret = -EPERM;
+	req.state = view.state;
+	req.dest_qp_num = view.dest_qpn;
+	ret = view.owned ? 0 : -EPERM;
+	unload_qp_view_put(&view);
+	if (ret)
 		goto out_put_device;
-	}
 
 	mutex_lock(&sess->lock);
 	if (sess->dead) {
@@ -426,60 +814,51 @@ long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg)
 		goto out_unlock;
 	}
 	q = unload_qp_find(sess, dev, req.qp_num);
-	added = !q;
 	if (!q) {
-		q = kmem_cache_zalloc(unload_qp_cache, GFP_KERNEL);
-		if (!q) {
-			ret = -ENOMEM;
+		ret = -ENOSPC;
+		if (sess->nr_qps >= UNLOAD_MAX_QPS)
 			goto out_unlock;
-		}
+		ret = -ENOMEM;
+		q = kmem_cache_zalloc(unload_qp_cache, GFP_KERNEL);
+		if (!q)
+			goto out_unlock;
 		q->sess = sess;
 		q->dev = dev;
-		ib_device_try_get(dev);	/* q's own reference; we hold one already */
 		q->qpn = req.qp_num;
-		list_add(&q->snode, &sess->qps);
+		q->handle = ++sess->next_qp_handle ? sess->next_qp_handle :
+			    ++sess->next_qp_handle;	/* never 0, even after a wrap */
+		/*
+		 * Under unload_qp_lock: either the device's removal has not erased it from
+		 * unload_devs yet, and its sweep (after) will see q on sess->qps, or q is
+		 * refused here.
+		 */
 		mutex_lock(&unload_qp_lock);
+		if (!unload_dev_live(dev)) {
+			mutex_unlock(&unload_qp_lock);
+			kmem_cache_free(unload_qp_cache, q);
+			ret = -ENODEV;
+			goto out_unlock;
+		}
+		ib_device_try_get(dev);	/* q's own reference; we hold one already */
 		hash_add_rcu(unload_qp_hash, &q->hnode, q->qpn);
 		mutex_unlock(&unload_qp_lock);
+		list_add(&q->snode, &sess->qps);
+		sess->nr_qps++;
 	}
+	if (READ_ONCE(q->poisoned))
+		req.peer_flags |= UNLOAD_PEER_POISONED;
+	req.handle = q->handle;
 	mutex_unlock(&sess->lock);
 
-	/*
-	 * The RDMA core may be removing the device: unload_device_removed() forgets its QPs,
-	 * but it may have run before q was added. It runs only once the device can no longer
-	 * be found by name, so if the name still finds it now, it will run later and see q.
-	 */
-	if (added) {
-		pdev = ib_device_get_by_name(req.ibdev, RDMA_DRIVER_UNKNOWN);
-		if (pdev)
-			ib_device_put(pdev);
-		if (pdev != dev) {
-			mutex_lock(&sess->lock);
-			q = unload_qp_find(sess, dev, req.qp_num);	/* may be gone already */
-			if (q)
-				unload_qp_remove(q);
-			mutex_unlock(&sess->lock);
-			ret = -ENODEV;
-			goto out_put_device;
-		}
-	}
-
-	/* Report what the RDMA core says of the connection. */
-	req.state = info.state;
-	req.dest_qp_num = info.dest_qpn;
-	req.pd_handle = info.pd_handle;
-	req.peer_flags = 0;
-	if (info.has_dgid && unload_gid_is_local(dev, &info.dgid)) {
+	/* Report what the RDMA core says of the connection, as a request would see it. */
+	deny = unload_pair_get(sess, req.qp_num, req.handle, &pr);
+	if (pr.s.has_grh && unload_gid_is_local(pr.dev, &pr.s.dgid))
 		req.peer_flags |= UNLOAD_PEER_LOCAL;
-		peer = unload_peer_get(info.dest_qpn, &info.dgid, &pdev);
-		if (peer) {
-			if (!unload_qp_inspect(peer, pdev, info.dest_qpn, &pinfo) &&
-			    pinfo.owned && pinfo.dest_qpn == req.qp_num)
-				req.peer_flags |= UNLOAD_PEER_PAIRED;
-			ib_device_put(pdev);
-			unload_session_put(peer);
-		}
-	}
+	if (deny == UNLOAD_DENY_NONE)
+		req.peer_flags |= UNLOAD_PEER_PAIRED | UNLOAD_PEER_LOCAL;
+	else if (deny == UNLOAD_DENY_POISONED)
+		req.peer_flags |= UNLOAD_PEER_POISONED;
+	unload_pair_put(&pr);
 	ret = copy_to_user(arg, &req, sizeof(req)) ? -EFAULT : 0;
 	goto out_put_device;
 
@@ -492,14 +871,24 @@ out_put_device:
 
 /*
  * The RDMA core is removing @dev (our ib_client's remove, before it waits for the
- * device's last reference): forget every QP registered on it, so their references go.
- * Their programs' direct writes are then refused as to an unknown QP and take the NIC,
- * which reports the device's loss itself.
+ * device's last reference): refuse new registrations on it, then forget every QP and
+ * region registered on it, so their references go. Their programs' direct writes are
+ * then refused and take the NIC, which reports the device's loss itself.
  */
 void unload_device_removed(struct ib_device *dev)
 {
 	struct unload_session *sess;
+	struct unload_region *r;
 	struct unload_qp *q, *tmp;
+	struct unload_dev *ud;
+	unsigned long idx;
+
+	mutex_lock(&unload_qp_lock);
+	ud = unload_dev_live(dev);
+	if (ud)
+		xa_erase(&unload_devs, dev->index);
+	mutex_unlock(&unload_qp_lock);
+	kfree(ud);
 
 	mutex_lock(&unload_sessions_lock);
 	list_for_each_entry(sess, &unload_sessions, node) {
@@ -507,6 +896,12 @@ void unload_device_removed(struct ib_device *dev)
 		list_for_each_entry_safe(q, tmp, &sess->qps, snode)
 			if (q->dev == dev)
 				unload_qp_remove(q);
+		xa_for_each(&sess->region_ids, idx, r) {
+			if (r->dev != dev)
+				continue;
+			unload_region_unpublish(sess, r);
+			unload_region_retire(r);	/* waits for its copies: short */
+		}
 		mutex_unlock(&sess->lock);
 	}
 	mutex_unlock(&unload_sessions_lock);
@@ -565,19 +960,20 @@ long unload_ioctl_arena_alloc(struct unload_session *sess, struct file *file,
 		return -EINVAL;
 	npages = PAGE_ALIGN(req.length) >> PAGE_SHIFT;
 
-	a = kmem_cache_zalloc(unload_arena_cache, GFP_KERNEL);
+	a = kmem_cache_zalloc(unload_arena_cache, GFP_KERNEL_ACCOUNT);
 	if (!a)
 		return -ENOMEM;
-	ret = unload_charge(sess, file, npages);
+	ret = unload_charge(sess, npages);
 	if (ret)
 		goto err_free_arena;
-	a->pages = kvcalloc(npages, sizeof(*a->pages), GFP_KERNEL | __GFP_NOWARN);
+	a->pages = kvcalloc(npages, sizeof(*a->pages), GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!a->pages) {
 		ret = -ENOMEM;
 		goto err_uncharge;
 	}
 	for (i = 0; i < npages; i++) {
-		a->pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN);
+		/* Charged to the caller's memory cgroup, like the memlock above. */
+		a->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN);
 		if (!a->pages[i]) {
 			ret = -ENOMEM;
 			goto err_free_pages;
@@ -669,7 +1065,7 @@ static void unload_session_destroy(struct kref *ref)
 	mmdrop(sess->mm);
 	put_cred(sess->cred);
 	put_pid(sess->owner);
-	xa_destroy(&sess->regions);
+	xa_destroy(&sess->region_ids);
 	xa_destroy(&sess->arenas);
 	/* Peer lookups may still be reading sess->ref under RCU. */
 	call_rcu(&sess->rcu, unload_session_free_rcu);
@@ -698,11 +1094,17 @@ struct unload_session *unload_session_create(struct file *file)
 	kref_init(&sess->ref);
 	mutex_init(&sess->lock);
 	INIT_LIST_HEAD(&sess->qps);
-	xa_init(&sess->regions);
+	xa_init_flags(&sess->region_ids, XA_FLAGS_ALLOC1);
+	hash_init(sess->targets);
+	hash_init(sess->sources);
 	xa_init_flags(&sess->arenas, XA_FLAGS_ALLOC);
+	atomic64_set(&sess->direct_writes, 0);
+	atomic64_set(&sess->direct_bytes, 0);
 	sess->id = atomic64_inc_return(&unload_next_session_id);
 	sess->owner = get_pid(task_tgid(current));
 	sess->cred = get_cred(file->f_cred);
+	/* Decided by the opener's credentials, not by whoever calls later. */
+	sess->ipc_lock = file_ns_capable(file, &init_user_ns, CAP_IPC_LOCK);
 	sess->mm = current->mm;
 	mmgrab(sess->mm);
 
@@ -729,12 +1131,14 @@ void unload_session_release(struct unload_session *sess)
 	mutex_unlock(&sess->lock);
 
 	/* Unpublish every region, then wait for its copies and unpin it. */
-	xa_for_each(&sess->regions, idx, r) {
+	xa_for_each(&sess->region_ids, idx, r) {
 		mutex_lock(&sess->lock);
-		r = xa_erase(&sess->regions, idx);
+		r = xa_load(&sess->region_ids, idx);
+		if (r)
+			unload_region_unpublish(sess, r);
 		mutex_unlock(&sess->lock);
 		if (r)
-			unload_region_retire(sess, r);
+			unload_region_retire(r);
 	}
 	xa_for_each(&sess->arenas, idx, a) {
 		mutex_lock(&sess->lock);

@@ -70,7 +70,7 @@ static ssize_t tunable_store(struct kobject *kobj, struct kobj_attribute *attr,
 	u32 val;
 	int ret;
 
-	ret = kstrtou32(buf, 0, &val);
+	ret = kstrtou32(buf, 10, &val);	/* decimal only, as docs/sysfs.md says */
 	if (ret)
 		return -EINVAL;
 	if (val < t->min || val > t->max)
@@ -170,7 +170,8 @@ UNLOAD_FOLD(bytes_stage, UNLOAD_FOLD_BYTES + UNLOAD_PATH_STAGE);
 UNLOAD_FOLD(bytes_direct, UNLOAD_FOLD_BYTES + UNLOAD_PATH_DIRECT);
 UNLOAD_FOLD(fences, UNLOAD_FOLD_FENCES);
 
-/* A denial counter: its reason. */
+/* A denial counter: its reason. Root only (0400): the reasons are what a peer must not
+ * learn. */
 struct unload_deny_attr {
 	struct kobj_attribute kattr;
 	unsigned int reason;
@@ -185,7 +186,7 @@ static ssize_t deny_show(struct kobject *kobj, struct kobj_attribute *attr, char
 
 #define UNLOAD_DENY(_name, _reason)						\
 	static struct unload_deny_attr unload_stat_direct_denied_##_name = {	\
-		.kattr = __ATTR(direct_denied_##_name, 0444, deny_show, NULL),	\
+		.kattr = __ATTR(direct_denied_##_name, 0400, deny_show, NULL),	\
 		.reason = _reason,						\
 	}
 
@@ -202,6 +203,9 @@ UNLOAD_DENY(access, UNLOAD_DENY_ACCESS);
 UNLOAD_DENY(bounds, UNLOAD_DENY_BOUNDS);
 UNLOAD_DENY(length, UNLOAD_DENY_LENGTH);
 UNLOAD_DENY(fault, UNLOAD_DENY_FAULT);
+UNLOAD_DENY(lkey, UNLOAD_DENY_LKEY);
+UNLOAD_DENY(source, UNLOAD_DENY_SOURCE);
+UNLOAD_DENY(poisoned, UNLOAD_DENY_POISONED);
 
 static ssize_t sessions_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
 {
@@ -221,7 +225,7 @@ static ssize_t reset_store(struct kobject *kobj, struct kobj_attribute *attr,
 	unsigned int i;
 	u32 val;
 
-	if (kstrtou32(buf, 0, &val) || val != 1)
+	if (kstrtou32(buf, 10, &val) || val != 1)
 		return -EINVAL;
 	unload_folded_reset();
 	for (i = 0; i < UNLOAD_DENY_COUNT; i++)
@@ -257,6 +261,9 @@ static struct attribute *unload_stat_attrs[] = {
 	&unload_stat_direct_denied_bounds.kattr.attr,
 	&unload_stat_direct_denied_length.kattr.attr,
 	&unload_stat_direct_denied_fault.kattr.attr,
+	&unload_stat_direct_denied_lkey.kattr.attr,
+	&unload_stat_direct_denied_source.kattr.attr,
+	&unload_stat_direct_denied_poisoned.kattr.attr,
 	&unload_stat_sessions.attr,
 	&unload_stat_pinned_pages.attr,
 	&unload_stat_reset.attr,

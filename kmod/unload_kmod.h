@@ -9,6 +9,7 @@
 
 #include <linux/completion.h>
 #include <linux/cred.h>
+#include <linux/hashtable.h>
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
@@ -28,6 +29,9 @@
 #define UNLOAD_FOLD_FENCES	(2 * UNLOAD_PATH_COUNT)
 #define UNLOAD_NR_FOLDED	(2 * UNLOAD_PATH_COUNT + 1)
 
+/* Buckets of a session's region tables (by (device, rkey) and by (device, lkey)). */
+#define UNLOAD_REGION_HASH_BITS	6
+
 /* One open of /dev/unload. */
 struct unload_session {
 	struct kref ref;		/* the file's, plus one per submitter using it as
@@ -36,20 +40,31 @@ struct unload_session {
 	u64 id;				/* unique, for logs and hello */
 	struct pid *owner;		/* thread group of the opener */
 	const struct cred *cred;	/* the opener's credentials (file->f_cred) */
+	bool ipc_lock;			/* the opener had CAP_IPC_LOCK (unbounded pins) */
 	struct mm_struct *mm;		/* the opener's mm (mmgrab'd): pins come from it
-					 * and are charged to it */
+					 * and arenas are charged to it */
 	struct page *counters_page;	/* the counters page, mapped RW by userspace */
 	struct unload_counters *counters;	/* its kernel address */
+	atomic64_t direct_writes;	/* the module's own count of direct copies: not in
+					 * the page userspace can write */
+	atomic64_t direct_bytes;
 	u64 snap[UNLOAD_NR_FOLDED];	/* counters at the last stats reset;
 					 * guarded by unload_sessions_lock */
 	struct list_head node;		/* in unload_sessions, under unload_sessions_lock */
 
-	struct mutex lock;		/* guards hello, dead, qps, arenas and the
-					 * writers of regions */
-	bool hello;			/* UNLOAD_IOC_HELLO succeeded */
+	int hello;			/* UNLOAD_IOC_HELLO succeeded: set once with
+					 * smp_store_release, read with smp_load_acquire */
+	struct mutex lock;		/* guards dead, qps, nr_qps, arenas, region_ids,
+					 * region_pages and the writers of the region
+					 * tables */
 	bool dead;			/* being released: no new registrations */
 	struct list_head qps;		/* struct unload_qp.snode */
-	struct xarray regions;		/* rkey -> struct unload_region; readers RCU */
+	unsigned int nr_qps;		/* entries of qps (<= UNLOAD_MAX_QPS) */
+	u32 next_qp_handle;		/* last handle given to a QP registration */
+	struct xarray region_ids;	/* handle -> struct unload_region (the owner) */
+	unsigned long region_pages;	/* pages pinned for this session's targets */
+	DECLARE_HASHTABLE(targets, UNLOAD_REGION_HASH_BITS);	/* by (dev, rkey); RCU */
+	DECLARE_HASHTABLE(sources, UNLOAD_REGION_HASH_BITS);	/* by (dev, lkey); RCU */
 	struct xarray arenas;		/* arena id -> struct unload_arena_obj */
 };
 
@@ -60,20 +75,35 @@ struct unload_qp {
 	struct unload_session *sess;	/* no reference: unhashed before sess dies */
 	struct ib_device *dev;		/* reference from ib_device_get_by_name */
 	u32 qpn;
+	u32 handle;			/* in its session, non-zero, set before hashing */
+	bool poisoned;			/* a request of this QP or to it failed a check
+					 * an RNIC makes: never direct again (set once,
+					 * WRITE_ONCE/READ_ONCE) */
 	struct rcu_head rcu;
 };
 
-/* A memory region registered by a session, pinned by the module. */
+/*
+ * A memory region registered by a session: the RDMA core's MR (found again on every
+ * request by its restrack id and checked against these fields), and for a target the
+ * pages the module pinned for writing.
+ */
 struct unload_region {
+	struct hlist_node tnode;	/* in sess->targets if target (RCU; sess->lock) */
+	struct hlist_node snode;	/* in sess->sources (RCU; sess->lock) */
 	struct rcu_head rcu;
 	refcount_t users;		/* 1 while published, +1 per copy in flight */
 	struct completion idle;		/* completed when users reaches 0 */
-	u64 addr;			/* user address of the first byte */
-	u64 length;			/* bytes */
+	struct ib_device *dev;		/* the MR's device; compared only (requests look
+					 * the MR up on a device they hold) */
+	u32 mr_id;			/* the MR's restrack id on dev */
+	u32 handle;			/* in sess->region_ids */
+	u64 addr;			/* user address of the first byte = the MR's iova */
+	u64 length;			/* bytes = the MR's length */
+	u32 lkey;
 	u32 rkey;
 	u32 access;			/* UNLOAD_ACCESS_* */
-	u32 pd_handle;			/* ibv_pd->handle of its PD */
-	unsigned long npages;		/* pages pinned */
+	bool target;			/* remote-write target: pages pinned, in targets */
+	unsigned long npages;		/* pages pinned (targets) */
 	struct page **pages;		/* the pinned pages, in address order */
 };
 
@@ -109,34 +139,54 @@ u64 unload_folded_read(unsigned int idx);
 void unload_folded_reset(void);
 long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg);
 long unload_ioctl_unreg_qp(struct unload_session *sess, void __user *arg);
+int unload_device_added(struct ib_device *dev);
 void unload_device_removed(struct ib_device *dev);
-long unload_ioctl_reg_region(struct unload_session *sess, struct file *file,
-			     void __user *arg);
+long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg);
 long unload_ioctl_dereg_region(struct unload_session *sess, void __user *arg);
 long unload_ioctl_arena_alloc(struct unload_session *sess, struct file *file,
 			      void __user *arg);
 long unload_ioctl_arena_free(struct unload_session *sess, void __user *arg);
 int unload_arena_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id);
-struct unload_session *unload_peer_get(u32 qpn, const union ib_gid *dgid,
-				       struct ib_device **pdev);
-bool unload_gid_is_local(struct ib_device *dev, const union ib_gid *gid);
 
-/* What the RDMA core says of a QP (unload_qp_inspect). */
-struct unload_qp_info {
+/*
+ * What the RDMA core says of a QP now (unload_qp_view_get), with a restrack reference
+ * on it held until unload_qp_view_put: its PD pointer stays comparable meanwhile.
+ */
+struct unload_qp_view {
+	struct rdma_restrack_entry *res;	/* the reference */
+	struct ib_qp *qp;
 	bool owned;			/* a user QP created by the session's process */
-	bool has_dgid;			/* dgid is valid (the AV has a GRH) */
+	bool has_grh;			/* sgid, dgid valid */
 	enum ib_qp_type type;
 	enum ib_qp_state state;
 	u32 dest_qpn;
-	u32 pd_handle;			/* ibv_pd->handle of its PD, U32_MAX if none */
+	int access;			/* IB_ACCESS_* of the QP (qp_access_flags) */
+	union ib_gid sgid;		/* this side's GID (port, sgid_index of its AV) */
 	union ib_gid dgid;		/* destination GID */
 };
-int unload_qp_inspect(struct unload_session *owner, struct ib_device *dev, u32 qpn,
-		      struct unload_qp_info *info);
-bool unload_session_has_qp(struct unload_session *sess, struct ib_device **dev, u32 qpn);
-struct unload_region *unload_region_get(struct unload_session *sess, u32 rkey);
+int unload_qp_view_get(struct unload_session *owner, struct ib_device *dev, u32 qpn,
+		       struct unload_qp_view *v);
+void unload_qp_view_put(struct unload_qp_view *v);
+
+/* The sender side of a request: its registered QP and the peer paired with it. */
+struct unload_pair {
+	struct ib_device *dev;		/* sender's device (a reference) */
+	struct unload_qp_view s;	/* the sender QP */
+	struct unload_session *peer;	/* the peer's session (a reference) */
+	struct ib_device *peer_dev;	/* the peer QP's device (a reference) */
+	struct unload_qp_view p;	/* the peer QP */
+	u32 qpn, peer_qpn;
+};
+u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle, struct unload_pair *pr);
+void unload_pair_put(struct unload_pair *pr);
+void unload_pair_poison(struct unload_session *sess, struct unload_pair *pr);
+
+struct unload_region *unload_region_find(struct unload_session *sess, bool target,
+					 struct ib_device *dev, u32 key);
 void unload_region_put(struct unload_region *r);
-void unload_qp_hash_init(void);
+struct ib_mr *unload_region_mr_get(struct unload_session *owner, struct unload_region *r,
+				   struct ib_device *dev);
+void unload_region_mr_put(struct ib_mr *mr);
 
 /* copy.c */
 long unload_ioctl_submit(struct unload_session *sess, void __user *arg);

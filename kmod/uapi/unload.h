@@ -28,7 +28,7 @@
 #include <linux/types.h>
 
 /* Bumped on every incompatible change of this file. */
-#define UNLOAD_ABI_VERSION 1
+#define UNLOAD_ABI_VERSION 2
 
 #define UNLOAD_DEVICE_PATH "/dev/unload"
 #define UNLOAD_SYSFS_ROOT "/sys/kernel/unload"
@@ -115,7 +115,11 @@ struct unload_counters {
 
 /* --- ioctls ------------------------------------------------------------------ */
 
-#define UNLOAD_IOC_MAGIC 0xB5
+/*
+ * 0xE7 is free in Documentation/userspace-api/ioctl/ioctl-number.rst (checked against
+ * 6.1 and later lists); 0xB5, used before ABI 2, is uapi/linux/rpmsg.h's.
+ */
+#define UNLOAD_IOC_MAGIC 0xE7
 
 /*
  * UNLOAD_IOC_HELLO: the handshake, required before any other command of the session
@@ -144,7 +148,9 @@ struct unload_hello {
  * by (device, qp_num) and refuses it (-ESRCH) when it does not exist or (-EPERM) when
  * it was not created by the process that opened this session. It also reports what
  * the RDMA core knows of its connection. Registering the same QP again refreshes the
- * report (call it after the QP reaches RTS). Pairing is checked again on every submit.
+ * report (call it after the QP reaches RTS). Everything is checked again on every
+ * request (pairing both ways, states, access flags). At most UNLOAD_MAX_QPS per
+ * session (-ENOSPC).
  */
 struct unload_qp_reg {
 	char ibdev[UNLOAD_IBDEV_NAME_MAX];	/* in: device name (ibv_get_device_name),
@@ -153,7 +159,9 @@ struct unload_qp_reg {
 	__u32 flags;		/* in: zero */
 	__u32 state;		/* out: enum ib_qp_state (IBV_QPS_*) now */
 	__u32 dest_qp_num;	/* out: the connected peer's QPN (RC, >= RTR), else 0 */
-	__u32 pd_handle;	/* out: the QP's PD handle (ibv_pd->handle) */
+	__u32 handle;		/* in: zero; out: the registration's handle in this
+				 * session (non-zero, stable while registered): name
+				 * the sender QP by it in unload_direct_req */
 	__u32 peer_flags;	/* out: UNLOAD_PEER_* */
 	__u64 reserved[4];	/* in: zero; out: zero */
 };
@@ -162,6 +170,8 @@ struct unload_qp_reg {
 #define UNLOAD_PEER_LOCAL	(1U << 0)	/* the destination GID is one of this host's */
 #define UNLOAD_PEER_PAIRED	(1U << 1)	/* the peer QP is registered by a session whose
 						 * QP names this one back: direct may work */
+#define UNLOAD_PEER_POISONED	(1U << 2)	/* a request on this QP or its peer failed a
+						 * check: it never goes direct again */
 
 /*
  * UNLOAD_IOC_UNREG_QP: forget a registered QP. In: ibdev, qp_num. -ENOENT if unknown.
@@ -176,43 +186,55 @@ struct unload_qp_reg {
 #define UNLOAD_ACCESS_REMOTE_READ	(1U << 2)
 
 /*
- * UNLOAD_IOC_REG_REGION: register a memory region the caller registered with
- * ibv_reg_mr, so direct writes can target it. The module pins [addr, addr + length)
- * itself, from the caller's own address space (the caller must be the process that
- * opened the session), for writing, charged to RLIMIT_MEMLOCK like ib_umem (the
- * caller's mm->pinned_vm, unless the opener has CAP_IPC_LOCK). A direct write naming
- * `rkey` is then accepted only on a QP whose PD handle is `pd_handle` and only with
- * UNLOAD_ACCESS_REMOTE_WRITE in `access`. rkeys are unique per session.
- * Errors: -EINVAL (length 0, overflow, unknown access bits), -EEXIST (rkey already
- * registered), -ENOMEM, -EFAULT (the range is not mapped writable), and the
- * errors of pinning (-ENOMEM when over the memlock limit).
+ * UNLOAD_IOC_REG_REGION: tell the module about a memory region the caller registered
+ * with ibv_reg_mr (iova = addr), so that requests may name it: as the local source of
+ * a direct write (by lkey) and, when `access` has UNLOAD_ACCESS_REMOTE_WRITE, as its
+ * target (by rkey). The module finds the RDMA core's MR on device `ibdev` with these
+ * keys and refuses the registration (-ESRCH) unless it is a user MR created by the
+ * process that opened the session, whose iova and length are exactly addr and length.
+ * Keys are per device. A target's pages are pinned by the module for writing; they are
+ * the pages the MR has pinned and charged to RLIMIT_MEMLOCK already, so they are not
+ * charged again (the module's own pins per session are bounded by RLIMIT_MEMLOCK, unless
+ * the opener has CAP_IPC_LOCK). Every request re-resolves the MR and checks it again
+ * (keys, PD, iova, length): a deregistered or re-registered MR is never written.
+ * Access is what the caller declares (ibv_mr has none to read); the shim updates it
+ * at ibv_rereg_mr by deregistering and registering again.
+ * Errors: -EINVAL (length 0, overflow, unknown bits), -ENODEV (no such device), -ESRCH
+ * (no such MR of the caller), -EEXIST (already registered), -ENOSPC (more than
+ * UNLOAD_MAX_REGIONS), -ENOMEM (also over the pin bound), -EFAULT.
  */
 struct unload_region_reg {
-	__u64 addr;		/* in: start (ibv_mr->addr) */
+	char ibdev[UNLOAD_IBDEV_NAME_MAX];	/* in: the MR's device name, NUL-terminated */
+	__u64 addr;		/* in: start (ibv_mr->addr, which must be its iova) */
 	__u64 length;		/* in: bytes (ibv_mr->length) */
+	__u32 lkey;		/* in: ibv_mr->lkey */
 	__u32 rkey;		/* in: ibv_mr->rkey */
 	__u32 access;		/* in: UNLOAD_ACCESS_* the MR was registered with */
-	__u32 pd_handle;	/* in: ibv_pd->handle of the MR's PD */
 	__u32 flags;		/* in: zero */
-	__u64 handle;		/* out: the region's handle in this session */
-	__u64 pinned_pages;	/* out: pages pinned for it */
+	__u64 handle;		/* out: the region's handle in this session (non-zero) */
+	__u64 pinned_pages;	/* out: pages pinned for it (0 unless a target) */
 	__u64 reserved[2];	/* in: zero; out: zero */
 };
 
+/* Most QPs and regions one session may register. */
+#define UNLOAD_MAX_QPS		4096
+#define UNLOAD_MAX_REGIONS	65536
+
 /*
- * UNLOAD_IOC_DEREG_REGION: unpublish a region (no new copy can find it), wait for the
- * copies in flight into it, then unpin. In: handle or, if handle is 0, rkey.
+ * UNLOAD_IOC_DEREG_REGION: unpublish a region (no new request can find it), wait for
+ * the copies in flight into it, then unpin. In: handle.
  */
 struct unload_region_dereg {
-	__u64 handle;		/* in: from UNLOAD_IOC_REG_REGION, or 0 */
-	__u32 rkey;		/* in: used when handle is 0 */
+	__u64 handle;		/* in: from UNLOAD_IOC_REG_REGION */
 	__u32 flags;		/* in: zero */
+	__u32 reserved0;	/* in: zero */
 	__u64 reserved[2];	/* in: zero */
 };
 
 /*
  * UNLOAD_IOC_ARENA_ALLOC: allocate a staging arena of `length` bytes (rounded up to
- * pages) of zeroed, pinned kernel memory, charged to RLIMIT_MEMLOCK. Map it with
+ * pages) of zeroed, pinned kernel memory, charged to RLIMIT_MEMLOCK and to the memory
+ * cgroup of the caller. Map it with
  * mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, mmap_offset), then
  * ibv_reg_mr it once. It stays allocated until UNLOAD_IOC_ARENA_FREE or close; its
  * pages live until the last mapping of them goes too.
@@ -225,10 +247,12 @@ struct unload_arena {
 	__u64 reserved[2];	/* in: zero; out: zero */
 };
 
-/* One segment of a request's local source. */
+/* One segment of a request's local source (an ibv_sge). */
 struct unload_iov {
 	__u64 addr;		/* user address in the submitter's address space */
 	__u64 len;		/* bytes */
+	__u32 lkey;		/* the segment's lkey: a region registered in this session */
+	__u32 reserved;		/* zero */
 };
 
 /* Most iovec entries per request, most requests per batch. */
@@ -236,36 +260,44 @@ struct unload_iov {
 #define UNLOAD_MAX_BATCH	256
 
 /*
- * Why the module refused a direct write (unload_direct_req.reason). Each has a
- * statistic /sys/kernel/unload/stats/direct_denied_<name>, with <name> the lower-case
- * suffix. A refused request copied nothing (except UNLOAD_DENY_FAULT: the source
- * faulted mid-copy, bytes may have been placed, never outside the allowed range).
+ * Why the module refused a direct write. Userspace is never told (every refusal is
+ * result -EACCES, so that a peer cannot probe keys or bounds); root reads the count of
+ * each in /sys/kernel/unload/stats/direct_denied_<name> (0400), with <name> the
+ * lower-case suffix. A refused request placed nothing. The reasons marked (violation)
+ * are what an RNIC answers with a NAK or a local error: after one, the sender QP and
+ * its peer are poisoned and never go direct again.
  */
 enum unload_deny {
 	UNLOAD_DENY_NONE = 0,		/* accepted (result 0) */
 	UNLOAD_DENY_DISABLED = 1,	/* enabled = 0 or direct_max = 0 */
 	UNLOAD_DENY_INVALID = 2,	/* malformed request (flags, iov, reserved) */
-	UNLOAD_DENY_QP_UNREGISTERED = 3,/* sender QP not registered in this session */
+	UNLOAD_DENY_QP_UNREGISTERED = 3,/* sender QP not registered here (or ambiguous) */
 	UNLOAD_DENY_QP_NOT_OWNED = 4,	/* sender QP gone or not the opener's */
-	UNLOAD_DENY_QP_STATE = 5,	/* sender QP not an RC QP in RTS */
+	UNLOAD_DENY_QP_STATE = 5,	/* sender QP not an RC QP in RTS with a GRH */
 	UNLOAD_DENY_PEER_UNKNOWN = 6,	/* no live session registered the peer QP */
-	UNLOAD_DENY_PEER_UNPAIRED = 7,	/* the peer QP is not connected back to the sender */
-	UNLOAD_DENY_RKEY = 8,		/* the peer session has no region with this rkey */
-	UNLOAD_DENY_PD = 9,		/* the region is not on the peer QP's PD */
-	UNLOAD_DENY_ACCESS = 10,	/* the region lacks remote-write access */
-	UNLOAD_DENY_BOUNDS = 11,	/* [remote_addr, +length) not inside the region */
+	UNLOAD_DENY_PEER_UNPAIRED = 7,	/* the peer QP is not connected back exactly */
+	UNLOAD_DENY_RKEY = 8,		/* (violation) no live target MR with this rkey */
+	UNLOAD_DENY_PD = 9,		/* (violation) MR's PD is not the peer QP's PD */
+	UNLOAD_DENY_ACCESS = 10,	/* (violation) MR or peer QP lacks remote write */
+	UNLOAD_DENY_BOUNDS = 11,	/* (violation) target range not inside the MR */
 	UNLOAD_DENY_LENGTH = 12,	/* length 0, or above direct_max */
-	UNLOAD_DENY_FAULT = 13,		/* the local source could not be read */
-	UNLOAD_DENY_COUNT = 14,
+	UNLOAD_DENY_FAULT = 13,		/* the local source could not be pinned */
+	UNLOAD_DENY_LKEY = 14,		/* (violation) a source segment outside its lkey's
+					 * live MR, or on another PD than the sender QP's */
+	UNLOAD_DENY_SOURCE = 15,	/* a source lkey not registered here (the NIC judges) */
+	UNLOAD_DENY_POISONED = 16,	/* the pair failed a check before */
+	UNLOAD_DENY_COUNT = 17,
 };
 
 /*
  * One direct write: place `length` bytes from the local source at remote_addr of the
  * region `rkey` names in the session of the sender QP's connected peer.
- * Local source: if iov_count is 0, `iov` is the address of `length` contiguous bytes;
- * otherwise `iov` points to iov_count struct unload_iov whose lengths add up to
- * `length`. Placement is in ascending address order, the last 8 bytes last, stored
- * with release semantics.
+ * Local source: if iov_count is 0, `iov` is the address of `length` contiguous bytes
+ * of the region `lkey` names; otherwise `iov` points to iov_count struct unload_iov
+ * whose lengths add up to `length` (and `lkey` is zero). Every check an RNIC makes is
+ * made on this request, at this moment; the source is pinned before anything of the
+ * peer is looked at. Placement is in ascending address order, the last 8 bytes last,
+ * stored with release semantics.
  */
 struct unload_direct_req {
 	__u32 qp_num;		/* in: the sender's QP (registered in this session) */
@@ -274,15 +306,20 @@ struct unload_direct_req {
 	__u64 length;		/* in: bytes */
 	__u64 iov;		/* in: source address or struct unload_iov array */
 	__u32 iov_count;	/* in: 0 (contiguous) .. UNLOAD_MAX_IOV */
+	__u32 lkey;		/* in: the source's lkey when iov_count is 0, else zero */
+	__s32 result;		/* out: 0 placed; -EACCES refused (any reason: the caller
+				 * posts the request to the NIC, which reports its own
+				 * error); -EINVAL malformed */
 	__u32 flags;		/* in: zero */
-	__s32 result;		/* out: 0, or a negative errno */
-	__u32 reason;		/* out: enum unload_deny */
-	__u64 reserved;		/* in: zero */
+	__u32 qp_handle;	/* in: the sender QP's handle from UNLOAD_IOC_REG_QP
+				 * (QPNs are per device), or 0: the session's only
+				 * registered QP numbered qp_num */
+	__u32 reserved;		/* in: zero */
 };
 
 /*
  * UNLOAD_IOC_SUBMIT: run `count` requests of the array at `reqs` in order, each
- * independently; writes result and reason of each. The ioctl returns 0 and sets
+ * independently; writes the result of each. The ioctl returns 0 and sets
  * `done` to the number of requests processed (all of them, unless it failed reading
  * or writing the array: then -EFAULT and `done` tells how far it got). At most
  * UNLOAD_MAX_BATCH per call.

@@ -127,7 +127,19 @@ void write_stats_file() {
 ThreadStats& thread_stats() {
   if (__builtin_expect(t_stats != nullptr, 1)) return *t_stats;
   auto* s = static_cast<ThreadStats*>(std::calloc(1, sizeof(ThreadStats)));
-  if (!s) std::abort();
+  if (!s) {
+    // No memory for this thread's block: it counts into one shared by every such thread
+    // (its adds may race; statistics only, never the writes themselves).
+    static ThreadStats shared_block;
+    static std::once_flag listed;
+    std::call_once(listed, [] {
+      ThreadStats* h = g_stats_list.load(std::memory_order_relaxed);
+      do shared_block.next = h;
+      while (!g_stats_list.compare_exchange_weak(h, &shared_block, std::memory_order_release, std::memory_order_relaxed));
+    });
+    t_stats = &shared_block;
+    return shared_block;
+  }
   ThreadStats* head = g_stats_list.load(std::memory_order_relaxed);
   do s->next = head;
   while (!g_stats_list.compare_exchange_weak(head, s, std::memory_order_release, std::memory_order_relaxed));

@@ -99,7 +99,7 @@ int run_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt) {
   uint64_t ticket = 0;
   // The completion's cell first: a full queue sends the write to the NIC, never loses it.
   if (r.signaled && !c->pending.claim(ticket)) return -ENOSPC;
-  const int rc = kmod_direct(q->qp_num, r.rkey, r.remote_addr, sg, r.sge_count, r.length);
+  const int rc = kmod_direct(q->qp_num, q->peer.handle, r.rkey, r.remote_addr, sg, r.sge_count, r.length);
   if (rc != 0) {
     if (r.signaled) c->pending.cancel(ticket);
     return rc;

@@ -74,24 +74,27 @@ int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn) {
   return ioctl(g_kmod.fd, UNLOAD_IOC_UNREG_QP, &r) != 0 ? -errno : 0;
 }
 
-int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags) {
+int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* handle) {
   unload_qp_reg r{};
   const size_t n = strnlen(ctx->device->name, sizeof r.ibdev - 1);
   std::memcpy(r.ibdev, ctx->device->name, n);
   r.qp_num = qpn;
   if (ioctl(g_kmod.fd, UNLOAD_IOC_REG_QP, &r) != 0) return -errno;
   *peer_flags = r.peer_flags;
+  *handle = r.handle;
   return 0;
 }
 
 int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t length, int access, uint64_t* handle) {
   unload_region_reg r{};
+  const size_t n = strnlen(mr->context->device->name, sizeof r.ibdev - 1);
+  std::memcpy(r.ibdev, mr->context->device->name, n);
   r.addr = addr;
   r.length = length;
+  r.lkey = mr->lkey;
   r.rkey = mr->rkey;
   r.access = static_cast<uint32_t>(access) &
              (UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE | UNLOAD_ACCESS_REMOTE_READ);
-  r.pd_handle = mr->pd->handle;
   if (ioctl(g_kmod.fd, UNLOAD_IOC_REG_REGION, &r) != 0) return -errno;
   *handle = r.handle;
   return 0;
@@ -125,19 +128,21 @@ int kmod_arena_free(uint32_t id) {
   return ioctl(g_kmod.fd, UNLOAD_IOC_ARENA_FREE, &a) != 0 ? -errno : 0;
 }
 
-int kmod_direct(uint32_t qpn, uint32_t rkey, uint64_t remote_addr, const ibv_sge* sg, uint32_t nsge,
-                uint64_t length) {
+int kmod_direct(uint32_t qpn, uint32_t qp_handle, uint32_t rkey, uint64_t remote_addr, const ibv_sge* sg,
+                uint32_t nsge, uint64_t length) {
   unload_iov iov[UNLOAD_MAX_IOV];
   unload_direct_req req{};
   req.qp_num = qpn;
+  req.qp_handle = qp_handle;
   req.rkey = rkey;
   req.remote_addr = remote_addr;
   req.length = length;
   if (nsge == 1) {
     req.iov = sg[0].addr;
+    req.lkey = sg[0].lkey;
   } else {
     if (nsge > UNLOAD_MAX_IOV || nsge > g_kmod.max_iov) return -EINVAL;
-    for (uint32_t i = 0; i < nsge; ++i) iov[i] = {sg[i].addr, sg[i].length};
+    for (uint32_t i = 0; i < nsge; ++i) iov[i] = {sg[i].addr, sg[i].length, sg[i].lkey, 0};
     req.iov = reinterpret_cast<uintptr_t>(iov);
     req.iov_count = nsge;
   }
@@ -146,8 +151,7 @@ int kmod_direct(uint32_t qpn, uint32_t rkey, uint64_t remote_addr, const ibv_sge
   s.count = 1;
   if (ioctl(g_kmod.fd, UNLOAD_IOC_SUBMIT, &s) != 0) return -errno;
   if (s.done != 1) return -EIO;
-  if (req.result == 0) return 0;
-  return req.reason ? static_cast<int>(req.reason) : req.result;
+  return req.result;
 }
 
 }  // namespace unload::rt

@@ -30,19 +30,23 @@ uint32_t kmod_tunables(policy::Tunables& t, uint32_t seq);
 // Adds to this session's counters page (offload, inline, stage; the module counts direct).
 void kmod_count(policy::Path p, uint64_t n, uint64_t bytes);
 void kmod_count_fence();
-// 0 or -errno. peer_flags: UNLOAD_PEER_*.
-int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags);
+// 0 or -errno. peer_flags: UNLOAD_PEER_*; handle: names the QP in kmod_direct (QP numbers
+// are per device; the same registration keeps its handle).
+int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* handle);
 // Forgets a QP registered with kmod_reg_qp (at its destruction: QP numbers are reused,
 // and the registration holds a reference on the device). 0 or -errno.
 int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn);
+// Any MR whose iova is its address (a source by lkey; with REMOTE_WRITE also a target by
+// rkey). The module checks it against the RDMA core's MR. 0 or -errno.
 int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t length, int access, uint64_t* handle);
 int kmod_dereg_region(uint64_t handle);
-// A staging arena mapped into this process: 0 or -errno.
+// A staging arena mapped into this process: 0 or -errno. Free it (kmod_arena_free, after
+// munmap) when its QP is destroyed: the module charges it until then.
 int kmod_arena_alloc(size_t length, void** addr, size_t* out_len, uint32_t* id);
-// Frees an arena (its pages go with the last mapping). 0 or -errno.
 int kmod_arena_free(uint32_t id);
-// One direct write. Returns 0 when placed, else the deny reason (> 0) or -errno.
-int kmod_direct(uint32_t qpn, uint32_t rkey, uint64_t remote_addr, const ibv_sge* sg, uint32_t nsge,
-                uint64_t length);
+// One direct write; the SGEs' lkeys are checked by the module. Returns 0 when placed,
+// else -errno (-EACCES for every refusal: the caller posts it to the NIC).
+int kmod_direct(uint32_t qpn, uint32_t qp_handle, uint32_t rkey, uint64_t remote_addr, const ibv_sge* sg,
+                uint32_t nsge, uint64_t length);
 
 }  // namespace unload::rt

@@ -133,7 +133,8 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_al
   q->recv_cq = qp->recv_cq;
   q->qp_num = qp->qp_num;
   q->sq.max_inline = cap.max_inline_data;
-  q->sq.max_wr = cap.max_send_wr;
+  // What the program was told (report_caps): the room the shim asked for is the markers'.
+  q->sq.max_wr = cap.max_send_wr > kSqRoom ? cap.max_send_wr - kSqRoom : cap.max_send_wr;
   q->sq.max_sge = cap.max_send_sge;
   q->sq.sig_all = sq_sig_all;
   q->tracked = qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC;
@@ -320,10 +321,11 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   }
   if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTS && kmod_present() &&
       qp->qp_type == IBV_QPT_RC && q->tracked) {
-    uint32_t flags = 0;
-    if (kmod_reg_qp(qp->context, qp->qp_num, &flags) == 0) {
+    uint32_t flags = 0, handle = 0;
+    if (kmod_reg_qp(qp->context, qp->qp_num, &flags, &handle) == 0) {
       GateScope pg(q->sq.gate);
       q->peer.flags = flags;
+      q->peer.handle = handle;
       q->peer.registered = true;
       // Ask again at the first write (the peer often reaches RTS just after us), then
       // after 32, 64, ... writes.
@@ -382,9 +384,10 @@ ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t iova, 
   if (!c) return mr;
   auto* m = new (std::nothrow) MrRec{mr, pd, reinterpret_cast<uintptr_t>(addr), iova, len, access, 0};
   if (!m) return mr;
-  // A target of direct writes: the kmod places into it by rkey (iova == address only:
-  // the kmod addresses regions by process address).
-  if (kmod_present() && (access & IBV_ACCESS_REMOTE_WRITE) && iova == m->addr && len)
+  // Known to the kmod: as the source of direct writes (their lkeys are checked) and, with
+  // REMOTE_WRITE, as a target by rkey (iova == address only: the kmod addresses regions
+  // by process address).
+  if (kmod_present() && iova == m->addr && len)
     if (kmod_reg_region(mr, m->addr, len, access, &m->kmod_handle) != 0) m->kmod_handle = 0;
   if (g_mrs.insert(lkey_key(c, mr->lkey), m) != 0) {
     if (m->kmod_handle) kmod_dereg_region(m->kmod_handle);

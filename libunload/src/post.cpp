@@ -127,24 +127,24 @@ int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   return rc;
 }
 
-// The send queue's room as the provider would count it during this call: its real depth
-// less what is in flight. A direct write takes no slot, but the provider, given the same
-// list, would have refused the requests past its depth: so does the shim.
-uint64_t sq_room(const QpRec* q) {
+// Whether the list fits the send queue's room as the program knows it (its max_send_wr,
+// less what is in flight). A list that may not is the provider's to cut: a direct write
+// takes no slot, so the CPU could not stop where the provider would (providers accept up
+// to their real depth, which may exceed what they report: rxe on 6.1 reports the depth
+// asked for and takes up to the next power of two less one).
+bool list_fits(const QpRec* q, const ibv_send_wr* wr) {
   const uint64_t used = q->sq.ring.in_flight();
-  return q->sq.max_wr > used ? q->sq.max_wr - used : 0;
+  if (used >= q->sq.max_wr) return false;
+  uint64_t room = q->sq.max_wr - used;
+  for (const ibv_send_wr* w = wr; w; w = w->next)
+    if (room-- == 0) return false;
+  return true;
 }
 
 int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t) {
-  const bool direct_ok = direct_possible(q, t) && (!wr->next || list_locally_valid(q, wr));
+  const bool direct_ok = direct_possible(q, t) && list_fits(q, wr) && (!wr->next || list_locally_valid(q, wr));
   Batch b(q);
-  uint64_t room = sq_room(q);
   for (ibv_send_wr* w = wr; w; w = w->next) {
-    if (room-- == 0) {
-      if (int rc = b.flush(bad)) return rc;
-      *bad = w;
-      return ENOMEM;
-    }
     Route rt = route(q, *w, t, direct_ok);
     if (rt.path == Path::unload_direct) {
       if (int rc = b.flush(bad)) return rc;  // the requests before it go first

@@ -44,9 +44,9 @@ struct SendQueue {
   Gate gate;            // guards the producer side of everything below
   SqRing ring;
   StageRing stage;
-  uint32_t max_inline = 0;  // the QP's real caps: what the provider accepts
-  uint32_t max_wr = 0;
+  uint32_t max_inline = 0;  // the QP's real inline and SGE caps: what the provider accepts
   uint32_t max_sge = 0;
+  uint32_t max_wr = 0;      // the send queue's depth as the program knows it
   bool sig_all = false;
   // Requests were posted around the ring (all_offload): some may still be in flight, and
   // no completion of the ring would say when they are done. The next fence posts a marker.
@@ -59,6 +59,7 @@ struct SendQueue {
 // `failed`, which the merger sets.
 struct PeerLink {
   bool registered = false;  // with the kmod (at RTS)
+  uint32_t handle = 0;      // the registration's handle: names the QP in direct requests
   bool local = false;       // destination GID is one of this host's
   uint32_t flags = 0;       // UNLOAD_PEER_*
   uint32_t countdown = 0;   // writes until the pairing is asked for again

@@ -77,8 +77,11 @@ bool direct_possible(QpRec* q, const Tunables& t) {
     if (!(p.flags & UNLOAD_PEER_LOCAL) || --p.countdown != 0) return false;
     p.backoff = p.backoff < (1u << 16) ? p.backoff * 2 : p.backoff;
     p.countdown = p.backoff;
-    uint32_t flags = 0;
-    if (kmod_reg_qp(q->qp->context, q->qp_num, &flags) == 0) p.flags = flags;
+    uint32_t flags = 0, handle = 0;
+    if (kmod_reg_qp(q->qp->context, q->qp_num, &flags, &handle) == 0) {
+      p.flags = flags;
+      p.handle = handle;
+    }
     if (!(p.flags & UNLOAD_PEER_PAIRED)) return false;
   }
   const CqRec* c = q->scq;

@@ -23,8 +23,9 @@ namespace {
   X(wr_send_tso) X(wr_atomic_write) X(wr_set_sge) X(wr_set_sge_list) X(wr_set_inline_data)  \
   X(wr_set_inline_data_list) X(wr_start) X(wr_complete) X(wr_abort)
 
-// The polling entries of an ibv_cq_ex: all of them or none (a completion of the shim's can
-// only be current when every read_* the program may call is the engine's).
+// The polling entries of an ibv_cq_ex: every one the provider has (it has the read_* the
+// program's wc_flags asked for), so a completion of the shim's can be current whatever the
+// program reads.
 #define UNLOAD_CQX_OPS(X)                                                                      \
   X(start_poll) X(next_poll) X(end_poll) X(read_opcode) X(read_vendor_err) X(read_byte_len)   \
   X(read_imm_data) X(read_qp_num) X(read_src_qp) X(read_wc_flags) X(read_slid) X(read_sl)    \
@@ -41,7 +42,7 @@ void install_qpx(ibv_qp* qp) {
 }
 
 void install_cqx(ibv_cq_ex* cqx) {
-  if (!cqx->start_poll || !cqx->next_poll || !cqx->end_poll || !cqx->read_qp_num) return;
+  if (!cqx->start_poll || !cqx->next_poll || !cqx->end_poll) return;
   ibv_cq_ex* saved = unload_cqx_provider(cqx);
   if (!saved) return;
   *saved = *cqx;

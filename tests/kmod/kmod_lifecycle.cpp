@@ -36,20 +36,20 @@ int cmd_pins() {
   pid_t pid = fork();
   if (pid == 0) {
     int fd = unload_open();
-    std::vector<void*> bufs;
+    Rc rc;
+    rc_open(&rc);
+    std::vector<uint64_t> handles(20);
     int bad = 0;
     for (int i = 0; i < 20; i++) {
       size_t len = 4096 * (1 + i * 7) + (i * 131) % 4096;
       void* b = mmap(nullptr, len + 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                      -1, 0);
-      bad += reg_region(fd, static_cast<char*>(b) + (i * 37) % 4096, len, 0x100 + i,
-                        UNLOAD_ACCESS_REMOTE_WRITE, 1) != 0;
+      ibv_mr* mr = ibv_reg_mr(rc.pd, static_cast<char*>(b) + (i * 37) % 4096, len,
+                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+      bad += !mr || reg_mr(fd, mr, UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE,
+                           &handles[i]) != 0;
     }
-    for (int i = 0; i < 10; i++) {
-      unload_region_dereg d{};
-      d.rkey = 0x100 + i;
-      bad += uioctl(fd, UNLOAD_IOC_DEREG_REGION, &d) != 0;
-    }
+    for (int i = 0; i < 10; i++) bad += dereg_region(fd, handles[i]) != 0;
     unload_arena a{};
     a.length = 3 * 4096 + 1;
     bad += uioctl(fd, UNLOAD_IOC_ARENA_ALLOC, &a) != 0;
@@ -77,10 +77,8 @@ int cmd_pins() {
   ibv_mr* mr = ibv_reg_mr(rc.pd, buf, sizeof buf,
                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (!mr) _exit(3);
-  if (target && reg_region(fd, buf, sizeof buf, mr->rkey,
-                           UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE,
-                           rc.pd->handle))
-    _exit(4);
+  // Both sides: the target's region takes the writes, the sender's is their source.
+  if (reg_mr(fd, mr, UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE)) _exit(4);
   struct {
     Wire w;
     uint32_t rkey;
@@ -105,6 +103,7 @@ int cmd_pins() {
       r.remote_addr = theirs.addr + (n * 131) % (sizeof buf - len);
       r.length = len;
       r.iov = reinterpret_cast<uintptr_t>(buf);
+      r.lkey = mr->lkey;
     }
     unload_submit s{};
     s.reqs = reinterpret_cast<uintptr_t>(reqs.data());

@@ -118,17 +118,29 @@ int reg_qp(int fd, const char* dev, uint32_t qpn, unload_qp_reg* out) {
   return ret;
 }
 
-int reg_region(int fd, const void* addr, uint64_t len, uint32_t rkey, uint32_t access,
-               uint32_t pd_handle, uint64_t* handle) {
+int reg_region(int fd, const char* dev, const void* addr, uint64_t len, uint32_t lkey,
+               uint32_t rkey, uint32_t access, uint64_t* handle) {
   unload_region_reg r{};
+  snprintf(r.ibdev, sizeof r.ibdev, "%s", dev);
   r.addr = reinterpret_cast<uintptr_t>(addr);
   r.length = len;
+  r.lkey = lkey;
   r.rkey = rkey;
   r.access = access;
-  r.pd_handle = pd_handle;
   int ret = uioctl(fd, UNLOAD_IOC_REG_REGION, &r);
   if (handle) *handle = r.handle;
   return ret;
+}
+
+int reg_mr(int fd, const ibv_mr* mr, uint32_t access, uint64_t* handle) {
+  return reg_region(fd, ibv_get_device_name(mr->context->device), mr->addr, mr->length,
+                    mr->lkey, mr->rkey, access, handle);
+}
+
+int dereg_region(int fd, uint64_t handle) {
+  unload_region_dereg d{};
+  d.handle = handle;
+  return uioctl(fd, UNLOAD_IOC_DEREG_REGION, &d);
 }
 
 void rc_open(Rc* rc, ibv_context* ctx, ibv_pd* pd) {
@@ -172,18 +184,18 @@ void rc_open(Rc* rc, ibv_context* ctx, ibv_pd* pd) {
   rc->wire.psn = static_cast<uint32_t>(random()) & 0xffffff;
 }
 
-void rc_init_only(Rc* rc) {
+void rc_init_only(Rc* rc, int access) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
   a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE;
+  a.qp_access_flags = access;
   if (ibv_modify_qp(rc->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     die("modify INIT");
 }
 
-void rc_connect(Rc* rc, const Wire& peer) {
-  rc_init_only(rc);
+void rc_connect(Rc* rc, const Wire& peer, int access) {
+  rc_init_only(rc, access);
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_1024;

@@ -34,8 +34,12 @@ long long foll_pins_outstanding();                  // acquired - released
 int unload_open();                                  // with HELLO done; skip if absent
 int uioctl(int fd, unsigned long cmd, void* arg);   // 0 or -errno
 int reg_qp(int fd, const char* dev, uint32_t qpn, unload_qp_reg* out = nullptr);
-int reg_region(int fd, const void* addr, uint64_t len, uint32_t rkey, uint32_t access,
-               uint32_t pd_handle, uint64_t* handle = nullptr);
+// An MR of this process, as the shim registers it (its device, keys, address, length).
+int reg_mr(int fd, const ibv_mr* mr, uint32_t access, uint64_t* handle = nullptr);
+// Any claim, for the negative cases.
+int reg_region(int fd, const char* dev, const void* addr, uint64_t len, uint32_t lkey,
+               uint32_t rkey, uint32_t access, uint64_t* handle = nullptr);
+int dereg_region(int fd, uint64_t handle);
 
 // An RC QP on the first RDMA device, port 1, on its RoCE v2 IPv4 GID.
 struct Wire {
@@ -56,8 +60,9 @@ struct Rc {
 
 // Opens the device (skip when there is none) and, if pd is given, uses it.
 void rc_open(Rc* rc, ibv_context* ctx = nullptr, ibv_pd* pd = nullptr);
-void rc_connect(Rc* rc, const Wire& peer);  // INIT -> RTR -> RTS
-void rc_init_only(Rc* rc);                   // RESET -> INIT
+constexpr int kAllAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE;
+void rc_connect(Rc* rc, const Wire& peer, int access = kAllAccess);  // INIT -> RTR -> RTS
+void rc_init_only(Rc* rc, int access = kAllAccess);                   // RESET -> INIT
 void rc_close(Rc* rc);
 
 // Exact-size pipe I/O.

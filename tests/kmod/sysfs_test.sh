@@ -33,7 +33,7 @@ while read -r n min max def; do
 	check "roundtrip.$n" $ok "min $min max $max mid default"
 	echo $def >$R/$n
 	bad=0 total=0
-	for x in $'\n' "abc" "-1" "$((max + 1))" "1.5" "0x" "18446744073709551616" \
+	for x in $'\n' "abc" "-1" "$((max + 1))" "1.5" "0x" "0x1" "18446744073709551616" \
 		"99999999999999999999999" "12abc" " " "1 2" "$long"; do
 		total=$((total + 1))
 		if printf '%s' "$x" >$R/$n 2>/dev/null; then bad=$((bad + 1)); continue; fi
@@ -41,6 +41,11 @@ while read -r n min max def; do
 	done
 	check "invalid.$n" "$([ $bad = 0 ] && echo 1)" "$((total - bad))/$total rejected, value kept"
 done <<<"$tunables"
+
+# decimal only: a leading zero is not octal
+echo 010 >$R/hysteresis_pct 2>/dev/null; get $R/hysteresis_pct; v=$REPLY
+echo 10 >$R/hysteresis_pct
+check decimal.leading_zero "$([ "$v" = 10 ] && echo 1)" "010 -> $v (want 10)"
 
 # mode takes words
 v=$(cat $R/mode)
@@ -65,6 +70,9 @@ ww=$(find $R -type f -perm -o+w | wc -l)
 check modes.no_world_writable "$([ "$ww" = 0 ] && echo 1)" "$ww world-writable files"
 ro=$(find $R/stats -type f ! -name reset -perm /222 | wc -l)
 check modes.stats_read_only "$([ "$ro" = 0 ] && echo 1)" "$ro writable statistics"
+dn=$(find $R/stats -type f -name 'direct_denied_*' ! -perm 0400 | wc -l)
+nd=$(find $R/stats -type f -name 'direct_denied_*' | wc -l)
+check modes.reasons_root_only "$([ "$dn" = 0 ] && [ "$nd" -gt 0 ] && echo 1)" "$dn of $nd reason files not 0400"
 rm=$(stat -c %a $R/stats/reset)
 check modes.reset "$([ "$rm" = 200 ] && echo 1)" "mode $rm"
 

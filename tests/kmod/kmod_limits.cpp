@@ -1,0 +1,342 @@
+// Issue 10's stall and memlock checks.
+//   kmod_limits stall     a direct write of a live pair whose source page is held by
+//                         userfaultfd (a fault that never resolves) is in flight while
+//                         the target deregisters its region and MR, exits, and (once the
+//                         sender's other thread closed its own verbs context, which rxe
+//                         waits for with or without the module) `rdma link delete`
+//                         removes the device: each must finish within 5 s (a hang
+//                         detector: the old engine faulted while holding the target).
+//   kmod_limits memlock   a plain verbs program (run with and without the shim): 40 QP
+//                         create/destroy cycles leave the process's pinned memory (VmPin)
+//                         and the module's pinned_pages at their baseline; then MRs
+//                         adding up to just under RLIMIT_MEMLOCK all register, and a
+//                         write through them completes. Drops root first (uid 65534, no
+//                         CAP_IPC_LOCK), so the limit applies.
+// One line per check; exit 0 pass, 1 fail, 77 skip.
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kmod_util.hpp"
+
+using namespace kt;
+
+namespace {
+
+double now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+constexpr double kLimit = 5.0;  // the issue's bound for each step
+
+// T: a target with a registered QP and region; obeys 'D' (deregister region and MR) and
+// 'X' (exit). Never returns.
+[[noreturn]] void stall_target(int in, int out) {
+  Rc t;
+  rc_open(&t);
+  int fd = unload_open();
+  static uint8_t buf[65536];
+  ibv_mr* mr = ibv_reg_mr(t.pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  uint64_t h = 0;
+  if (!mr || reg_mr(fd, mr, UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE, &h)) _exit(3);
+  struct {
+    Wire w;
+    uint32_t rkey;
+    uint64_t addr;
+  } mine{t.wire, mr->rkey, reinterpret_cast<uintptr_t>(buf)};
+  xwrite(out, &mine, sizeof mine);
+  Wire s;
+  xread(in, &s, sizeof s);
+  rc_connect(&t, s);
+  if (reg_qp(fd, t.dev.c_str(), t.wire.qpn)) _exit(4);
+  char c = 'R';
+  xwrite(out, &c, 1);
+  for (;;) {
+    xread(in, &c, 1);
+    if (c == 'D') {
+      if (dereg_region(fd, h) || ibv_dereg_mr(mr)) _exit(5);
+    } else if (c == 'X') {
+      _exit(0);
+    }
+    xwrite(out, &c, 1);
+  }
+}
+
+// Waits for one byte on fd for at most `limit` seconds: true if it came.
+bool read_within(int fd, double limit) {
+  pollfd p{fd, POLLIN, 0};
+  char c;
+  return poll(&p, 1, static_cast<int>(limit * 1000)) == 1 && read(fd, &c, 1) == 1;
+}
+
+bool reaped_within(pid_t pid, double limit, int* status) {
+  const double t0 = now_s();
+  while (now_s() - t0 < limit) {
+    if (waitpid(pid, status, WNOHANG) == pid) return true;
+    usleep(10000);
+  }
+  return false;
+}
+
+struct TInfo {
+  Wire w;
+  uint32_t rkey;
+  uint64_t addr;
+};
+
+// S: its source page is held by a userfaultfd nobody serves; a thread submits one direct
+// write from it (paired with T, its QP and MRs live) and stays inside the submit until
+// S is killed. On 'C' the main thread closes S's verbs resources (rxe cannot
+// disassociate a live context: `rdma link delete` waits for every process that has the
+// device open, module or not) and answers 'C'. Never returns.
+[[noreturn]] void stall_sender(int in, int out) {
+  const int uffd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+  uffdio_api api{};
+  api.api = UFFD_API;
+  const size_t len = 4096;
+  void* held = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  uffdio_register reg{};
+  reg.range.start = reinterpret_cast<uintptr_t>(held);
+  reg.range.len = len;
+  reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+  if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api) || held == MAP_FAILED ||
+      ioctl(uffd, UFFDIO_REGISTER, &reg)) {
+    xwrite(out, "U", 1);  // no userfaultfd here
+    _exit(77);
+  }
+  Rc s;
+  rc_open(&s);
+  static uint8_t sbuf[4096];
+  ibv_mr* smr = ibv_reg_mr(s.pd, sbuf, sizeof sbuf, IBV_ACCESS_LOCAL_WRITE);
+  static int fd;
+  fd = unload_open();
+  xwrite(out, "W", 1);
+  xwrite(out, &s.wire, sizeof s.wire);
+  TInfo t;
+  xread(in, &t, sizeof t);
+  rc_connect(&s, t.w);
+  unload_qp_reg rq{};
+  if (!smr || reg_mr(fd, smr, UNLOAD_ACCESS_LOCAL_WRITE) || reg_qp(fd, s.dev.c_str(), s.wire.qpn, &rq))
+    _exit(3);
+  static unload_direct_req r{};
+  r.qp_num = s.wire.qpn;
+  r.rkey = t.rkey;
+  r.remote_addr = t.addr;
+  r.length = len;
+  r.iov = reinterpret_cast<uintptr_t>(held);  // never resolves
+  r.lkey = smr->lkey;
+  // The same request from sbuf first: the pair is live and would place it.
+  static unload_direct_req live = r;
+  live.iov = reinterpret_cast<uintptr_t>(sbuf);
+  unload_submit lb{};
+  lb.reqs = reinterpret_cast<uintptr_t>(&live);
+  lb.count = 1;
+  if (ioctl(fd, UNLOAD_IOC_SUBMIT, &lb) || live.result != 0) _exit(6);
+  std::thread([] {
+    unload_submit sb{};
+    sb.reqs = reinterpret_cast<uintptr_t>(&r);
+    sb.count = 1;
+    ioctl(fd, UNLOAD_IOC_SUBMIT, &sb);
+    _exit(0);  // only once the fault resolves (it does not) or a signal ends it
+  }).detach();
+  xwrite(out, "S", 1);
+  char c;
+  xread(in, &c, 1);  // 'C'
+  rc_close(&s);
+  if (ibv_dereg_mr(smr) || ibv_dealloc_pd(s.pd) || ibv_close_device(s.ctx)) _exit(7);
+  xwrite(out, "C", 1);
+  for (;;) pause();
+}
+
+int cmd_stall() {
+  int to_t[2], from_t[2], to_s[2], from_s[2];
+  if (pipe(to_t) || pipe(from_t) || pipe(to_s) || pipe(from_s)) die("pipe");
+  pid_t spid = fork();
+  if (spid == 0) stall_sender(to_s[0], from_s[1]);
+  char c = 0;
+  xread(from_s[0], &c, 1);
+  if (c == 'U') {
+    waitpid(spid, nullptr, 0);
+    skip("no userfaultfd in this kernel");
+  }
+  Wire sw;
+  xread(from_s[0], &sw, sizeof sw);
+  pid_t tpid = fork();
+  if (tpid == 0) stall_target(to_t[0], from_t[1]);
+  TInfo tinfo;
+  xread(from_t[0], &tinfo, sizeof tinfo);
+  xwrite(to_t[1], &sw, sizeof sw);
+  xread(from_t[0], &c, 1);  // T connected and registered
+  xwrite(to_s[1], &tinfo, sizeof tinfo);
+  if (!read_within(from_s[0], 60)) die("sender never submitted");
+  usleep(500000);  // well inside its fault by now
+  std::string st;
+  {
+    std::ifstream f("/proc/" + std::to_string(spid) + "/stat");
+    std::string a, b;
+    f >> a >> b >> st;
+  }
+  int w = 0;
+  const bool still = waitpid(spid, &w, WNOHANG) == 0;
+  check(still, "stall.sender_held", "sender in state %s, inside the submit", st.c_str());
+
+  double t0 = now_s();
+  xwrite(to_t[1], "D", 1);
+  const bool dereg = read_within(from_t[0], kLimit);
+  check(dereg, "stall.target_dereg", "region and MR deregistered in %.2fs (limit %.0fs)",
+        now_s() - t0, kLimit);
+
+  t0 = now_s();
+  xwrite(to_t[1], "X", 1);
+  int tst = 0;
+  const bool exited = reaped_within(tpid, kLimit, &tst);
+  check(exited, "stall.target_exit", "target exited in %.2fs (limit %.0fs)", now_s() - t0, kLimit);
+  if (!exited) kill(tpid, SIGKILL);
+
+  xwrite(to_s[1], "C", 1);
+  check(read_within(from_s[0], kLimit), "stall.sender_closed_verbs",
+        "the sender's other thread closed its QP, MR and device (the submit still stuck)");
+  t0 = now_s();
+  const int rc = system("timeout 30 rdma link delete rxe0");
+  const double took = now_s() - t0;
+  check(rc == 0 && took <= kLimit, "stall.link_delete",
+        "rdma link delete rxe0: status %d in %.2fs (limit %.0fs)", rc, took, kLimit);
+
+  // The sender waits killably and holds nothing: it goes at once.
+  kill(spid, SIGKILL);
+  t0 = now_s();
+  const bool gone = reaped_within(spid, kLimit, &w);
+  check(gone, "stall.sender_killable", "sender reaped %.2fs after SIGKILL", now_s() - t0);
+  if (!exited) reaped_within(tpid, kLimit, &tst);
+  return failures() ? 1 : 0;
+}
+
+// --- memlock ------------------------------------------------------------------------
+
+long long vm_pin_kb() {
+  std::ifstream f("/proc/self/status");
+  std::string k;
+  while (f >> k) {
+    long long v;
+    if (k == "VmPin:" && f >> v) return v;
+  }
+  return -1;
+}
+
+int cmd_memlock() {
+  const rlim_t limit = 8 << 20;
+  rlimit rl{limit, limit};
+  if (setrlimit(RLIMIT_MEMLOCK, &rl)) die("setrlimit");
+  if (getuid() == 0 && (setgid(65534) || setuid(65534))) die("drop root");
+  const bool shim = getenv("LD_PRELOAD") != nullptr;
+  std::printf("info: uid %u, RLIMIT_MEMLOCK %llu KiB, %s\n", getuid(),
+              static_cast<unsigned long long>(limit >> 10), shim ? "under the shim" : "no shim");
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (!list || !n) skip("no RDMA device");
+  ibv_context* ctx = ibv_open_device(list[0]);
+  if (!ctx) die("ibv_open_device");
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  if (!pd) die("ibv_alloc_pd");
+
+  // 40 QP create/destroy cycles: everything the shim and the module take per QP (the
+  // staging arena and its MR) goes back.
+  const long long pin0 = vm_pin_kb(), pp0 = kt::stat("pinned_pages");
+  long long pin_live = 0, pp_live = 0;  // while a cycle's QPs exist (the shim's arenas)
+  for (int i = 0; i < 40; i++) {
+    Rc a, b;
+    rc_open(&a, ctx, pd);
+    rc_open(&b, ctx, pd);
+    rc_connect(&a, b.wire);
+    rc_connect(&b, a.wire);
+    pin_live = std::max(pin_live, vm_pin_kb());
+    pp_live = std::max(pp_live, kt::stat("pinned_pages"));
+    rc_close(&a);
+    rc_close(&b);
+  }
+  const long long pin1 = vm_pin_kb(), pp1 = kt::stat("pinned_pages");
+  check(pin1 == pin0 && pp1 == pp0, "memlock.qp_cycles",
+        "40 cycles: VmPin %lld -> %lld kB (%lld while QPs lived), pinned_pages %lld -> %lld (%lld)",
+        pin0, pin1, pin_live, pp0, pp1, pp_live);
+
+  // MRs adding up to just under the limit (what VmPin already holds included).
+  const size_t room = limit - static_cast<size_t>(pin1) * 1024 - 64 * 1024;
+  const size_t each = (room / 4) & ~size_t{4095};
+  std::vector<ibv_mr*> mrs;
+  for (int i = 0; i < 4; i++) {
+    void* p = mmap(nullptr, each, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ibv_mr* mr = p == MAP_FAILED ? nullptr
+                                 : ibv_reg_mr(pd, p, each, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!mr) std::printf("info: MR %d of %zu KiB: %s\n", i, each >> 10, strerror(errno));
+    mrs.push_back(mr);
+  }
+  size_t ok = 0;
+  for (auto* m : mrs) ok += m != nullptr;
+  check(ok == 4, "memlock.just_under_limit", "%zu/4 MRs of %zu KiB registered, VmPin %lld kB of %llu",
+        ok, each >> 10, vm_pin_kb(), static_cast<unsigned long long>(limit >> 10));
+
+  // A write from the first MR into the second, on a connected pair.
+  if (ok == 4) {
+    Rc a, b;
+    rc_open(&a, ctx, pd);
+    rc_open(&b, ctx, pd);
+    rc_connect(&a, b.wire);
+    rc_connect(&b, a.wire);
+    memset(mrs[0]->addr, 0x5a, 4096);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(mrs[0]->addr), 4096, mrs[0]->lkey};
+    ibv_send_wr w{}, *badw = nullptr;
+    w.sg_list = &sge;
+    w.num_sge = 1;
+    w.opcode = IBV_WR_RDMA_WRITE;
+    w.send_flags = IBV_SEND_SIGNALED;
+    w.wr.rdma.rkey = mrs[1]->rkey;
+    w.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(mrs[1]->addr);
+    ibv_wc wc{};
+    int got = 0;
+    if (!ibv_post_send(a.qp, &w, &badw))
+      for (int i = 0; i < 5000000 && got == 0; i++) got = ibv_poll_cq(a.cq, 1, &wc);
+    const bool placed = got == 1 && wc.status == IBV_WC_SUCCESS &&
+                        !memcmp(mrs[0]->addr, mrs[1]->addr, 4096);
+    check(placed, "memlock.write", "status %s, bytes %s", got == 1 ? ibv_wc_status_str(wc.status) : "none",
+          placed ? "placed" : "not placed");
+    rc_close(&a);
+    rc_close(&b);
+  }
+  for (auto* m : mrs)
+    if (m) ibv_dereg_mr(m);
+  ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
+  ibv_free_device_list(list);
+  return failures() ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const std::string c = argc > 1 ? argv[1] : "";
+  if (c == "stall") {
+    if (access(UNLOAD_DEVICE_PATH, F_OK)) skip("no /dev/unload (module not loaded)");
+    return cmd_stall();
+  }
+  if (c == "memlock") return cmd_memlock();
+  std::fprintf(stderr, "usage: kmod_limits stall | memlock\n");
+  return 2;
+}

@@ -1,0 +1,488 @@
+// The parity matrix: one plain verbs program (no /dev/unload of its own), run once per
+// case under the shim with UNLOAD_MODE=offload (the NIC does everything: the reference)
+// and once with UNLOAD_MODE=unload (a paired local peer: every write is offered to the
+// module first, which places it or refuses it, and a refused write is posted to the NIC).
+// parity_test.sh compares the "outcome" lines of the two runs: they must be identical.
+// Nothing here says what the outcome should be; rxe says it.
+//
+//   kmod_parity <case>     prints "outcome <key> <value>" and "info ..." lines
+//
+// Each case: two RC QPs of this process connected to each other on rxe0 (the responder
+// as the case wants it), a target MR over a canary-filled block, a control write (which
+// in unload mode goes direct: the pair is live), the write under test, then the next
+// request. Recorded: the completion status of each, both QPs' states after, and a hash
+// and changed-byte count of every target block. Exit 0 ran, 2 usage, 77 skip.
+#include <infiniband/verbs.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+[[noreturn]] void skip(const char* why) {
+  std::printf("skip: %s\n", why);
+  std::exit(77);
+}
+
+[[noreturn]] void die(const char* what) {
+  std::printf("error: %s: %s\n", what, strerror(errno));
+  std::exit(1);
+}
+
+void outcome(const char* key, const std::string& v) { std::printf("outcome %s %s\n", key, v.c_str()); }
+
+constexpr size_t kBlock = 64 * 1024;
+constexpr size_t kOff = 4096 + 64;     // the MR starts here in the block
+constexpr size_t kLen = 32 * 1024;     // MR length
+constexpr uint8_t kFill = 0xc3;
+
+struct Dev {
+  ibv_context* ctx = nullptr;
+  int gid_index = -1;
+  ibv_gid gid{};
+};
+
+Dev open_dev(const char* name) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  Dev d;
+  for (int i = 0; list && i < n && !d.ctx; i++)
+    if (!strcmp(ibv_get_device_name(list[i]), name)) d.ctx = ibv_open_device(list[i]);
+  if (list) ibv_free_device_list(list);
+  if (!d.ctx) return d;
+  ibv_port_attr pa{};
+  if (ibv_query_port(d.ctx, 1, &pa)) die("ibv_query_port");
+  static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  for (int i = 0; i < pa.gid_tbl_len && d.gid_index < 0; i++) {
+    ibv_gid_entry e{};
+    if (ibv_query_gid_ex(d.ctx, 1, static_cast<uint32_t>(i), &e, 0)) continue;
+    if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && !memcmp(e.gid.raw, v4, 12)) {
+      d.gid_index = i;
+      memcpy(d.gid.raw, e.gid.raw, 16);
+    }
+  }
+  if (d.gid_index < 0) skip("no RoCE v2 IPv4 GID on port 1");
+  return d;
+}
+
+struct Qp {
+  Dev* dev;
+  ibv_pd* pd;
+  ibv_cq* cq;
+  ibv_qp* qp;
+};
+
+Qp make_qp(Dev* d, ibv_pd* pd) {
+  Qp q{d, pd, ibv_create_cq(d->ctx, 512, nullptr, nullptr, 0), nullptr};
+  if (!q.cq) die("ibv_create_cq");
+  ibv_qp_init_attr ia{};
+  ia.send_cq = q.cq;
+  ia.recv_cq = q.cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap.max_send_wr = 256;
+  ia.cap.max_recv_wr = 4;
+  ia.cap.max_send_sge = 2;
+  ia.cap.max_recv_sge = 1;
+  ia.sq_sig_all = 0;
+  q.qp = ibv_create_qp(pd, &ia);
+  if (!q.qp) die("ibv_create_qp");
+  return q;
+}
+
+// RESET -> INIT (with these access flags) -> RTR -> RTS, to the peer's QPN and GID.
+void connect(Qp* q, const Qp& peer, int access) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = access;
+  if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    die("modify INIT");
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = peer.qp->qp_num;
+  a.rq_psn = 0x100;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.dgid = peer.dev->gid;
+  a.ah_attr.grh.sgid_index = static_cast<uint8_t>(q->dev->gid_index);
+  a.ah_attr.grh.hop_limit = 1;
+  a.ah_attr.port_num = 1;
+  if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    die("modify RTR");
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.sq_psn = 0x100;
+  a.max_rd_atomic = 1;
+  if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                   IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+    die("modify RTS");
+}
+
+constexpr int kRemote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+
+const char* state_name(int s) {
+  static const char* n[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+  return s >= 0 && s <= 6 ? n[s] : "?";
+}
+
+int qp_state(const Qp& q) {
+  ibv_qp_attr a{};
+  ibv_qp_init_attr ia{};
+  if (ibv_query_qp(q.qp, &a, IBV_QP_STATE, &ia)) return -1;
+  return a.qp_state;
+}
+
+// The responder's state settles a little after the requester's completion: wait until
+// it leaves RTS (at most ~3 s; the same wait in both runs), then report it.
+std::string settled_state(const Qp& q) {
+  int s = qp_state(q);
+  for (int i = 0; i < 300 && s == IBV_QPS_RTS; i++) {
+    usleep(10000);
+    s = qp_state(q);
+  }
+  return state_name(s);
+}
+
+// The source: an MR of the sender's PD.
+struct Src {
+  uint8_t* buf;
+  ibv_mr* mr;
+};
+
+Src make_src(ibv_pd* pd) {
+  Src s{static_cast<uint8_t*>(mmap(nullptr, kBlock, PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)),
+        nullptr};
+  if (s.buf == MAP_FAILED) die("mmap");
+  for (size_t i = 0; i < kBlock; i++) s.buf[i] = static_cast<uint8_t>(i * 7 + 1);
+  s.mr = ibv_reg_mr(pd, s.buf, kBlock, IBV_ACCESS_LOCAL_WRITE);
+  if (!s.mr) die("source MR");
+  return s;
+}
+
+struct Target {
+  uint8_t* block;  // kBlock bytes, the MR over [kOff, kOff + kLen)
+  ibv_mr* mr;
+  uint64_t addr() const { return reinterpret_cast<uintptr_t>(block + kOff); }
+};
+
+Target make_target(ibv_pd* pd, int access) {
+  Target t{static_cast<uint8_t*>(mmap(nullptr, kBlock, PROT_READ | PROT_WRITE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)),
+           nullptr};
+  if (t.block == MAP_FAILED) die("mmap");
+  memset(t.block, kFill, kBlock);
+  t.mr = ibv_reg_mr(pd, t.block + kOff, kLen, access);
+  if (!t.mr) die("target MR");
+  return t;
+}
+
+// Hash and changed bytes of a target block.
+std::string digest(const Target& t) {
+  uint64_t h = 1469598103934665603ULL;
+  size_t changed = 0;
+  for (size_t i = 0; i < kBlock; i++) {
+    h = (h ^ t.block[i]) * 1099511628211ULL;
+    changed += t.block[i] != kFill;
+  }
+  char b[64];
+  snprintf(b, sizeof b, "changed=%zu fnv=%016llx", changed, static_cast<unsigned long long>(h));
+  return b;
+}
+
+// One signaled RDMA WRITE, waited for: its completion status.
+std::string write1(const Qp& s, const Src& src, uint32_t lkey, uint64_t src_off, uint32_t rkey,
+                   uint64_t raddr, uint32_t len) {
+  ibv_sge sge{reinterpret_cast<uintptr_t>(src.buf) + src_off, len, lkey};
+  ibv_send_wr w{}, *bad = nullptr;
+  w.wr_id = 1;
+  w.sg_list = &sge;
+  w.num_sge = 1;
+  w.opcode = IBV_WR_RDMA_WRITE;
+  w.send_flags = IBV_SEND_SIGNALED;
+  w.wr.rdma.rkey = rkey;
+  w.wr.rdma.remote_addr = raddr;
+  if (int rc = ibv_post_send(s.qp, &w, &bad)) return std::string("post_error=") + strerror(rc);
+  ibv_wc wc{};
+  // A hang guard only (rxe completes or flushes everything within a few seconds): after
+  // 120 s the outcome says so instead of the test timing out.
+  for (int i = 0; i < 1200000; i++) {
+    int n = ibv_poll_cq(s.cq, 1, &wc);
+    if (n < 0) return "poll_error";
+    if (n == 1) return ibv_wc_status_str(wc.status);
+    if (i > 1000) usleep(100);
+  }
+  return "no_completion";
+}
+
+// The common frame: the control write, the write under test, the next request, states.
+struct Frame {
+  Dev d0;
+  ibv_pd* pd = nullptr;
+  Qp s{}, r{};
+  Src src{};
+  Target t{};
+};
+
+void setup(Frame* f, int responder_access) {
+  f->d0 = open_dev("rxe0");
+  if (!f->d0.ctx) skip("no rxe0");
+  f->pd = ibv_alloc_pd(f->d0.ctx);
+  if (!f->pd) die("ibv_alloc_pd");
+  f->s = make_qp(&f->d0, f->pd);
+  f->r = make_qp(&f->d0, f->pd);
+  f->src = make_src(f->pd);
+  f->t = make_target(f->pd, kRemote);
+  connect(&f->s, f->r, kRemote);
+  connect(&f->r, f->s, responder_access);
+}
+
+void control(Frame* f, const char* key) {
+  outcome(key, write1(f->s, f->src, f->src.mr->lkey, 0, f->t.mr->rkey, f->t.addr() + 128, 256));
+}
+
+void finish(Frame* f, std::vector<const Target*> extra = {}) {
+  outcome("next", write1(f->s, f->src, f->src.mr->lkey, 512, f->t.mr->rkey, f->t.addr() + 1024, 64));
+  outcome("sender_state", state_name(qp_state(f->s)));
+  outcome("responder_state", settled_state(f->r));
+  outcome("target", digest(f->t));
+  int i = 0;
+  for (const Target* t : extra) outcome(("target" + std::to_string(++i)).c_str(), digest(*t));
+}
+
+// --- cases ---------------------------------------------------------------------------
+
+// The report: the responder QP allows local writes only.
+int case_qp_no_remote_write() {
+  Frame f;
+  setup(&f, IBV_ACCESS_LOCAL_WRITE);
+  outcome("write", write1(f.s, f.src, f.src.mr->lkey, 0, f.t.mr->rkey, f.t.addr(), 64));
+  finish(&f);
+  return 0;
+}
+
+// Two verbs contexts of one device: their first PDs have the same handle. The write
+// names an MR of context 1's PD while the responder QP is on context 2's PD.
+int case_two_contexts() {
+  Frame f;
+  f.d0 = open_dev("rxe0");
+  if (!f.d0.ctx) skip("no rxe0");
+  Dev d0b = open_dev("rxe0");
+  ibv_pd* pd1 = ibv_alloc_pd(f.d0.ctx);
+  ibv_pd* pd2 = ibv_alloc_pd(d0b.ctx);
+  if (!pd1 || !pd2) die("ibv_alloc_pd");
+  std::printf("info: pd handles %u and %u\n", pd1->handle, pd2->handle);
+  f.pd = pd1;
+  f.s = make_qp(&f.d0, pd1);
+  f.r = make_qp(&d0b, pd2);
+  f.src = make_src(pd1);
+  Target other = make_target(pd2, kRemote);  // on the responder's PD: the control target
+  f.t = make_target(pd1, kRemote);           // on the sender's PD, same handle
+  connect(&f.s, f.r, kRemote);
+  connect(&f.r, f.s, kRemote);
+  outcome("control", write1(f.s, f.src, f.src.mr->lkey, 0, other.mr->rkey, other.addr() + 128, 256));
+  outcome("write", write1(f.s, f.src, f.src.mr->lkey, 0, f.t.mr->rkey, f.t.addr(), 64));
+  outcome("next", write1(f.s, f.src, f.src.mr->lkey, 512, other.mr->rkey, other.addr() + 1024, 64));
+  outcome("sender_state", state_name(qp_state(f.s)));
+  outcome("responder_state", settled_state(f.r));
+  outcome("target_other_pd", digest(f.t));
+  outcome("target_responder_pd", digest(other));
+  return 0;
+}
+
+// Two devices, each with its own connected pair: equal QPNs, and target MRs with equal
+// rkeys. Writes on rxe0's pair must land in rxe0's MR only; an address of rxe1's MR
+// with that rkey is out of bounds on rxe0.
+int case_two_devices() {
+  Dev d0 = open_dev("rxe0"), d1 = open_dev("rxe1");
+  if (!d0.ctx || !d1.ctx) skip("needs rxe0 and rxe1 (--rxe 2)");
+  ibv_pd* p0 = ibv_alloc_pd(d0.ctx);
+  ibv_pd* p1 = ibv_alloc_pd(d1.ctx);
+  Qp s0 = make_qp(&d0, p0), r0 = make_qp(&d0, p0);
+  Qp s1 = make_qp(&d1, p1), r1 = make_qp(&d1, p1);
+  Src src0 = make_src(p0), src1 = make_src(p1);
+  Target t0{}, t1{};
+  // rxe keys are (pool index << 8 | random 8 bits): register on both in step until the
+  // keys agree, releasing the misses.
+  bool equal = false;
+  for (int i = 0; i < 4096 && !equal; i++) {
+    Target a = make_target(p0, kRemote), b = make_target(p1, kRemote);
+    equal = a.mr->rkey == b.mr->rkey;
+    if (equal) {
+      t0 = a;
+      t1 = b;
+    } else {
+      ibv_dereg_mr(a.mr);
+      ibv_dereg_mr(b.mr);
+      munmap(a.block, kBlock);
+      munmap(b.block, kBlock);
+    }
+  }
+  std::printf("info: qpns rxe0 %u/%u rxe1 %u/%u, rkeys %s\n", s0.qp->qp_num, r0.qp->qp_num,
+              s1.qp->qp_num, r1.qp->qp_num, equal ? "equal" : "never equal");
+  outcome("qpns_equal", s0.qp->qp_num == s1.qp->qp_num && r0.qp->qp_num == r1.qp->qp_num ? "yes" : "no");
+  outcome("rkeys_equal", equal ? "yes" : "no");
+  if (!equal) return 0;
+  connect(&s0, r0, kRemote);
+  connect(&r0, s0, kRemote);
+  connect(&s1, r1, kRemote);
+  connect(&r1, s1, kRemote);
+  outcome("control0", write1(s0, src0, src0.mr->lkey, 0, t0.mr->rkey, t0.addr() + 128, 256));
+  outcome("control1", write1(s1, src1, src1.mr->lkey, 4096, t1.mr->rkey, t1.addr() + 256, 512));
+  outcome("target0", digest(t0));
+  outcome("target1", digest(t1));
+  // rxe0's pair, rkey K, an address inside rxe1's MR only.
+  outcome("write", write1(s0, src0, src0.mr->lkey, 0, t0.mr->rkey, t1.addr() + 8, 64));
+  outcome("next", write1(s0, src0, src0.mr->lkey, 512, t0.mr->rkey, t0.addr() + 1024, 64));
+  outcome("sender0_state", state_name(qp_state(s0)));
+  outcome("responder0_state", settled_state(r0));
+  outcome("sender1_state", state_name(qp_state(s1)));
+  outcome("responder1_state", state_name(qp_state(r1)));
+  outcome("target0_after", digest(t0));
+  outcome("target1_after", digest(t1));
+  return 0;
+}
+
+// ibv_rereg_mr drops REMOTE_WRITE from the target MR (rxe without rereg fails it alike
+// in both runs: reported, then the write goes to the unchanged MR).
+int case_rereg_drop_remote_write() {
+  Frame f;
+  setup(&f, kRemote);
+  control(&f, "control");
+  int rc = ibv_rereg_mr(f.t.mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                        IBV_ACCESS_LOCAL_WRITE);
+  outcome("rereg", rc == 0 ? "ok" : "failed");
+  if (rc) std::printf("info: rereg-unsupported (%d)\n", rc);
+  outcome("write", write1(f.s, f.src, f.src.mr->lkey, 0, f.t.mr->rkey, f.t.addr() + 2048, 64));
+  finish(&f);
+  return 0;
+}
+
+// The target MR is deregistered between writes of a stream.
+int case_dereg_during_traffic() {
+  Frame f;
+  setup(&f, kRemote);
+  std::string st;
+  for (int i = 0; i < 16; i++) {
+    std::string s = write1(f.s, f.src, f.src.mr->lkey, i * 64, f.t.mr->rkey, f.t.addr() + i * 512, 256);
+    if (s != st) outcome(("stream" + std::to_string(i)).c_str(), s);
+    st = s;
+  }
+  const uint32_t rkey = f.t.mr->rkey;
+  if (ibv_dereg_mr(f.t.mr)) die("ibv_dereg_mr");
+  outcome("write", write1(f.s, f.src, f.src.mr->lkey, 0, rkey, f.t.addr(), 64));
+  outcome("next", write1(f.s, f.src, f.src.mr->lkey, 512, rkey, f.t.addr() + 1024, 64));
+  outcome("sender_state", state_name(qp_state(f.s)));
+  outcome("responder_state", settled_state(f.r));
+  outcome("target", digest(f.t));
+  return 0;
+}
+
+// Bounds edges: one write just outside (or wrapping around) the MR.
+int case_bounds(const std::string& edge) {
+  Frame f;
+  setup(&f, kRemote);
+  control(&f, "control");
+  const uint64_t a = f.t.addr(), e = a + kLen;
+  uint64_t raddr;
+  uint32_t len = 8;
+  if (edge == "before_start") raddr = a - 1;
+  else if (edge == "past_end") raddr = e - 7;
+  else if (edge == "at_end") { raddr = e; len = 1; }
+  else if (edge == "wrap_2^64-8") raddr = ~0ULL - 7;
+  else if (edge == "wrap_2^64-1") { raddr = ~0ULL; len = 2; }
+  else if (edge == "len_region+1") { raddr = a; len = kLen + 1; }
+  else if (edge == "zero_addr") raddr = 0;
+  else if (edge == "last_byte_ok") { raddr = e - 1; len = 1; }
+  else if (edge == "whole_region_ok") { raddr = a; len = kLen; }
+  else return 2;
+  outcome("write", write1(f.s, f.src, f.src.mr->lkey, 0, f.t.mr->rkey, raddr, len));
+  finish(&f);
+  return 0;
+}
+
+// 10k writes with random rkeys (never the process's own MRs').
+int case_rkey_sweep(int n) {
+  Frame f;
+  setup(&f, kRemote);
+  control(&f, "control");
+  std::mt19937 rng(4242);
+  std::map<std::string, int> hist;
+  std::string first;
+  int posted = 0, done = 0;
+  while (done < n) {
+    while (posted < n && posted - done < 128) {
+      uint32_t rkey;
+      do rkey = static_cast<uint32_t>(rng()); while (rkey == f.t.mr->rkey || rkey == f.src.mr->rkey);
+      ibv_sge sge{reinterpret_cast<uintptr_t>(f.src.buf), 64, f.src.mr->lkey};
+      ibv_send_wr w{}, *bad = nullptr;
+      w.wr_id = static_cast<uint64_t>(posted);
+      w.sg_list = &sge;
+      w.num_sge = 1;
+      w.opcode = IBV_WR_RDMA_WRITE;
+      w.send_flags = IBV_SEND_SIGNALED;
+      w.wr.rdma.rkey = rkey;
+      w.wr.rdma.remote_addr = f.t.addr() + (rng() % (kLen - 64));
+      if (ibv_post_send(f.s.qp, &w, &bad)) die("post");
+      posted++;
+    }
+    ibv_wc wc[32];
+    int k = ibv_poll_cq(f.s.cq, 32, wc);
+    if (k < 0) die("poll");
+    for (int i = 0; i < k; i++, done++) {
+      hist[ibv_wc_status_str(wc[i].status)]++;
+      if (first.empty()) first = ibv_wc_status_str(wc[i].status);
+    }
+  }
+  outcome("first", first);
+  std::string h;
+  for (auto& [k, v] : hist) h += k + "=" + std::to_string(v) + ";";
+  outcome("statuses", h);
+  finish(&f);
+  return 0;
+}
+
+// The sender's SGE names a bad lkey, or an address outside its MR.
+int case_bad_lkey(bool outside) {
+  Frame f;
+  setup(&f, kRemote);
+  control(&f, "control");
+  if (outside)
+    outcome("write", write1(f.s, f.src, f.src.mr->lkey, kBlock - 16, f.t.mr->rkey, f.t.addr(), 64));
+  else
+    outcome("write", write1(f.s, f.src, f.src.mr->lkey ^ 0x55aa00, 0, f.t.mr->rkey, f.t.addr(), 64));
+  finish(&f);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const std::string c = argc > 1 ? argv[1] : "";
+  if (c == "qp_no_remote_write") return case_qp_no_remote_write();
+  if (c == "two_contexts") return case_two_contexts();
+  if (c == "two_devices") return case_two_devices();
+  if (c == "rereg_drop_remote_write") return case_rereg_drop_remote_write();
+  if (c == "dereg_during_traffic") return case_dereg_during_traffic();
+  if (c.rfind("bounds:", 0) == 0) return case_bounds(c.substr(7));
+  if (c == "rkey_sweep") return case_rkey_sweep(argc > 2 ? atoi(argv[2]) : 10000);
+  if (c == "bad_lkey") return case_bad_lkey(false);
+  if (c == "lkey_outside_mr") return case_bad_lkey(true);
+  std::fprintf(stderr, "usage: kmod_parity <case>\n");
+  return 2;
+}
