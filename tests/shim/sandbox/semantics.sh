@@ -16,9 +16,16 @@ sem() {
 	local prog=$1; shift
 	if [ -n "$ONLY" ] && ! [[ " $ONLY " == *" $prog "* ]]; then return; fi
 	local label="$prog${*:+ $*}" name="$prog${*:+_${*// /_}}"
-	local ref=$WORK/$name.ref rc
-	timeout 150 "$BIN/sem_$prog" "$@" >"$ref" 2>"$ref.err"
-	rc=$?
+	local ref=$WORK/$name.ref rc attempt
+	# TRIES (default 1) runs of each, for programs whose outcome without the shim depends
+	# on the NIC's timing: a reference matching REF_RACED ran again, a path that differs
+	# from the reference too (a real difference repeats every time).
+	for attempt in $(seq "${TRIES:-1}"); do
+		timeout 150 "$BIN/sem_$prog" "$@" >"$ref" 2>"$ref.err"
+		rc=$?
+		[ -n "${REF_RACED:-}" ] && [ $rc -eq 0 ] && grep -q "$REF_RACED" "$ref" || break
+		echo "    reference: the NIC's timing decided ('$REF_RACED'); again"
+	done
 	if [ $rc -eq 77 ]; then
 		echo "SKIP: $label: $(grep -m1 '^skip:' "$ref")"
 		SKIPS=$((SKIPS + 1))
@@ -43,10 +50,14 @@ sem() {
 			fi
 		fi
 		o=$WORK/$name.$path
-		rm -f "$o.stats"
-		env LD_PRELOAD="$SHIM" "${envs[@]}" UNLOAD_STATS_FILE="$o.stats" \
-			timeout 150 "$BIN/sem_$prog" "$@" >"$o.out" 2>"$o.err"
-		rc=$?
+		for attempt in $(seq "${TRIES:-1}"); do
+			rm -f "$o.stats"
+			env LD_PRELOAD="$SHIM" "${envs[@]}" UNLOAD_STATS_FILE="$o.stats" \
+				timeout 150 "$BIN/sem_$prog" "$@" >"$o.out" 2>"$o.err"
+			rc=$?
+			[ $rc -eq 0 ] && diff -q "$ref" "$o.out" >/dev/null && break
+			[ "$attempt" -lt "${TRIES:-1}" ] && echo "    $path: differs from the reference; again (the NIC's timing may decide)"
+		done
 		if [ $rc -eq 0 ] && diff -q "$ref" "$o.out" >/dev/null; then
 			pass "$label $path: outcome equals the reference"
 		else
@@ -85,7 +96,7 @@ sem cq_room ex
 sem cq_room channel 20
 sem cqex_many 12 96
 sem cqex_many 12 48 noqpnum
-sem notify_queued 2
+TRIES=3 REF_RACED='NONE within' sem notify_queued 2
 sem wr_multi_sge equal
 note wr_multi_sge unequal
 [ "$SKIPS" -eq 0 ] || echo "$SKIPS run(s) skipped"
