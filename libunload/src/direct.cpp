@@ -16,8 +16,8 @@ namespace {
 // A fence waits at most this long without progress, and this long in all: past it the
 // write takes the NIC, so ibv_post_send returns in bounded time whatever the QP waits on
 // (a SEND on RNR before a receive this thread posts later, a QP reset under us).
-constexpr uint64_t kFenceIdleNs = 2'000'000;
-constexpr uint64_t kFenceTotalNs = 20'000'000;
+constexpr uint64_t kFenceIdleNs = 50'000'000;
+constexpr uint64_t kFenceTotalNs = 500'000'000;
 
 // Posts the shim's own signaled zero-length RDMA WRITE on the QP, to a target the program
 // itself named (valid whatever the responder checks). It places nothing and consumes
