@@ -183,6 +183,19 @@ void report_caps(ibv_qp_cap& cap, const ibv_qp_cap& asked, ibv_qp_cap* real) {
   if (cap.max_send_wr >= asked.max_send_wr + kSqRoom) cap.max_send_wr -= kSqRoom;
 }
 
+// Creates a QP with the shim's room, tells the program its own numbers, and records the QP
+// (a QP that cannot be recorded passes through).
+template <class Attr, class Create>
+ibv_qp* create_recorded(ContextRec* c, Attr* attr, Create&& create) {
+  const ibv_qp_cap asked = attr->cap;
+  ibv_qp* qp = create_with_room(create, attr);
+  if (!qp) return nullptr;
+  ibv_qp_cap real;
+  report_caps(attr->cap, asked, &real);
+  (void)qp_register(c, qp, real, attr->sq_sig_all);
+  return qp;
+}
+
 // Maps what the provider holds of the CQ's completions now (into the pending queue, in
 // order) so that none of them carries a tag once a ring is gone or cleared. Inside its gate.
 void drain_provider(CqRec* c) {
@@ -275,25 +288,13 @@ int unload_context_close(ibv_context* ctx) {
 ibv_qp* unload_qp_create(ibv_pd* pd, ibv_qp_init_attr* attr) {
   ContextRec* c = context_find(pd->context);
   if (!c) return g_real.create_qp(pd, attr);
-  const ibv_qp_cap asked = attr->cap;
-  ibv_qp* qp = create_with_room([&] { return g_real.create_qp(pd, attr); }, attr);
-  if (!qp) return nullptr;
-  ibv_qp_cap real;
-  report_caps(attr->cap, asked, &real);
-  (void)qp_register(c, qp, real, attr->sq_sig_all);  // failed: pass-through
-  return qp;
+  return create_recorded(c, attr, [&] { return g_real.create_qp(pd, attr); });
 }
 
 // ops.create_qp_ex (ibv_create_qp_ex, and ibv_create_qp through librdmacm).
 ibv_qp* unload_qp_create_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
   ContextRec* c = context_find(ctx);
-  const ibv_qp_cap asked = attr->cap;
-  ibv_qp* qp = create_with_room([&] { return c->provider.create_qp_ex(ctx, attr); }, attr);
-  if (!qp) return nullptr;
-  ibv_qp_cap real;
-  report_caps(attr->cap, asked, &real);
-  (void)qp_register(c, qp, real, attr->sq_sig_all);  // failed: pass-through
-  return qp;
+  return create_recorded(c, attr, [&] { return c->provider.create_qp_ex(ctx, attr); });
 }
 
 int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
