@@ -12,6 +12,7 @@
 
 #include "unload_kmod.h"
 #include "compat.h"
+#include "version.h"
 
 struct kmem_cache *unload_session_cache;
 struct kmem_cache *unload_qp_cache;
@@ -82,6 +83,7 @@ static long unload_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 	case UNLOAD_IOC_ARENA_ALLOC:
 	case UNLOAD_IOC_ARENA_FREE:
 	case UNLOAD_IOC_SUBMIT:
+	case UNLOAD_IOC_LIST_SESSIONS:
 		break;
 	default:
 		return -ENOTTY;
@@ -104,6 +106,8 @@ static long unload_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 		return unload_ioctl_arena_free(sess, arg);
 	case UNLOAD_IOC_SUBMIT:
 		return unload_ioctl_submit(sess, arg);
+	case UNLOAD_IOC_LIST_SESSIONS:
+		return unload_ioctl_list_sessions(sess, file, arg);
 	}
 	return -ENOTTY;
 }
@@ -247,7 +251,7 @@ static int __init unload_init(void)
 	ret = misc_register(&unload_misc);
 	if (ret)
 		goto err_unregister_client;
-	pr_info("unload: loaded, ABI %d\n", UNLOAD_ABI_VERSION);
+	pr_info("unload: loaded, version %s, ABI %d\n", UNLOAD_MODULE_VERSION, UNLOAD_ABI_VERSION);
 	return 0;
 
 err_unregister_client:
@@ -284,3 +288,4 @@ MODULE_LICENSE("GPL");
 MODULE_AUTHOR("unload");
 MODULE_DESCRIPTION("unload: kernel-assisted reversible RDMA offload");
 MODULE_SOFTDEP("pre: ib_core");
+MODULE_VERSION(UNLOAD_MODULE_VERSION);

@@ -2,7 +2,7 @@
 /*
  * unload.ko internals shared by its files: main.c (module, device, file ops),
  * sysfs.c (tunables, control page, statistics), session.c (sessions, QPs, regions,
- * arenas) and copy.c (the direct copy engine).
+ * arenas), copy.c (the direct copy engine) and list.c (the sessions list for tools).
  */
 #ifndef UNLOAD_KMOD_H
 #define UNLOAD_KMOD_H
@@ -192,5 +192,9 @@ void unload_region_mr_put(struct ib_mr *mr);
 long unload_ioctl_submit(struct unload_session *sess, void __user *arg);
 int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *done,
 			u32 *accepted);
+
+/* list.c */
+long unload_ioctl_list_sessions(struct unload_session *self, struct file *file,
+				void __user *arg);
 
 #endif /* UNLOAD_KMOD_H */

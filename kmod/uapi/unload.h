@@ -355,4 +355,58 @@ struct unload_uring_submit {
 #define UNLOAD_IOC_ARENA_FREE	_IOWR(UNLOAD_IOC_MAGIC, 0x06, struct unload_arena)
 #define UNLOAD_IOC_SUBMIT	_IOWR(UNLOAD_IOC_MAGIC, 0x07, struct unload_submit)
 
+/* --- tools (unloadctl) ----------------------------------------------------------- */
+
+/* The longest command name the module reports (TASK_COMM_LEN). */
+#define UNLOAD_COMM_LEN 16
+
+/*
+ * One live session as UNLOAD_IOC_LIST_SESSIONS reports it, for display (unloadctl ps).
+ * writes[]/bytes[] of the offload, inline and stage paths and fences are what the
+ * session's process added to its counters page: its own report, which the module
+ * never uses for anything but this display and the statistics; the direct path's are
+ * the module's own count. pinned_pages: pages the module holds pinned for the session
+ * (target regions and staging arenas).
+ */
+struct unload_session_info {
+	__u64 session_id;	/* as UNLOAD_IOC_HELLO reported it to its process */
+	__u32 pid;		/* the opener's process, in the caller's pid namespace */
+	__u32 uid;		/* the opener's euid, in the caller's user namespace */
+	char comm[UNLOAD_COMM_LEN];	/* the opener's command name now, NUL-terminated */
+	__u32 qps;		/* QPs registered */
+	__u32 regions;		/* regions registered */
+	__u64 pinned_pages;	/* pages pinned for it */
+	__u64 writes[UNLOAD_PATH_COUNT];	/* writes per path (enum unload_path) */
+	__u64 bytes[UNLOAD_PATH_COUNT];		/* payload bytes per path */
+	__u64 fences;		/* fences its process waited */
+	__u64 reserved[4];	/* zero */
+};
+
+/* Most sessions one UNLOAD_IOC_LIST_SESSIONS reports (more are counted in `total`). */
+#define UNLOAD_MAX_LIST_SESSIONS 4096
+
+/*
+ * UNLOAD_IOC_LIST_SESSIONS: the live sessions the caller may see, in the order they
+ * were opened. A caller whose opener had CAP_SYS_ADMIN sees every session whose
+ * process is in its pid namespace; anyone else sees only the sessions opened with its
+ * own euid. The caller's own session is left out. Writes up to `count` entries to the
+ * array at `sessions` (count 0: just the total); `total` is how many it could see (ask
+ * again with a larger array if total > filled). Errors: -EINVAL (flags, reserved,
+ * entry_size not sizeof(struct unload_session_info), count above
+ * UNLOAD_MAX_LIST_SESSIONS), -EFAULT, -ENOMEM.
+ */
+struct unload_session_list {
+	__u64 sessions;		/* in: struct unload_session_info array */
+	__u32 count;		/* in: its entries (0 .. UNLOAD_MAX_LIST_SESSIONS) */
+	__u32 entry_size;	/* in: sizeof(struct unload_session_info) */
+	__u32 flags;		/* in: zero */
+	__u32 filled;		/* out: entries written */
+	__u32 total;		/* out: sessions the caller may see */
+	__u32 reserved0;	/* in: zero */
+	__u64 reserved[2];	/* in: zero */
+};
+
+/* 0x10 and up: commands of tools rather than of the shim's data path. */
+#define UNLOAD_IOC_LIST_SESSIONS _IOWR(UNLOAD_IOC_MAGIC, 0x10, struct unload_session_list)
+
 #endif /* _UAPI_LINUX_UNLOAD_H */

@@ -1,0 +1,28 @@
+# cmake -DMANIFEST=<build>/install_manifest.txt -P UnloadUninstall.cmake: removes every
+# file `cmake --install` recorded (under $ENV{DESTDIR} when set), then the directories
+# it leaves empty in the module's DKMS source tree.
+if(NOT EXISTS "${MANIFEST}")
+  message(FATAL_ERROR "no ${MANIFEST}: nothing was installed from this build dir")
+endif()
+file(STRINGS "${MANIFEST}" files)
+set(dirs "")
+foreach(f IN LISTS files)
+  set(path "$ENV{DESTDIR}${f}")
+  if(EXISTS "${path}" OR IS_SYMLINK "${path}")
+    message(STATUS "Removing ${path}")
+    file(REMOVE "${path}")
+  endif()
+  if(f MATCHES "/unload-[^/]+/")
+    get_filename_component(d "${path}" DIRECTORY)
+    list(APPEND dirs "${d}")
+  endif()
+endforeach()
+# Deepest first: uapi/ before the tree itself.
+list(REMOVE_DUPLICATES dirs)
+list(SORT dirs ORDER DESCENDING)
+foreach(d IN LISTS dirs)
+  file(GLOB left "${d}/*")
+  if(NOT left)
+    file(REMOVE_RECURSE "${d}")
+  endif()
+endforeach()
