@@ -15,6 +15,9 @@ set(UNLOAD_DKMS_SOURCE_DIR "src" CACHE STRING
     "where the module's DKMS source tree goes, relative to the prefix (DKMS looks in /usr/src)")
 
 function(unload_install_pkgconfig)
+  # The prefix relative to the .pc file, so `cmake --install --prefix` anywhere holds.
+  file(RELATIVE_PATH UNLOAD_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+  string(REGEX REPLACE "/$" "" UNLOAD_PC_TO_PREFIX "${UNLOAD_PC_TO_PREFIX}")
   configure_file(${PROJECT_SOURCE_DIR}/cmake/unload.pc.in ${PROJECT_BINARY_DIR}/unload.pc @ONLY)
   install(FILES ${PROJECT_BINARY_DIR}/unload.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 endfunction()

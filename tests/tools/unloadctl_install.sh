@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# Installed into a fresh prefix, built by DKMS for the guest's kernel and loaded with modprobe, unloadctl's every command agrees with sysfs while a program runs under the shim; bad input fails and changes nothing.
+#
+# Runs in the sandbox as root, without --kmod: it loads (and unloads) the module itself.
+# Each check prints PASS or FAIL; the status is 1 if any failed. Steps print their time.
+set -uo pipefail
+BUILD=${UNLOAD_BUILD_DIR:?UNLOAD_BUILD_DIR is not set (run through ctest)}
+SRC=${UNLOAD_SOURCE_DIR:?UNLOAD_SOURCE_DIR is not set (run through ctest)}
+DEV=${UNLOAD_TEST_DEV:-rxe0} GIDX=${UNLOAD_TEST_GID:-1} ADDR=${UNLOAD_TEST_ADDR:-192.0.2.1}
+SYS=/sys/kernel/unload
+NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+FAILS=0
+T0=$SECONDS
+
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+check() { local d=$1; shift; if "$@"; then pass "$d"; else fail "$d"; fi; }
+step() { echo "--- [$((SECONDS - T0)) s] $*"; }
+die() { echo "FAIL: $*"; echo "$((FAILS + 1)) check(s) failed"; exit 1; }
+# rc EXPECTED CMD...: CMD exits with EXPECTED (its stderr kept in $WORK/err).
+rc() { local want=$1; shift; "$@" >"$WORK/out" 2>"$WORK/err"; local got=$?; [ "$got" -eq "$want" ] || { echo "    exit $got, wanted $want: $(cat "$WORK/err")"; return 1; }; }
+# py EXPR-FILE: python3 assertions reading JSON documents; exits non-zero on the first failed one.
+# The system's python3 (a pyenv shim in PATH costs seconds a call under TCG).
+PY=/usr/bin/python3
+[ -x $PY ] || PY=$(command -v python3)
+py() { "$PY" - "$@"; }
+
+for tool in dkms cmake setpriv ib_write_lat pkg-config; do
+	command -v $tool >/dev/null || { echo "SKIP: no $tool here (scripts/setup installs it)"; exit 77; }
+done
+KVER=$(uname -r)
+[ -d "/usr/src/linux-headers-$KVER" ] || { echo "SKIP: no headers for $KVER in /usr/src"; exit 77; }
+WORK=$(mktemp -d /tmp/unloadctl-test.XXXXXX)
+PREFIX=$WORK/prefix
+VER=$(sed -n 's/^#define UNLOAD_MODULE_VERSION "\(.*\)"/\1/p' "$SRC/kmod/version.h")
+grep -q "^unload " /proc/modules && die "the unload module is loaded already"
+
+step "install into a fresh prefix $PREFIX"
+cmake --install "$BUILD" --prefix "$PREFIX" >"$WORK/install.log" 2>&1 || { cat "$WORK/install.log"; die "cmake --install failed"; }
+CTL=$PREFIX/bin/unloadctl
+PC=$(find "$PREFIX" -name unload.pc | head -1)
+check "unloadctl installed" test -x "$CTL"
+check "pkg-config file installed" test -n "$PC"
+SHIM=$(PKG_CONFIG_PATH=$(dirname "$PC") pkg-config --variable=shim unload)
+INC=$(PKG_CONFIG_PATH=$(dirname "$PC") pkg-config --variable=includedir unload)
+check "pkg-config names the installed shim ($SHIM)" test -f "$SHIM"
+check "pkg-config's includedir holds the UAPI header ($INC)" test -f "$INC/unload.h"
+check "udev rule installed, mode 0666 for the misc device unload" \
+	grep -q 'SUBSYSTEM=="misc", KERNEL=="unload", MODE="0666"' "$PREFIX/lib/udev/rules.d/60-unload.rules"
+check "docs installed" test -f "$PREFIX/share/doc/unload/unloadctl.md"
+check "DKMS source tree installed" test -f "$PREFIX/src/unload-$VER/dkms.conf"
+check "unloadctl --help exits 0 and names every command" \
+	bash -c "'$CTL' --help | grep -q 'set NAME VALUE' && '$CTL' --help | grep -q 'stat \[-w SECONDS\]'"
+
+step "no module loaded: every command says so"
+check "status: exit 1, 'not loaded'" rc 1 "$CTL" status
+grep -q "not loaded" "$WORK/out" || fail "status text says 'not loaded'"
+check "status -j: exit 1" rc 1 "$CTL" -j status
+check "status -j: {\"loaded\": false}" py "$WORK/out" <<<'import json,sys; assert json.load(open(sys.argv[1])) == {"loaded": False}'
+for c in stat ps "set mode unload"; do
+	# shellcheck disable=SC2086
+	check "$c: exit 1 naming modprobe" rc 1 "$CTL" $c
+	grep -q "modprobe unload" "$WORK/err" || fail "$c: the error says how to load the module"
+done
+check "set mode bogus: exit 2 before looking for the module" rc 2 "$CTL" set mode bogus
+
+step "dkms add, build and install for $KVER"
+# The sandbox binds the kernel's modules over /lib/modules/$KVER; the headers package's
+# build link lives on the host's copy, so make it here as the package does.
+[ -e "/lib/modules/$KVER/build" ] || ln -s "/usr/src/linux-headers-$KVER" "/lib/modules/$KVER/build"
+# The guest's /dev is a bare devtmpfs: dkms needs /dev/fd for its <(...) redirections.
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+t=$SECONDS
+dkms add "$PREFIX/src/unload-$VER" >"$WORK/dkms.log" 2>&1 || { cat "$WORK/dkms.log"; die "dkms add failed"; }
+echo "    dkms add: $((SECONDS - t)) s"
+t=$SECONDS
+dkms build "unload/$VER" -k "$KVER" >>"$WORK/dkms.log" 2>&1 || { cat "$WORK/dkms.log" /var/lib/dkms/unload/"$VER"/build/make.log; die "dkms build failed"; }
+echo "    dkms build: $((SECONDS - t)) s"
+t=$SECONDS
+dkms install "unload/$VER" -k "$KVER" >>"$WORK/dkms.log" 2>&1 || { cat "$WORK/dkms.log"; die "dkms install failed"; }
+echo "    dkms install: $((SECONDS - t)) s"
+check "the module DKMS installed is the one modprobe finds" bash -c "modinfo -n unload | grep -q '/updates/dkms/unload.ko'"
+check "modinfo finds the DKMS module, version $VER" bash -c "modinfo -F version unload | grep -qx '$VER'"
+check "modprobe unload" modprobe unload
+check "/sys/kernel/unload and /dev/unload exist" test -d $SYS -a -c /dev/unload
+check "/dev/unload is 0666 (as uverbs*)" bash -c '[ "$(stat -c %a /dev/unload)" = 666 ]'
+
+step "status"
+check "status: exit 0" rc 0 "$CTL" status
+cp "$WORK/out" "$WORK/status.txt"
+check "status -j: exit 0" rc 0 "$CTL" -j status
+cp "$WORK/out" "$WORK/status.json"
+check "status -j agrees with sysfs: version, ABI, every tunable and its value" py "$WORK/status.json" "$SYS" "$VER" <<'PY'
+import json, os, sys
+s, root, ver = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+assert s["loaded"] is True and s["version"] == ver, s
+assert s["abi"] == s["tool_abi"] == 2, s
+files = sorted(f for f in os.listdir(root) if os.path.isfile(os.path.join(root, f)))
+names = [t["name"] for t in s["tunables"]]
+assert sorted(names) == files, (names, files)
+for t in s["tunables"]:
+    v = open(os.path.join(root, t["name"])).read().strip()
+    assert str(t["value"]) == v, (t, v)
+    assert ("min" in t and t["min"] <= t["value"] <= t["max"]) or v in t.get("values", []), t
+PY
+for f in $SYS/*; do
+	[ -f "$f" ] || continue
+	n=$(basename "$f")
+	grep -Eq "^$n +$(cat "$f") " "$WORK/status.txt" || fail "status text shows $n = $(cat "$f")"
+done
+
+step "set: the tool's ranges are the module's, bad values change nothing"
+while read -r name min max; do
+	before=$(cat $SYS/$name)
+	check "set $name $((max + 1)): exit 2, unchanged" rc 2 "$CTL" set "$name" $((max + 1))
+	[ "$(cat $SYS/$name)" = "$before" ] || fail "$name changed after a refused set"
+	grep -q "from $min to $max" "$WORK/err" || fail "set $name: the error names the range $min..$max"
+	check "the module refuses $name = $((max + 1)) too" bash -c "! echo $((max + 1)) > $SYS/$name 2>/dev/null"
+	check "set $name $max: exit 0, sysfs reads $max" bash -c "'$CTL' set $name $max >/dev/null && [ \"\$(cat $SYS/$name)\" = $max ]"
+	"$CTL" set "$name" "$before" >/dev/null || fail "restoring $name"
+done < <(py "$WORK/status.json" <<<'import json,sys
+for t in json.load(open(sys.argv[1]))["tunables"]:
+    if "min" in t: print(t["name"], t["min"], t["max"])')
+for bad in "" -1 +5 0x10 12abc 4294967296 " 7"; do
+	check "set cpu_budget_pct '$bad': exit 2, unchanged" rc 2 "$CTL" set cpu_budget_pct "$bad"
+done
+[ "$(cat $SYS/cpu_budget_pct)" = 50 ] || fail "cpu_budget_pct changed by a refused value"
+check "set frobnicate 1: exit 2 (unknown tunable)" rc 2 "$CTL" set frobnicate 1
+grep -q "unknown tunable 'frobnicate'" "$WORK/err" || fail "the error names the unknown tunable"
+check "set stats/reset 1: exit 2 (not a tunable)" rc 2 "$CTL" set stats/reset 1
+check "set mode: exit 2 (missing value)" rc 2 "$CTL" set mode
+check "set mode threshold -j: exit 0" rc 0 "$CTL" -j set mode threshold
+check "set -j reports old and new" py "$WORK/out" <<<'import json,sys; d=json.load(open(sys.argv[1])); assert d=={"name":"mode","old":"adaptive","value":"threshold"}, d'
+check "sysfs mode reads threshold" bash -c "[ \$(cat $SYS/mode) = threshold ]"
+check "set mode unload as nobody: exit 1 (root only), unchanged" rc 1 "${NOBODY[@]}" "$CTL" set mode unload
+check "mode still threshold" bash -c "[ \$(cat $SYS/mode) = threshold ]"
+"$CTL" set mode unload >/dev/null || fail "set mode unload"
+
+step "a program under the installed shim: ib_write_lat server and client, mode unload"
+export UNLOAD_MODE=unload
+LD_PRELOAD=$SHIM ib_write_lat -d "$DEV" -x "$GIDX" -s 64 -n 50000000 >"$WORK/srv.log" 2>&1 &
+SPID=$!
+for _ in $(seq 300); do ss -ltnH 'sport = :18515' | grep -q . && break; sleep 0.1; done
+LD_PRELOAD=$SHIM ib_write_lat -d "$DEV" -x "$GIDX" -s 64 -n 50000000 "$ADDR" >"$WORK/cli.log" 2>&1 &
+CPID=$!
+unset UNLOAD_MODE
+for _ in $(seq 600); do [ "$(cat $SYS/stats/writes_direct)" -gt 1000 ] && break; sleep 0.1; done
+kill -0 $SPID $CPID 2>/dev/null || { cat "$WORK/srv.log" "$WORK/cli.log"; die "ib_write_lat exited early"; }
+check "writes go direct: writes_direct = $(cat $SYS/stats/writes_direct)" test "$(cat $SYS/stats/writes_direct)" -gt 1000
+
+step "ps"
+d0=$(cat $SYS/stats/writes_direct)
+check "ps -j: exit 0" rc 0 "$CTL" -j ps
+d1=$(cat $SYS/stats/writes_direct)
+cp "$WORK/out" "$WORK/ps.json"
+check "ps -j: both ib_write_lat sessions, their pids, QPs, regions, direct writes within sysfs" \
+	py "$WORK/ps.json" $SPID $CPID "$d0" "$d1" "$(cat $SYS/stats/sessions)" <<'PY'
+import json, sys
+ps = json.load(open(sys.argv[1]))
+spid, cpid, d0, d1, nsess = map(int, sys.argv[2:])
+assert len(ps) == nsess, (len(ps), nsess)  # every session (unloadctl's own is left out)
+assert sorted(s["pid"] for s in ps) == sorted([spid, cpid]), ps
+for s in ps:
+    assert s["comm"] == "ib_write_lat" and s["uid"] == 0, s
+    assert s["qps"] >= 1 and s["regions"] >= 1, s
+    assert set(s["writes"]) == {"offload", "inline", "stage", "direct"}, s
+    assert s["bytes"]["direct"] == 64 * s["writes"]["direct"], s
+assert d0 <= sum(s["writes"]["direct"] for s in ps) <= d1, (d0, d1, ps)
+PY
+check "ps text: a line per session with its pid and command" \
+	bash -c "'$CTL' ps | grep -E '^ +$SPID +0 ib_write_lat ' >/dev/null && '$CTL' ps | grep -E '^ +$CPID +0 ib_write_lat ' >/dev/null"
+check "ps -j as nobody: exit 0, none of root's sessions" rc 0 "${NOBODY[@]}" "$CTL" -j ps
+check "nobody sees []" bash -c "[ \"\$(cat $WORK/out)\" = '[]' ]"
+check "ps extra: exit 2" rc 2 "$CTL" ps extra
+
+step "stat"
+snap() { (cd $SYS/stats && for f in *; do [ "$f" = reset ] || echo "$f $(cat "$f")"; done) >"$1"; }
+snap "$WORK/s0"
+check "stat -j: exit 0" rc 0 "$CTL" -j stat
+snap "$WORK/s1"
+cp "$WORK/out" "$WORK/stat.json"
+check "stat -j: every stats file, each between sysfs before and after; direct's rate > 0" \
+	py "$WORK/stat.json" "$WORK/s0" "$WORK/s1" <<'PY'
+import json, sys
+st = json.load(open(sys.argv[1]))
+rd = lambda p: {l.split()[0]: int(l.split()[1]) for l in open(p)}
+s0, s1 = rd(sys.argv[2]), rd(sys.argv[3])
+got = dict(st["counters"])
+for p in st["paths"]:
+    got["writes_" + p["path"]] = p["writes"]
+    got["bytes_" + p["path"]] = p["bytes"]
+assert sorted(got) == sorted(s0), (sorted(got), sorted(s0))
+for k, v in got.items():
+    if k in ("sessions", "pinned_pages"):
+        continue  # gauges: compared below
+    assert s0[k] <= v <= s1[k], (k, s0[k], v, s1[k])
+assert got["sessions"] == s0["sessions"] == 2, (got, s0)
+assert got["pinned_pages"] in (s0["pinned_pages"], s1["pinned_pages"]), (got, s0, s1)
+direct = [p for p in st["paths"] if p["path"] == "direct"][0]
+assert direct["writes_per_s"] > 0 and st["interval_s"] > 0.5, st
+assert st["unreadable"] == [], st
+assert any(k.startswith("direct_denied_") for k in st["counters"]), st
+PY
+check "stat -w 0.5 -c 2: two reports, each with every path" \
+	bash -c "'$CTL' stat -w 0.5 -c 2 >$WORK/w.txt && [ \$(grep -c '^unload statistics' $WORK/w.txt) = 2 ] && [ \$(grep -cE '^(offload|inline|stage|direct) ' $WORK/w.txt) = 8 ]"
+check "stat -j -w 0.5 -c 3: three JSON lines" \
+	bash -c "'$CTL' -j stat -w 0.5 -c 3 | $PY -c 'import json,sys; l=[json.loads(x) for x in sys.stdin]; assert len(l)==3'"
+check "stat -j as nobody: the refusal reasons are unreadable, not shown" rc 0 "${NOBODY[@]}" "$CTL" -j stat
+check "nobody: direct_denied_* listed as unreadable" py "$WORK/out" <<<'import json,sys
+s=json.load(open(sys.argv[1])); u=s["unreadable"]
+assert u and all(n.startswith("direct_denied_") for n in u), u
+assert not any(k.startswith("direct_denied_") for k in s["counters"]), s'
+for bad in "-w" "-w abc" "-w 0" "-w -1" "-c 0" "-c x" "--frob" "extra"; do
+	# shellcheck disable=SC2086
+	check "stat $bad: exit 2" rc 2 "$CTL" stat $bad
+done
+check "unknown command: exit 2" rc 2 "$CTL" frobnicate
+
+step "stop the program, unload, uninstall"
+kill $SPID $CPID 2>/dev/null
+wait $SPID $CPID 2>/dev/null
+for _ in $(seq 100); do [ "$(cat $SYS/stats/sessions)" = 0 ] && break; sleep 0.1; done
+check "ps -j after the program: []" bash -c "[ \"\$('$CTL' -j ps)\" = '[]' ]"
+"$CTL" set mode adaptive >/dev/null || fail "set mode adaptive"
+check "modprobe -r unload" modprobe -r unload
+check "status after unload: exit 1" rc 1 "$CTL" status
+check "dkms remove" bash -c "dkms remove unload/$VER --all >/dev/null 2>&1"
+check "modinfo no longer finds the module" bash -c "! modinfo unload >/dev/null 2>&1"
+check "target uninstall" bash -c "cmake --build '$BUILD' --target uninstall >$WORK/uninstall.log 2>&1"
+left=$(find "$PREFIX" -type f | wc -l)
+check "nothing installed is left in the prefix ($left files)" test "$left" -eq 0
+step "done"
+rm -rf "$WORK"
+[ "$FAILS" -eq 0 ] || { echo "$FAILS check(s) failed"; exit 1; }
+echo "all checks passed"
