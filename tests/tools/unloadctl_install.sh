@@ -74,11 +74,10 @@ t=$SECONDS
 dkms add "$PREFIX/src/unload-$VER" >"$WORK/dkms.log" 2>&1 || { cat "$WORK/dkms.log"; die "dkms add failed"; }
 echo "    dkms add: $((SECONDS - t)) s"
 t=$SECONDS
-dkms build "unload/$VER" -k "$KVER" >>"$WORK/dkms.log" 2>&1 || { cat "$WORK/dkms.log" /var/lib/dkms/unload/"$VER"/build/make.log; die "dkms build failed"; }
-echo "    dkms build: $((SECONDS - t)) s"
-t=$SECONDS
-dkms install "unload/$VER" -k "$KVER" >>"$WORK/dkms.log" 2>&1 || { cat "$WORK/dkms.log"; die "dkms install failed"; }
-echo "    dkms install: $((SECONDS - t)) s"
+# install builds first (make -j<guest CPUs> against the headers), then runs depmod.
+dkms install "unload/$VER" -k "$KVER" >>"$WORK/dkms.log" 2>&1 ||
+	{ cat "$WORK/dkms.log" /var/lib/dkms/unload/"$VER"/build/make.log; die "dkms install failed"; }
+echo "    dkms build + install: $((SECONDS - t)) s"
 check "the module DKMS installed is the one modprobe finds" bash -c "modinfo -n unload | grep -q '/updates/dkms/unload.ko'"
 check "modinfo finds the DKMS module, version $VER" bash -c "modinfo -F version unload | grep -qx '$VER'"
 check "modprobe unload" modprobe unload
@@ -110,7 +109,11 @@ for f in $SYS/*; do
 done
 
 step "set: the tool's ranges are the module's, bad values change nothing"
-while read -r name min max; do
+py "$WORK/status.json" >"$WORK/ranges" <<<'import json,sys
+for t in json.load(open(sys.argv[1]))["tunables"]:
+    if "min" in t: print(t["name"], t["min"], t["max"])'
+check "status -j lists 8 numeric tunables" test "$(wc -l <"$WORK/ranges")" -eq 8
+while read -r name min max <&3; do
 	before=$(cat $SYS/$name)
 	check "set $name $((max + 1)): exit 2, unchanged" rc 2 "$CTL" set "$name" $((max + 1))
 	[ "$(cat $SYS/$name)" = "$before" ] || fail "$name changed after a refused set"
@@ -118,9 +121,7 @@ while read -r name min max; do
 	check "the module refuses $name = $((max + 1)) too" bash -c "! echo $((max + 1)) > $SYS/$name 2>/dev/null"
 	check "set $name $max: exit 0, sysfs reads $max" bash -c "'$CTL' set $name $max >/dev/null && [ \"\$(cat $SYS/$name)\" = $max ]"
 	"$CTL" set "$name" "$before" >/dev/null || fail "restoring $name"
-done < <(py "$WORK/status.json" <<<'import json,sys
-for t in json.load(open(sys.argv[1]))["tunables"]:
-    if "min" in t: print(t["name"], t["min"], t["max"])')
+done 3<"$WORK/ranges"
 for bad in "" -1 +5 0x10 12abc 4294967296 " 7"; do
 	check "set cpu_budget_pct '$bad': exit 2, unchanged" rc 2 "$CTL" set cpu_budget_pct "$bad"
 done
@@ -164,7 +165,8 @@ for s in ps:
     assert s["comm"] == "ib_write_lat" and s["uid"] == 0, s
     assert s["qps"] >= 1 and s["regions"] >= 1, s
     assert set(s["writes"]) == {"offload", "inline", "stage", "direct"}, s
-    assert s["bytes"]["direct"] == 64 * s["writes"]["direct"], s
+    # Two counters read one after the other while copies go on: equal up to a few.
+    assert abs(s["bytes"]["direct"] // 64 - s["writes"]["direct"]) <= max(2, s["writes"]["direct"] // 100), s
 assert d0 <= sum(s["writes"]["direct"] for s in ps) <= d1, (d0, d1, ps)
 PY
 check "ps text: a line per session with its pid and command" \
