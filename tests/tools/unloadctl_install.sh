@@ -75,9 +75,11 @@ dkms add "$PREFIX/src/unload-$VER" >"$WORK/dkms.log" 2>&1 || { cat "$WORK/dkms.l
 echo "    dkms add: $((SECONDS - t)) s"
 t=$SECONDS
 # install builds first (make -j<guest CPUs> against the headers), then runs depmod.
-dkms install "unload/$VER" -k "$KVER" >>"$WORK/dkms.log" 2>&1 ||
+# Each line of dkms's output stamped with the seconds since it started: where the time goes.
+dkms install "unload/$VER" -k "$KVER" 2>&1 | while IFS= read -r l; do echo "[$((SECONDS - t)) s] $l"; done >>"$WORK/dkms.log" ||
 	{ cat "$WORK/dkms.log" /var/lib/dkms/unload/"$VER"/build/make.log; die "dkms install failed"; }
 echo "    dkms build + install: $((SECONDS - t)) s"
+sed 's/^/    /' "$WORK/dkms.log"
 check "the module DKMS installed is the one modprobe finds" bash -c "modinfo -n unload | grep -q '/updates/dkms/unload.ko'"
 check "modinfo finds the DKMS module, version $VER" bash -c "modinfo -F version unload | grep -qx '$VER'"
 check "modprobe unload" modprobe unload
@@ -224,7 +226,8 @@ wait $SPID $CPID 2>/dev/null
 for _ in $(seq 100); do [ "$(cat $SYS/stats/sessions)" = 0 ] && break; sleep 0.1; done
 check "ps -j after the program: []" bash -c "[ \"\$('$CTL' -j ps)\" = '[]' ]"
 "$CTL" set mode adaptive >/dev/null || fail "set mode adaptive"
-check "modprobe -r unload" modprobe -r unload
+# rmmod, not modprobe -r: that would also try to remove ib_core (a softdep), in use by rxe.
+check "rmmod unload" rmmod unload
 check "status after unload: exit 1" rc 1 "$CTL" status
 check "dkms remove" bash -c "dkms remove unload/$VER --all >/dev/null 2>&1"
 check "modinfo no longer finds the module" bash -c "! modinfo unload >/dev/null 2>&1"
