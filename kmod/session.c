@@ -39,7 +39,8 @@ static u64 unload_counter_read(struct unload_session *sess, unsigned int idx)
 		return atomic64_read(&sess->direct_writes);
 	if (idx == UNLOAD_FOLD_BYTES + UNLOAD_PATH_DIRECT)
 		return atomic64_read(&sess->direct_bytes);
-	/* writes[4], bytes[4], fences are laid out in fold order. */
+	/* writes[4], bytes[4], fences, why_not[] are laid out in fold order. */
+	BUILD_BUG_ON(offsetof(struct unload_counters, why_not) != UNLOAD_FOLD_WHY * sizeof(u64));
 	return READ_ONCE(c[idx]);
 }
 

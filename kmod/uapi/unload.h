@@ -98,10 +98,45 @@ struct unload_control {
 };
 
 /*
+ * Why a write did not take the path its mode prefers (the direct path in modes unload,
+ * threshold and adaptive; the forced path under UNLOAD_PATH): one reason per such write,
+ * the first that applies in this order, counted by userspace in its counters page and
+ * folded into /sys/kernel/unload/stats/why_not_<name> (the lower-case suffix). Writes in
+ * mode offload, or with enabled = 0, are where their mode wants them and count nothing.
+ * docs/sysfs.md says what each means and what to do about it.
+ */
+enum unload_why {
+	UNLOAD_WHY_NOT_RC = 0,		/* not an RC QP (UC, or a QP the shim does not track) */
+	UNLOAD_WHY_PROGRAM_INLINE = 1,	/* the program asked IBV_SEND_INLINE: the NIC does it */
+	UNLOAD_WHY_PATH_OFF = 2,	/* the path's *_max tunable is 0 */
+	UNLOAD_WHY_NO_MODULE = 3,	/* stage and direct need the module */
+	UNLOAD_WHY_REMOTE_PEER = 4,	/* the peer is on another host: direct cannot reach it */
+	UNLOAD_WHY_UNREGISTERED = 5,	/* the module did not take the QP's registration */
+	UNLOAD_WHY_UNPAIRED = 6,	/* the peer QP is not registered or not connected back */
+	UNLOAD_WHY_POISONED = 7,	/* a request of the pair failed a responder check */
+	UNLOAD_WHY_QP_ERROR = 8,	/* an error completion or a move to ERR was seen */
+	UNLOAD_WHY_CQ = 9,		/* the send CQ cannot take the shim's completions */
+	UNLOAD_WHY_QUEUE = 10,		/* the list may overflow the send queue, or earlier
+					 * requests are stuck: the NIC must cut or order it */
+	UNLOAD_WHY_FENCE = 11,		/* IBV_SEND_FENCE behind a READ/atomic (inline, stage),
+					 * or the wait for earlier requests ran out (direct) */
+	UNLOAD_WHY_SIZE = 12,		/* length 0, above the path's cap, or too many SGEs */
+	UNLOAD_WHY_REGION = 13,		/* a source SGE outside regions registered through the
+					 * shim on the QP's PD (the NIC judges it) */
+	UNLOAD_WHY_NO_ROOM = 14,	/* no room: completion queue, staging arena or ring */
+	UNLOAD_WHY_REFUSED = 15,	/* the module refused it (stats/direct_denied_*) */
+	UNLOAD_WHY_POLICY = 16,		/* the mode's rule or the adaptive policy chose another
+					 * path (threshold, cost, CPU budget, exploration) */
+	UNLOAD_WHY_WITH_IMM = 17,	/* WRITE_WITH_IMM: direct cannot make the responder's
+					 * receive completion */
+	UNLOAD_WHY_COUNT = 18,
+};
+
+/*
  * The counters page of a session: one page, mapped read-write by its session only.
- * Userspace adds to writes[]/bytes[] of the offload, inline and stage paths and to
- * fences with relaxed atomic adds (__atomic_fetch_add(.., __ATOMIC_RELAXED)); the
- * module itself adds the direct path's slots for every copy it performs, so userspace
+ * Userspace adds to writes[]/bytes[] of the offload, inline and stage paths, to
+ * fences and to why_not[] with relaxed atomic adds (__atomic_fetch_add(..,
+ * __ATOMIC_RELAXED)); the module itself adds the direct path's slots for every copy it performs, so userspace
  * must not touch writes[UNLOAD_PATH_DIRECT] and bytes[UNLOAD_PATH_DIRECT]. The module
  * folds these counters into /sys/kernel/unload/stats/ when the statistics are read and
  * when the session closes. Counters only grow; a stats reset does not touch the page.
@@ -110,7 +145,9 @@ struct unload_counters {
 	__u64 writes[UNLOAD_PATH_COUNT];	/* writes per path (enum unload_path) */
 	__u64 bytes[UNLOAD_PATH_COUNT];		/* payload bytes per path */
 	__u64 fences;				/* fences waited before a direct write */
-	__u64 reserved[23];			/* zero; the page is 4 KiB anyway */
+	__u64 why_not[UNLOAD_WHY_COUNT];	/* writes off their preferred path, per
+						 * enum unload_why (userspace adds) */
+	__u64 reserved[5];			/* zero; the page is 4 KiB anyway */
 };
 
 /* --- ioctls ------------------------------------------------------------------ */

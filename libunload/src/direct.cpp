@@ -131,6 +131,17 @@ int run_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt) {
   return 0;
 }
 
+int place_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt, Why* why) {
+  int rc = fence_before_direct(q, rt.req);
+  if (rc != 0) {
+    *why = rc == -ETIMEDOUT ? Why::fence : rc == -EBUSY ? Why::queue : rc == -EIO ? Why::qp_error : Why::no_room;
+    return rc;
+  }
+  rc = run_direct(q, sg, wr_id, rt);
+  if (rc != 0) *why = rc == -ENOSPC ? Why::no_room : Why::refused;
+  return rc;
+}
+
 void wake_channel_now(CqRec* c) {
   if (!c->armed.exchange(false)) return;
   std::lock_guard<std::mutex> keep(c->send_qps.mu);  // no QP of the list is destroyed meanwhile

@@ -66,6 +66,10 @@ void kmod_count(policy::Path p, uint64_t n, uint64_t bytes) {
 
 void kmod_count_fence() { __atomic_fetch_add(&g_kmod.cnt->fences, 1, __ATOMIC_RELAXED); }
 
+void kmod_count_why(unsigned why, uint64_t n) {
+  if (why < UNLOAD_WHY_COUNT) __atomic_fetch_add(&g_kmod.cnt->why_not[why], n, __ATOMIC_RELAXED);
+}
+
 int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn) {
   unload_qp_reg r{};
   const size_t n = strnlen(ctx->device->name, sizeof r.ibdev - 1);

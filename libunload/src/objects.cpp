@@ -320,8 +320,11 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     q->peer.stuck_below = 0;
     q->failed.store(false, std::memory_order_release);
   }
-  if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTS && kmod_present() &&
-      qp->qp_type == IBV_QPT_RC && q->tracked) {
+  // Registered from RTR, where it can receive: a QP that only ever receives writes (the
+  // passive side of every bandwidth test) is a direct target too. Again at RTS, whose
+  // report is fresher.
+  if ((mask & IBV_QP_STATE) && (attr->qp_state == IBV_QPS_RTR || attr->qp_state == IBV_QPS_RTS) &&
+      kmod_present() && qp->qp_type == IBV_QPT_RC && q->tracked) {
     uint32_t flags = 0, handle = 0;
     if (kmod_reg_qp(qp->context, qp->qp_num, &flags, &handle) == 0) {
       GateScope pg(q->sq.gate);

@@ -67,15 +67,17 @@ bool all_offload(const Tunables& t) {
   return !t.enabled || t.mode == static_cast<uint32_t>(Mode::offload);
 }
 
-bool direct_possible(QpRec* q, const Tunables& t) {
-  if (!kmod_present() || !t.enabled || t.direct_max == 0 || !q->peer.registered) return false;
-  if (t.mode == static_cast<uint32_t>(Mode::offload)) return false;
-  if (q->failed.load(std::memory_order_relaxed)) return false;
-  if (q->sq.ring.head() < q->peer.stuck_below) return false;
+Why direct_blocker(QpRec* q, const Tunables& t) {
+  if (q->qp->qp_type != IBV_QPT_RC) return Why::not_rc;
+  if (!t.enabled || t.direct_max == 0) return Why::path_off;
+  if (!kmod_present()) return Why::no_module;
+  if (t.mode == static_cast<uint32_t>(Mode::offload)) return Why::policy;
+  if (!q->peer.registered) return Why::unregistered;
   PeerLink& p = q->peer;
-  if (p.flags & UNLOAD_PEER_POISONED) return false;  // a request of the pair failed a check: never again
+  if (p.flags & UNLOAD_PEER_POISONED) return Why::poisoned;  // a request of the pair failed a check: never again
   if (!(p.flags & UNLOAD_PEER_PAIRED)) {
-    if (!(p.flags & UNLOAD_PEER_LOCAL) || --p.countdown != 0) return false;
+    if (!(p.flags & UNLOAD_PEER_LOCAL)) return Why::remote_peer;
+    if (--p.countdown != 0) return Why::unpaired;
     p.backoff = p.backoff < (1u << 16) ? p.backoff * 2 : p.backoff;
     p.countdown = p.backoff;
     uint32_t flags = 0, handle = 0;
@@ -83,41 +85,91 @@ bool direct_possible(QpRec* q, const Tunables& t) {
       p.flags = flags;
       p.handle = handle;
     }
-    if (!(p.flags & UNLOAD_PEER_PAIRED)) return false;
+    if (p.flags & UNLOAD_PEER_POISONED) return Why::poisoned;
+    if (!(p.flags & UNLOAD_PEER_PAIRED)) return Why::unpaired;
   }
+  if (q->failed.load(std::memory_order_relaxed)) return Why::qp_error;
+  if (q->sq.ring.head() < q->peer.stuck_below) return Why::queue;
   const CqRec* c = q->scq;
-  return c && (!c->cqx || cqx_can_synthesise(c));
+  return c && (!c->cqx || cqx_can_synthesise(c)) ? Why::none : Why::cq;
 }
 
-Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t, bool direct_ok) {
+namespace {
+
+// Why `r` cannot take `p` here; policy when it could (the mode or the policy chose).
+// Only for writes off their preferred path, so its lookups cost nothing on the fast path.
+Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, const Tunables& t,
+            Why direct_why, bool copy_ok) {
+  switch (p) {
+    case Path::unload_inline:
+      if (t.inline_max == 0) return Why::path_off;
+      if (!copy_ok) return Why::fence;
+      if (r.length > q->sq.max_inline || r.length > t.inline_max) return Why::size;
+      break;
+    case Path::unload_stage:
+      if (!kmod_present()) return Why::no_module;
+      if (t.stage_max == 0) return Why::path_off;
+      if (!copy_ok) return Why::fence;
+      if (!q->sq.stage.base) return Why::no_room;
+      if (r.length == 0 || r.length > q->sq.stage.size / 4 || r.length > t.stage_max) return Why::size;
+      break;
+    case Path::unload_direct:
+      if (r.with_imm) return Why::with_imm;
+      if (direct_why != Why::none) return direct_why;
+      if (r.length == 0 || r.length > t.direct_max || r.sge_count > UNLOAD_MAX_IOV) return Why::size;
+      break;
+    default:
+      return Why::none;
+  }
+  return r.length != 0 && !sges_valid(q, sg, r.sge_count) ? Why::region : Why::policy;
+}
+
+}  // namespace
+
+Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t, Why direct_why) {
   Route out;
   out.req = r;
   Path forced;
   const bool is_forced = forced_path(forced);
-  // More SGEs than the QP takes: the provider refuses it at post, so must the CPU paths.
-  if (!t.enabled || (!is_forced && t.mode == static_cast<uint32_t>(Mode::offload)) || !r.is_write ||
-      r.user_inline || r.sge_count > q->sq.max_sge)
+  if (!t.enabled || !r.is_write || (!is_forced && t.mode == static_cast<uint32_t>(Mode::offload)))
     return out;
+  out.preferred = is_forced ? forced : Path::unload_direct;
+  if (out.preferred == Path::offload) return out;
+  if (r.user_inline) {
+    out.why = Why::program_inline;
+    return out;
+  }
+  // More SGEs than the QP takes: the provider refuses it at post, so must the CPU paths.
+  if (r.sge_count > q->sq.max_sge) {
+    out.why = Why::size;
+    return out;
+  }
   const bool copy_ok = !fence_blocks_copy(q, r);
   PathContext pc;
   pc.max_inline = copy_ok ? q->sq.max_inline : 0;
-  pc.direct_available = direct_ok && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
+  pc.direct_available = direct_why == Why::none && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
   pc.stage_available = copy_ok && q->sq.stage.base && r.length != 0 && r.length <= q->sq.stage.size / 4;
   pc.sges_valid = (r.length <= pc.max_inline || pc.direct_available || pc.stage_available) &&
                   sges_valid(q, sg, r.sge_count);
   const PathSet eligible = eligible_paths(r, pc);
-  if (eligible == PathSet(Path::offload)) return out;
   if (is_forced) {
     out.path = eligible.contains(forced) ? forced : Path::offload;
-    return out;
+  } else if (eligible != PathSet(Path::offload)) {
+    if (policy::Policy* pol = thread_policy()) {
+      const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
+      const policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible, adaptive);
+      out.path = pol->decide(f, t);
+      if (adaptive) out.t0 = f.now_ns;
+    }
   }
-  policy::Policy* pol = thread_policy();
-  if (!pol) return out;
-  const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
-  const policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible, adaptive);
-  out.path = pol->decide(f, t);
-  if (adaptive) out.t0 = f.now_ns;
+  if (out.path != out.preferred) out.why = why_not(q, r, sg, out.preferred, t, direct_why, copy_ok);
   return out;
+}
+
+Why route_why(const Route& rt, Path taken, Why fallback) {
+  if (taken == rt.preferred) return Why::none;
+  if (rt.why != Why::none) return rt.why;  // routed elsewhere, for this reason
+  return fallback != Why::none ? fallback : Why::no_room;
 }
 
 void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey,
