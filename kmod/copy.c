@@ -115,7 +115,8 @@ err_unpin:
 
 /*
  * Every segment inside the live MR its lkey names, on the sender QP's PD (what an RNIC
- * checks of a local SGE before it sends anything).
+ * checks of a local SGE before it sends anything). Segments are process addresses: the
+ * region maps them one to one onto the MR's iova range, so the bounds are the region's.
  */
 static u32 unload_src_check(struct unload_session *sess, struct unload_pair *pr,
 			    const struct unload_src *src)
@@ -134,9 +135,9 @@ static u32 unload_src_check(struct unload_session *sess, struct unload_pair *pr,
 		mr = unload_region_mr_get(sess, r, pr->dev);
 		if (!mr)
 			deny = UNLOAD_DENY_LKEY;
-		else if (mr->pd != pr->s.qp->pd || v->len > mr->length || v->addr < mr->iova ||
-			 v->addr - mr->iova > mr->length - v->len)
-			deny = UNLOAD_DENY_LKEY;
+		else if (mr->pd != pr->s.qp->pd || v->len > r->length || v->addr < r->addr ||
+			 v->addr - r->addr > r->length - v->len)
+			deny = UNLOAD_DENY_LKEY;	/* (r's length is the MR's, checked) */
 		if (mr)
 			unload_region_mr_put(mr);
 		unload_region_put(r);
@@ -262,10 +263,10 @@ static u32 unload_target_check(struct unload_pair *pr, struct unload_region *r,
 	if (req->length > mr->length || req->remote_addr < mr->iova ||
 	    req->remote_addr - mr->iova > mr->length - req->length)
 		goto out_put_mr;
-	if (req->length > r->length || req->remote_addr < r->addr ||
-	    req->remote_addr - r->addr > r->length - req->length)
+	if (req->length > r->length || req->remote_addr < r->iova ||
+	    req->remote_addr - r->iova > r->length - req->length)
 		goto out_put_mr;
-	*off = req->remote_addr - r->addr;
+	*off = req->remote_addr - r->iova;
 	*mrp = mr;
 	return UNLOAD_DENY_NONE;
 

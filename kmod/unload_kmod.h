@@ -101,7 +101,8 @@ struct unload_region {
 					 * the MR up on a device they hold) */
 	u32 mr_id;			/* the MR's restrack id on dev */
 	u32 handle;			/* in sess->region_ids */
-	u64 addr;			/* user address of the first byte = the MR's iova */
+	u64 addr;			/* user address of the first byte */
+	u64 iova;			/* the MR's iova: what requests name as target */
 	u64 length;			/* bytes = the MR's length */
 	u32 lkey;
 	u32 rkey;

@@ -224,11 +224,16 @@ struct unload_qp_reg {
 
 /*
  * UNLOAD_IOC_REG_REGION: tell the module about a memory region the caller registered
- * with ibv_reg_mr (iova = addr), so that requests may name it: as the local source of
- * a direct write (by lkey) and, when `access` has UNLOAD_ACCESS_REMOTE_WRITE, as its
- * target (by rkey). The module finds the RDMA core's MR on device `ibdev` with these
- * keys and refuses the registration (-ESRCH) unless it is a user MR created by the
- * process that opened the session, whose iova and length are exactly addr and length.
+ * (ibv_reg_mr: iova = addr; ibv_reg_mr_iova2: flag UNLOAD_REGION_IOVA and `iova`), so
+ * that requests may name it: as the local source of a direct write (by lkey, the source
+ * given by process address) and, when `access` has UNLOAD_ACCESS_REMOTE_WRITE, as its
+ * target (by rkey, the target given by iova, as on the wire). The module finds the RDMA
+ * core's MR on device `ibdev` with these keys and refuses the registration (-ESRCH)
+ * unless it is a user MR created by the process that opened the session, whose iova and
+ * length are exactly the iova and length given. The RDMA core keeps no process address
+ * of a user MR that a module can read, so `addr` is the owner's word: the module pins
+ * the owner's own pages there, so a wrong one can only misplace writes into memory the
+ * owner could write anyway (docs/security.md).
  * Keys are per device. A target's pages are pinned by the module for writing; they are
  * the pages the MR has pinned and charged to RLIMIT_MEMLOCK already, so they are not
  * charged again (the module's own pins per session are bounded by RLIMIT_MEMLOCK, unless
@@ -242,16 +247,21 @@ struct unload_qp_reg {
  */
 struct unload_region_reg {
 	char ibdev[UNLOAD_IBDEV_NAME_MAX];	/* in: the MR's device name, NUL-terminated */
-	__u64 addr;		/* in: start (ibv_mr->addr, which must be its iova) */
+	__u64 addr;		/* in: start in the caller's address space (ibv_mr->addr) */
 	__u64 length;		/* in: bytes (ibv_mr->length) */
 	__u32 lkey;		/* in: ibv_mr->lkey */
 	__u32 rkey;		/* in: ibv_mr->rkey */
 	__u32 access;		/* in: UNLOAD_ACCESS_* the MR was registered with */
-	__u32 flags;		/* in: zero */
+	__u32 flags;		/* in: zero or UNLOAD_REGION_IOVA */
 	__u64 handle;		/* out: the region's handle in this session (non-zero) */
 	__u64 pinned_pages;	/* out: pages pinned for it (0 unless a target) */
-	__u64 reserved[2];	/* in: zero; out: zero */
+	__u64 iova;		/* in: with UNLOAD_REGION_IOVA, the MR's iova (the address
+				 * requests name, ibv_reg_mr_iova2); else zero, and the
+				 * iova is addr */
+	__u64 reserved[1];	/* in: zero; out: zero */
 };
+/* flags: the MR's iova is `iova`, not `addr`. */
+#define UNLOAD_REGION_IOVA	(1U << 0)
 
 /* Most QPs and regions one session may register. */
 #define UNLOAD_MAX_QPS		4096

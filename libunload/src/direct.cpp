@@ -99,6 +99,11 @@ int run_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt) {
   uint64_t ticket = 0;
   // The completion's cell first: a full queue sends the write to the NIC, never loses it.
   if (r.signaled && !c->pending.claim(ticket)) return -ENOSPC;
+  ibv_sge process_sg[UNLOAD_MAX_IOV];  // the module reads the source by process address
+  if (rt.translated) {
+    sges_translate(q, sg, r.sge_count, process_sg);
+    sg = process_sg;
+  }
   const int rc = kmod_direct(q->qp_num, q->peer.handle, r.rkey, r.remote_addr, sg, r.sge_count, r.length);
   if (rc != 0) {
     if (r.signaled) c->pending.cancel(ticket);

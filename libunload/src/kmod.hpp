@@ -37,9 +37,10 @@ int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* 
 // Forgets a QP registered with kmod_reg_qp (at its destruction: QP numbers are reused,
 // and the registration holds a reference on the device). 0 or -errno.
 int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn);
-// Any MR whose iova is its address (a source by lkey; with REMOTE_WRITE also a target by
-// rkey). The module checks it against the RDMA core's MR. 0 or -errno.
-int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t length, int access, uint64_t* handle);
+// Any MR (a source by lkey, given by process address; with REMOTE_WRITE also a target by
+// rkey, given by iova). The module checks it against the RDMA core's MR. 0 or -errno.
+int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t iova, uint64_t length, int access,
+                    uint64_t* handle);
 int kmod_dereg_region(uint64_t handle);
 // A staging arena mapped into this process: 0 or -errno. Free it (kmod_arena_free, after
 // munmap) when its QP is destroyed: the module charges it until then.

@@ -389,10 +389,9 @@ ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t iova, 
   auto* m = new (std::nothrow) MrRec{mr, pd, reinterpret_cast<uintptr_t>(addr), iova, len, access, 0};
   if (!m) return mr;
   // Known to the kmod: as the source of direct writes (their lkeys are checked) and, with
-  // REMOTE_WRITE, as a target by rkey (iova == address only: the kmod addresses regions
-  // by process address).
-  if (kmod_present() && iova == m->addr && len)
-    if (kmod_reg_region(mr, m->addr, len, access, &m->kmod_handle) != 0) m->kmod_handle = 0;
+  // REMOTE_WRITE, as a target by rkey, addressed by iova as the NIC does.
+  if (kmod_present() && len)
+    if (kmod_reg_region(mr, m->addr, iova, len, access, &m->kmod_handle) != 0) m->kmod_handle = 0;
   if (g_mrs.insert(lkey_key(c, mr->lkey), m) != 0) {
     if (m->kmod_handle) kmod_dereg_region(m->kmod_handle);
     delete m;

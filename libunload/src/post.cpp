@@ -109,9 +109,10 @@ class Batch {
 // requests of the list still in flight: a write placed direct ahead of it could not be
 // flushed, so such a list goes to the NIC whole.
 bool list_locally_valid(const QpRec* q, const ibv_send_wr* wr) {
+  bool translated = false;
   for (const ibv_send_wr* w = wr; w; w = w->next)
     if (w->num_sge > 0 && !(w->send_flags & IBV_SEND_INLINE) &&
-        !sges_valid(q, w->sg_list, static_cast<uint32_t>(w->num_sge)))
+        !sges_valid(q, w->sg_list, static_cast<uint32_t>(w->num_sge), &translated))
       return false;
   return true;
 }

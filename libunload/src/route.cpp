@@ -49,16 +49,25 @@ bool fence_blocks_copy(const QpRec* q, const WriteRequest& r) {
 
 }  // namespace
 
-bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n) {
+bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated) {
   for (uint32_t i = 0; i < n; ++i) {
     if (sg[i].length == 0) continue;
     const MrRec* m = g_mrs.find(lkey_key(q->c, sg[i].lkey));
-    if (!m || m->pd != q->qp->pd || m->iova != m->addr) return false;
+    if (!m || m->pd != q->qp->pd) return false;
     if (sg[i].addr < m->iova || sg[i].addr + sg[i].length > m->iova + m->length ||
         sg[i].addr + sg[i].length < sg[i].addr)
       return false;
+    if (m->iova != m->addr) *translated = true;
   }
   return true;
+}
+
+void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out) {
+  for (uint32_t i = 0; i < n; ++i) {
+    out[i] = sg[i];
+    if (sg[i].length == 0) continue;
+    if (const MrRec* m = g_mrs.find(lkey_key(q->c, sg[i].lkey))) out[i].addr = m->addr + (sg[i].addr - m->iova);
+  }
 }
 
 bool all_offload(const Tunables& t) {
@@ -121,7 +130,9 @@ Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, co
     default:
       return Why::none;
   }
-  return r.length != 0 && !sges_valid(q, sg, r.sge_count) ? Why::region : Why::policy;
+  bool translated = false;
+  if (r.length != 0 && !sges_valid(q, sg, r.sge_count, &translated)) return Why::region;
+  return translated && p != Path::unload_direct ? Why::region : Why::policy;
 }
 
 }  // namespace
@@ -150,7 +161,11 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
   pc.direct_available = direct_why == Why::none && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
   pc.stage_available = copy_ok && q->sq.stage.base && r.length != 0 && r.length <= q->sq.stage.size / 4;
   pc.sges_valid = (r.length <= pc.max_inline || pc.direct_available || pc.stage_available) &&
-                  sges_valid(q, sg, r.sge_count);
+                  sges_valid(q, sg, r.sge_count, &out.translated);
+  if (out.translated) {  // the copies read process addresses: only direct translates
+    pc.max_inline = 0;
+    pc.stage_available = false;
+  }
   const PathSet eligible = eligible_paths(r, pc);
   if (is_forced) {
     out.path = eligible.contains(forced) ? forced : Path::offload;

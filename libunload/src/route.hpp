@@ -13,6 +13,7 @@ struct Route {
   WriteRequest req;
   Path path = Path::offload;
   uint64_t t0 = 0;  // adaptive: when the policy chose (the path's cost is measured from here)
+  bool translated = false;         // SGEs name an iova other than their address
   Path preferred = Path::offload;  // what the mode wants: direct, or the forced path
   Why why = Why::none;             // why `path` is not `preferred` (docs/sysfs.md)
 };
@@ -40,9 +41,14 @@ inline Route route(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct
 // when it was routed to its preferred path but that path could not run it after all.
 Why route_why(const Route& rt, Path taken, Why fallback);
 
-// Do the SGEs lie inside regions registered through the shim on the QP's PD, with
-// iova == address (the CPU paths read process addresses)?
-bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n);
+// Do the SGEs lie inside regions registered through the shim on the QP's PD? Sets
+// *translated when one of them is a region whose iova is not its address
+// (ibv_reg_mr_iova2): the inline and stage copies read SGEs as process addresses, so
+// only direct, given translated SGEs, can take such a request.
+bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated);
+
+// The SGEs (already valid) as process addresses, into out[0..n).
+void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out);
 
 // Adaptive mode: the policy of this thread learns the cost of a path that finished.
 void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey,
