@@ -32,7 +32,12 @@ void Policy::observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64
   // Only a capped decision charges: CPU time spent in unload or threshold mode is not a
   // debt adaptive mode should repay when an administrator switches to it. What the
   // program would have spent polling for the NIC instead is not charged at all.
+  // The runtime measures wall time, so a write preempted for milliseconds looks like
+  // milliseconds of copying; charged in full, one would empty the budget for hundreds of
+  // writes. A write is charged at most twice its path's settled cost: the rest is not CPU.
   if (budget_enforced_ && cpu_ns != 0) {
+    const CostEstimate& e = wc.estimate[index_of(path)];
+    if (e.warm() && cpu_ns > 2 * uint64_t{e.settled_ns()}) cpu_ns = 2 * uint64_t{e.settled_ns()};
     const uint64_t wait_ns = wc.nic_wait.settled_ns();
     const uint64_t waived = cpu_ns < wait_ns ? cpu_ns : wait_ns;
     stats_.budget_waived_ns += waived;

@@ -77,7 +77,8 @@ class Policy {
   // never below 0. A program that busy-polls for every completion would spend that time
   // anyway, so it is never kept off a faster CPU path; a program that computes between
   // writes waits little and has its copies charged in full. A runtime that cannot tell
-  // passes 0, and every CPU nanosecond is charged.
+  // passes 0, and every CPU nanosecond is charged. A write is charged at most twice its
+  // path's settled cost: a cpu_ns measured as wall time includes preemption.
   void observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns,
                uint64_t nic_wait_ns = 0);
   // As above, with all of a CPU path's cost charged as CPU time.
