@@ -228,7 +228,7 @@ def table(rows, shim_overhead, policy=None, perftest_bw=None):
                 e = row["variants"].get(v)
                 if e:
                     ratio = f" ({e['vs_noshim']:.2f}x)" if "vs_noshim" in e else ""
-                    cells.append(f"{v} {e['mb_per_s']:.1f} MB/s {e['mwrites_per_s']:.4f} Mw/s{ratio}")
+                    cells.append(f"{v} {e['mb_per_s']:.1f} MB/s {fmt_rate(e['mwrites_per_s'] * 1e6, 'w/s')}{ratio}")
             lines.append(f"{row['bytes']:>8} B: " + ", ".join(cells))
     if policy:
         lines.append("\nPolicy cost per call (host CPU, median of 5):")
