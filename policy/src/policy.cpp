@@ -28,7 +28,8 @@ Path Policy::decide(const WriteFeatures& f, const Tunables& t) {
 void Policy::observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns,
                      uint64_t nic_wait_ns) {
   WriteClass& wc = class_of(f, is_hot(f));
-  if (path == Path::offload) wc.nic_wait.add(nic_wait_ns);
+  // The wait matters only to a capped budget: uncapped, skip the cost of estimating it.
+  if (path == Path::offload && budget_enforced_) wc.nic_wait.add(nic_wait_ns);
   // Only a capped decision charges: CPU time spent in unload or threshold mode is not a
   // debt adaptive mode should repay when an administrator switches to it. What the
   // program would have spent polling for the NIC instead is not charged at all.
