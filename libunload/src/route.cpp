@@ -19,6 +19,10 @@ using policy::PathSet;
 namespace {
 
 constinit thread_local policy::Policy* t_policy = nullptr;
+// When this thread's current run of empty ibv_poll_cq calls began; 0 when its last poll
+// found something. What a completion arrives after of it is time the program spent
+// busy-polling for the NIC, which adaptive's CPU budget does not charge (policy.hpp).
+constinit thread_local uint64_t t_spin_since = 0;
 
 // nullptr only when it cannot be allocated: the caller then takes the NIC.
 policy::Policy* thread_policy() {
@@ -191,7 +195,22 @@ void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32
              uint64_t remote_addr, uint64_t t0) {
   if (!t0 || !t_policy) return;
   const policy::WriteFeatures f = features_of(q, length, sge_count, rkey, remote_addr, PathSet::all(), false);
-  t_policy->observe(p, f, now_ns() - t0);
+  const uint64_t now = now_ns();
+  const uint64_t cost = now - t0;
+  // Polled for since the post, or since the spin began if later. Several completions
+  // collected by one poll each count the whole spin: a batch's per-write wait is
+  // overstated, but only for a program that spends that time polling anyway.
+  const uint64_t since = t_spin_since > t0 ? t_spin_since : t0;
+  const uint64_t wait = p == Path::offload && t_spin_since && now > since ? now - since : 0;
+  t_policy->observe(p, f, cost, policy::is_cpu_path(p) ? cost : 0, wait);
+}
+
+void note_poll(int got) {
+  if (!t_policy) return;
+  if (got != 0)
+    t_spin_since = 0;
+  else if (!t_spin_since)
+    t_spin_since = now_ns();
 }
 
 }  // namespace unload::rt

@@ -50,8 +50,13 @@ bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated)
 // The SGEs (already valid) as process addresses, into out[0..n).
 void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out);
 
-// Adaptive mode: the policy of this thread learns the cost of a path that finished.
+// Adaptive mode: the policy of this thread learns the cost of a path that finished, and
+// for an offloaded write how long this thread busy-polled for it.
 void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey,
              uint64_t remote_addr, uint64_t t0);
+
+// What the program's ibv_poll_cq returned (after the merge): a run of empty polls is a
+// wait for the NIC, which observe() reports to the policy.
+void note_poll(int got);
 
 }  // namespace unload::rt
