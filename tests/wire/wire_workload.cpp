@@ -1,8 +1,10 @@
 // A deterministic RDMA WRITE workload between two hosts, for comparing wire streams.
 //
 //   wire_workload server [-d DEV] [-g GID] [-p PORT]          (the target, on host B)
-//   wire_workload client [-d DEV] [-g GID] [-p PORT] ADDR     (the initiator, on host A)
+//   wire_workload client [-d DEV] [-g GID] [-p PORT] [--flip FILE] ADDR   (the initiator, on A)
 //
+// --flip FILE: after each post, write the next of offload, unload, threshold, adaptive
+// into FILE (/sys/kernel/unload/mode): mode changes at known points mid-run.
 // The client writes a fixed list of posts (1 B to 1 MiB, fixed contents; signaled and
 // unsignaled; with and without immediate; single requests and post lists) into the
 // server's buffer, which sits at a fixed virtual address so every run puts the same
@@ -158,11 +160,13 @@ int main(int argc, char** argv) {
   if (!server && std::strcmp(argv[1], "client") != 0) die("the first argument is server or client");
   const char* dev_name = "rxe0";
   const char* addr = nullptr;
+  const char* flip = nullptr;
   int gid_index = 1, port = 18600;
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "-d") && i + 1 < argc) dev_name = argv[++i];
     else if (!std::strcmp(argv[i], "-g") && i + 1 < argc) gid_index = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "-p") && i + 1 < argc) port = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--flip") && i + 1 < argc) flip = argv[++i];
     else if (!server && !addr) addr = argv[i];
     else die("unknown argument");
   }
@@ -291,6 +295,7 @@ int main(int argc, char** argv) {
     uint64_t next_id = 0;
     std::vector<uint64_t> expect_ids, got_ids;
     bool status_ok = true;
+    unsigned flips = 0;
     for (const auto& p : posts) {
       std::vector<ibv_send_wr> wrs(p.size());
       std::vector<ibv_sge> sges(p.size());
@@ -318,9 +323,15 @@ int main(int argc, char** argv) {
           got_ids.push_back(wc.wr_id);
           status_ok &= wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_WRITE;
         }
+      if (flip) {
+        static const char* const modes[] = {"offload", "unload", "threshold", "adaptive"};
+        FILE* f = std::fopen(flip, "w");
+        if (!f || std::fputs(modes[flips++ % 4], f) < 0 || std::fclose(f)) die("write the mode");
+      }
     }
     ibv_wc extra[4];
     const int more = ibv_poll_cq(cq, 4, extra);
+    if (flip) std::printf("client: %u mode changes through %s\n", flips, flip);
     check(status_ok, "client: every completion IBV_WC_SUCCESS / IBV_WC_RDMA_WRITE");
     check(got_ids == expect_ids && more == 0,
           "client: exactly the " + std::to_string(expect_ids.size()) + " signaled wr_ids, in order");
