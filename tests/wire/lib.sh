@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for two-host tests (sourced on both hosts of scripts/sandbox --hosts 2).
 # Both hosts walk the same list of steps; each step is a server on one host and a client
 # on the other, kept in lockstep through files in $UNLOAD_PAIR_DIR. Host A judges.
@@ -91,7 +92,7 @@ step() {
 		orc=$(cat "$k.$other.rc")
 		cp "$k.$other.log" "$WORK/$name.$([ $role = srv ] && echo cli || echo srv)"
 		if [ "$rc" -eq 0 ] && [ "$orc" -eq 0 ]; then
-			echo done >"$k.verdict"
+			echo "done" >"$k.verdict"
 			return 0
 		fi
 		if [ $attempt -lt 3 ] && perftest_clock_failed "$WORK/$name.srv" "$WORK/$name.cli"; then
@@ -99,7 +100,7 @@ step() {
 			echo again >"$k.verdict"
 			continue
 		fi
-		echo done >"$k.verdict"
+		echo "done" >"$k.verdict"
 		echo "--- $name: host A ($role) rc=$rc, host B rc=$orc"
 		echo "--- server:"; cat "$WORK/$name.srv"
 		echo "--- client:"; cat "$WORK/$name.cli"

@@ -22,7 +22,7 @@ paths() {
 	show_stats "$1"
 	case $2 in
 	offload) check "$1: every write on the NIC" [ "$(stat "$f" writes_offload)" -gt 0 -a "$(stat "$f" writes_offload)" -eq "$(total "$f")" ] ;;
-	inline | stage) check "$1: writes took unload.$2" [ "$(stat "$f" writes_$2)" -gt 0 ] ;;
+	inline | stage) check "$1: writes took unload.$2" [ "$(stat "$f" "writes_$2")" -gt 0 ] ;;
 	direct) check "$1: direct is for local peers: the NIC took them" [ "$(stat "$f" writes_direct)" -eq 0 -a "$(stat "$f" writes_offload)" -gt 0 ] ;;
 	adaptive) check "$1: every write counted" [ "$(total "$f")" -gt 0 ] ;;
 	esac
