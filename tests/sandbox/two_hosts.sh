@@ -9,7 +9,7 @@ bad() { echo "FAIL: $*"; fail=1; }
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
-show='rdma link show rxe0; ip -4 -br addr; echo "host $UNLOAD_HOST peer $UNLOAD_PEER_ADDR"'
+show='rdma link show; ip -4 -br addr; echo "host $UNLOAD_HOST peer $UNLOAD_PEER_ADDR"'
 out=$("$sandbox" --kernel "$flavour" --hosts 2 --logs "$logs" -- bash -c "$show; exit 0" :: bash -c "$show; exit 4" 2>&1)
 rc=$?
 echo "$out" | sed 's/^/  | /'
@@ -25,4 +25,11 @@ done
 "$sandbox" --kernel "$flavour" --hosts 2 -- true :: sh -c 'echo "WARNING: two-host self-test" >/dev/kmsg' >/dev/null 2>&1
 rc=$?
 [ "$rc" -eq 126 ] && ok "a kernel WARNING on B -> sandbox exit 126" || bad "WARNING on B -> sandbox exit $rc"
+# A guest that panics powers its peer off instead of leaving it to wait for the timeout.
+out=$("$sandbox" --kernel "$flavour" --hosts 2 --timeout 280 -- sleep 600 :: sh -c 'echo c >/proc/sysrq-trigger' 2>&1)
+rc=$?
+# (Not 124: A did not sleep into the timeout. The crash fails the run: 126 when the guest
+# got its report onto the console, else 125, no status.)
+[ "$rc" -eq 125 ] || [ "$rc" -eq 126 ] && ok "B crashes -> A powered off, the run fails with $rc" ||
+	{ bad "B panics -> sandbox exit $rc"; echo "$out" | tail -n 5 | sed 's/^/  | /'; }
 exit $fail
