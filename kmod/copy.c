@@ -115,7 +115,8 @@ err_unpin:
 
 /*
  * Every segment inside the live MR its lkey names, on the sender QP's PD (what an RNIC
- * checks of a local SGE before it sends anything).
+ * checks of a local SGE before it sends anything). Segments are process addresses: the
+ * region maps them one to one onto the MR's iova range, so the bounds are the region's.
  */
 static u32 unload_src_check(struct unload_session *sess, struct unload_pair *pr,
 			    const struct unload_src *src)
@@ -134,9 +135,9 @@ static u32 unload_src_check(struct unload_session *sess, struct unload_pair *pr,
 		mr = unload_region_mr_get(sess, r, pr->dev);
 		if (!mr)
 			deny = UNLOAD_DENY_LKEY;
-		else if (mr->pd != pr->s.qp->pd || v->len > mr->length || v->addr < mr->iova ||
-			 v->addr - mr->iova > mr->length - v->len)
-			deny = UNLOAD_DENY_LKEY;
+		else if (mr->pd != pr->s.qp->pd || v->len > r->length || v->addr < r->addr ||
+			 v->addr - r->addr > r->length - v->len)
+			deny = UNLOAD_DENY_LKEY;	/* (r's length is the MR's, checked) */
 		if (mr)
 			unload_region_mr_put(mr);
 		unload_region_put(r);
@@ -262,10 +263,10 @@ static u32 unload_target_check(struct unload_pair *pr, struct unload_region *r,
 	if (req->length > mr->length || req->remote_addr < mr->iova ||
 	    req->remote_addr - mr->iova > mr->length - req->length)
 		goto out_put_mr;
-	if (req->length > r->length || req->remote_addr < r->addr ||
-	    req->remote_addr - r->addr > r->length - req->length)
+	if (req->length > r->length || req->remote_addr < r->iova ||
+	    req->remote_addr - r->iova > r->length - req->length)
 		goto out_put_mr;
-	*off = req->remote_addr - r->addr;
+	*off = req->remote_addr - r->iova;
 	*mrp = mr;
 	return UNLOAD_DENY_NONE;
 
@@ -289,15 +290,18 @@ static bool unload_deny_is_violation(u32 deny)
 	}
 }
 
-/* Check and run one request; returns its reason (NONE: placed). */
+/*
+ * Check and run one request; returns its reason (NONE: placed). `src` is the batch's
+ * scratch source, allocated once per submission rather than per request.
+ */
 static u32 unload_direct_one(struct unload_session *sess,
-			     const struct unload_direct_req *req, int *result)
+			     const struct unload_direct_req *req, struct unload_src *src,
+			     int *result)
 {
 	const struct unload_tunables *t = &unload_ctl->tunables;
 	struct unload_region *r = NULL;
 	struct ib_mr *mr = NULL;
 	struct unload_pair pr;
-	struct unload_src *src;
 	u32 deny, direct_max;
 	u64 off = 0;
 
@@ -311,18 +315,15 @@ static u32 unload_direct_one(struct unload_session *sess,
 	if (!req->length || req->length > direct_max)
 		return UNLOAD_DENY_LENGTH;
 
-	src = kmalloc(sizeof(*src), GFP_KERNEL);
-	if (!src)
-		return UNLOAD_DENY_FAULT;
 	deny = unload_src_load(src, req);
 	if (deny == UNLOAD_DENY_INVALID)
 		*result = -EINVAL;
 	if (deny)
-		goto out_free_src;
+		return deny;
 	/* First the source, while nothing of the peer (or any device) is held. */
 	deny = unload_src_pin(src);
 	if (deny)
-		goto out_free_src;
+		return deny;
 
 	deny = unload_pair_get(sess, req->qp_num, req->qp_handle, &pr);
 	if (deny)
@@ -355,8 +356,6 @@ out_put_pair:
 		unload_pair_poison(sess, &pr);
 	unload_pair_put(&pr);
 	unload_src_unpin(src);
-out_free_src:
-	kfree(src);
 	return deny;
 }
 
@@ -365,6 +364,7 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *
 {
 	struct unload_direct_req __user *u = u64_to_user_ptr(ureqs);
 	struct unload_direct_req req;
+	struct unload_src *src;
 	u32 i, ok = 0;
 	int ret = 0;
 
@@ -373,6 +373,13 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *
 	/* The source is the submitter's memory: only the opener's process submits. */
 	if (current->mm != sess->mm)
 		return -EPERM;
+	if (!count) {
+		*done = *accepted = 0;
+		return 0;
+	}
+	src = kmalloc(sizeof(*src), GFP_KERNEL);
+	if (!src)
+		return -ENOMEM;
 	for (i = 0; i < count; i++) {
 		u32 deny;
 		int result;
@@ -381,7 +388,7 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *
 			ret = -EFAULT;
 			break;
 		}
-		deny = unload_direct_one(sess, &req, &result);
+		deny = unload_direct_one(sess, &req, src, &result);
 		if (put_user(result, &u[i].result)) {
 			ret = -EFAULT;
 			break;
@@ -395,6 +402,7 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *
 			break;
 		}
 	}
+	kfree(src);
 	*done = i;
 	*accepted = ok;
 	return ret;

@@ -39,7 +39,8 @@ static u64 unload_counter_read(struct unload_session *sess, unsigned int idx)
 		return atomic64_read(&sess->direct_writes);
 	if (idx == UNLOAD_FOLD_BYTES + UNLOAD_PATH_DIRECT)
 		return atomic64_read(&sess->direct_bytes);
-	/* writes[4], bytes[4], fences are laid out in fold order. */
+	/* writes[4], bytes[4], fences, why_not[] are laid out in fold order. */
+	BUILD_BUG_ON(offsetof(struct unload_counters, why_not) != UNLOAD_FOLD_WHY * sizeof(u64));
 	return READ_ONCE(c[idx]);
 }
 
@@ -189,13 +190,13 @@ void unload_region_put(struct unload_region *r)
  * of owner's process? The caller holds a reference on res.
  */
 static bool unload_mr_matches(struct unload_session *owner, struct rdma_restrack_entry *res,
-			      u32 lkey, u32 rkey, u64 addr, u64 length)
+			      u32 lkey, u32 rkey, u64 iova, u64 length)
 {
 	struct ib_mr *mr = container_of(res, struct ib_mr, res);
 
 	return !rdma_is_kernel_res(res) && res->task && task_tgid(res->task) == owner->owner &&
 	       mr->type == IB_MR_TYPE_USER && mr->uobject && mr->lkey == lkey &&
-	       mr->rkey == rkey && mr->iova == addr && mr->length == length;
+	       mr->rkey == rkey && mr->iova == iova && mr->length == length;
 }
 
 /*
@@ -213,7 +214,7 @@ struct ib_mr *unload_region_mr_get(struct unload_session *owner, struct unload_r
 	res = rdma_restrack_get_byid(dev, RDMA_RESTRACK_MR, r->mr_id);
 	if (IS_ERR(res))
 		return NULL;
-	if (!unload_mr_matches(owner, res, r->lkey, r->rkey, r->addr, r->length)) {
+	if (!unload_mr_matches(owner, res, r->lkey, r->rkey, r->iova, r->length)) {
 		rdma_restrack_put(res);
 		return NULL;
 	}
@@ -245,7 +246,7 @@ static int unload_mr_probe(struct unload_session *sess, struct ib_device *dev,
 
 	if (IS_ERR(res))
 		return -ENOENT;
-	match = unload_mr_matches(sess, res, req->lkey, req->rkey, req->addr, req->length);
+	match = unload_mr_matches(sess, res, req->lkey, req->rkey, req->iova, req->length);
 	rdma_restrack_put(res);
 	return match;
 }
@@ -395,16 +396,19 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 
 	if (copy_from_user(&req, arg, sizeof(req)))
 		return -EFAULT;
-	if (req.flags || req.reserved[0] || req.reserved[1] || req.handle ||
-	    req.pinned_pages)
+	if ((req.flags & ~UNLOAD_REGION_IOVA) || req.reserved[0] || req.handle ||
+	    req.pinned_pages || (!(req.flags & UNLOAD_REGION_IOVA) && req.iova))
 		return -EINVAL;
+	if (!(req.flags & UNLOAD_REGION_IOVA))
+		req.iova = req.addr;
 	if (strnlen(req.ibdev, sizeof(req.ibdev)) == sizeof(req.ibdev))
 		return -EINVAL;
 	if (req.access & ~(UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE |
 			   UNLOAD_ACCESS_REMOTE_READ))
 		return -EINVAL;
 	if (!req.length || req.length > UNLOAD_MAX_REGION ||
-	    check_add_overflow(req.addr, req.length, &end))
+	    check_add_overflow(req.addr, req.length, &end) ||
+	    check_add_overflow(req.iova, req.length, &end))
 		return -EINVAL;
 	if (!access_ok(u64_to_user_ptr(req.addr), req.length))
 		return -EFAULT;
@@ -424,6 +428,7 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 	init_completion(&r->idle);
 	r->dev = dev;
 	r->addr = req.addr;
+	r->iova = req.iova;
 	r->length = req.length;
 	r->lkey = req.lkey;
 	r->rkey = req.rkey;

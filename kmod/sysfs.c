@@ -141,7 +141,7 @@ static const struct attribute_group unload_tunable_group = {
 
 /* --- statistics --------------------------------------------------------------- */
 
-/* A folded statistic (writes_*, bytes_*, fences): its index in the fold. */
+/* A folded statistic (writes_*, bytes_*, fences, why_not_*): its index in the fold. */
 struct unload_fold_attr {
 	struct kobj_attribute kattr;
 	unsigned int idx;
@@ -169,6 +169,26 @@ UNLOAD_FOLD(bytes_inline, UNLOAD_FOLD_BYTES + UNLOAD_PATH_INLINE);
 UNLOAD_FOLD(bytes_stage, UNLOAD_FOLD_BYTES + UNLOAD_PATH_STAGE);
 UNLOAD_FOLD(bytes_direct, UNLOAD_FOLD_BYTES + UNLOAD_PATH_DIRECT);
 UNLOAD_FOLD(fences, UNLOAD_FOLD_FENCES);
+
+/* Why writes left the path their mode prefers (enum unload_why; docs/sysfs.md). */
+UNLOAD_FOLD(why_not_not_rc, UNLOAD_FOLD_WHY + UNLOAD_WHY_NOT_RC);
+UNLOAD_FOLD(why_not_program_inline, UNLOAD_FOLD_WHY + UNLOAD_WHY_PROGRAM_INLINE);
+UNLOAD_FOLD(why_not_path_off, UNLOAD_FOLD_WHY + UNLOAD_WHY_PATH_OFF);
+UNLOAD_FOLD(why_not_no_module, UNLOAD_FOLD_WHY + UNLOAD_WHY_NO_MODULE);
+UNLOAD_FOLD(why_not_remote_peer, UNLOAD_FOLD_WHY + UNLOAD_WHY_REMOTE_PEER);
+UNLOAD_FOLD(why_not_unregistered, UNLOAD_FOLD_WHY + UNLOAD_WHY_UNREGISTERED);
+UNLOAD_FOLD(why_not_unpaired, UNLOAD_FOLD_WHY + UNLOAD_WHY_UNPAIRED);
+UNLOAD_FOLD(why_not_poisoned, UNLOAD_FOLD_WHY + UNLOAD_WHY_POISONED);
+UNLOAD_FOLD(why_not_qp_error, UNLOAD_FOLD_WHY + UNLOAD_WHY_QP_ERROR);
+UNLOAD_FOLD(why_not_cq, UNLOAD_FOLD_WHY + UNLOAD_WHY_CQ);
+UNLOAD_FOLD(why_not_queue, UNLOAD_FOLD_WHY + UNLOAD_WHY_QUEUE);
+UNLOAD_FOLD(why_not_fence, UNLOAD_FOLD_WHY + UNLOAD_WHY_FENCE);
+UNLOAD_FOLD(why_not_size, UNLOAD_FOLD_WHY + UNLOAD_WHY_SIZE);
+UNLOAD_FOLD(why_not_region, UNLOAD_FOLD_WHY + UNLOAD_WHY_REGION);
+UNLOAD_FOLD(why_not_no_room, UNLOAD_FOLD_WHY + UNLOAD_WHY_NO_ROOM);
+UNLOAD_FOLD(why_not_refused, UNLOAD_FOLD_WHY + UNLOAD_WHY_REFUSED);
+UNLOAD_FOLD(why_not_policy, UNLOAD_FOLD_WHY + UNLOAD_WHY_POLICY);
+UNLOAD_FOLD(why_not_with_imm, UNLOAD_FOLD_WHY + UNLOAD_WHY_WITH_IMM);
 
 /* A denial counter: its reason. Root only (0400): the reasons are what a peer must not
  * learn. */
@@ -248,6 +268,24 @@ static struct attribute *unload_stat_attrs[] = {
 	&unload_stat_bytes_stage.kattr.attr,
 	&unload_stat_bytes_direct.kattr.attr,
 	&unload_stat_fences.kattr.attr,
+	&unload_stat_why_not_not_rc.kattr.attr,
+	&unload_stat_why_not_program_inline.kattr.attr,
+	&unload_stat_why_not_path_off.kattr.attr,
+	&unload_stat_why_not_no_module.kattr.attr,
+	&unload_stat_why_not_remote_peer.kattr.attr,
+	&unload_stat_why_not_unregistered.kattr.attr,
+	&unload_stat_why_not_unpaired.kattr.attr,
+	&unload_stat_why_not_poisoned.kattr.attr,
+	&unload_stat_why_not_qp_error.kattr.attr,
+	&unload_stat_why_not_cq.kattr.attr,
+	&unload_stat_why_not_queue.kattr.attr,
+	&unload_stat_why_not_fence.kattr.attr,
+	&unload_stat_why_not_size.kattr.attr,
+	&unload_stat_why_not_region.kattr.attr,
+	&unload_stat_why_not_no_room.kattr.attr,
+	&unload_stat_why_not_refused.kattr.attr,
+	&unload_stat_why_not_policy.kattr.attr,
+	&unload_stat_why_not_with_imm.kattr.attr,
 	&unload_stat_direct_denied_disabled.kattr.attr,
 	&unload_stat_direct_denied_invalid.kattr.attr,
 	&unload_stat_direct_denied_qp_unregistered.kattr.attr,
@@ -281,6 +319,8 @@ int unload_sysfs_init(void)
 	int ret;
 
 	BUILD_BUG_ON(sizeof(struct unload_control) > PAGE_SIZE);
+	BUILD_BUG_ON(sizeof(struct unload_counters) > PAGE_SIZE);
+	BUILD_BUG_ON(UNLOAD_WHY_COUNT != 18);	/* one why_not_* file each, above */
 	unload_ctl = (struct unload_control *)get_zeroed_page(GFP_KERNEL);
 	if (!unload_ctl)
 		return -ENOMEM;

@@ -23,11 +23,15 @@
 
 #include "unload.h"
 
-/* The statistics folded from the counters pages: writes[4], bytes[4], fences. */
+/*
+ * The statistics folded from the counters pages: writes[4], bytes[4], fences,
+ * why_not[UNLOAD_WHY_COUNT], in the page's own order.
+ */
 #define UNLOAD_FOLD_WRITES	0
 #define UNLOAD_FOLD_BYTES	UNLOAD_PATH_COUNT
 #define UNLOAD_FOLD_FENCES	(2 * UNLOAD_PATH_COUNT)
-#define UNLOAD_NR_FOLDED	(2 * UNLOAD_PATH_COUNT + 1)
+#define UNLOAD_FOLD_WHY		(2 * UNLOAD_PATH_COUNT + 1)
+#define UNLOAD_NR_FOLDED	(UNLOAD_FOLD_WHY + UNLOAD_WHY_COUNT)
 
 /* Buckets of a session's region tables (by (device, rkey) and by (device, lkey)). */
 #define UNLOAD_REGION_HASH_BITS	6
@@ -97,7 +101,8 @@ struct unload_region {
 					 * the MR up on a device they hold) */
 	u32 mr_id;			/* the MR's restrack id on dev */
 	u32 handle;			/* in sess->region_ids */
-	u64 addr;			/* user address of the first byte = the MR's iova */
+	u64 addr;			/* user address of the first byte */
+	u64 iova;			/* the MR's iova: what requests name as target */
 	u64 length;			/* bytes = the MR's length */
 	u32 lkey;
 	u32 rkey;

@@ -1,7 +1,8 @@
-// RDMA WRITE latency per size, over a real verbs device, between a forked client and
-// server: post-to-completion and ping-pong half round trip (as perftest ib_write_lat),
-// a translation-pressure workload (random target pages over a large footprint), and the
-// floors (CPU copy, syscall) the unload.direct path is compared with.
+// RDMA WRITE latency and bandwidth per size, over a real verbs device, between a forked
+// client and server: post-to-completion and ping-pong half round trip (as perftest
+// ib_write_lat), streaming bandwidth (as ib_write_bw), a translation-pressure workload
+// (random target pages over a large footprint), and the floors (CPU copy, syscall) the
+// unload.direct path is compared with.
 //
 // The path is chosen outside: run under the shim with UNLOAD_MODE / UNLOAD_PATH (the
 // scripts/bench driver interleaves paths and repetitions); without the shim every write
@@ -229,6 +230,76 @@ void BM_Write_PingPong(benchmark::State &state)
 	report(state, ns, bytes);
 }
 
+// ib_write_bw's loop: keep `depth` writes in flight and signal one in kModeration (its
+// --cq-mod), so most writes are unsignaled and retired by a later completion. One
+// iteration is one run of kModeration writes, timed from a signaled completion to the
+// next: median and p99 are per write over runs, in the steady state once the queue is
+// full. The passive peer never posts, as in every bandwidth test.
+constexpr uint32_t kModeration = 100;
+
+void BM_Write_Bandwidth(benchmark::State &state)
+{
+	const auto bytes = static_cast<uint32_t>(state.range(0));
+	const auto depth = static_cast<uint64_t>(state.range(1));
+	const uint64_t mod = std::min<uint64_t>(kModeration, depth);
+	std::vector<double> ns;
+	ns.reserve(static_cast<size_t>(state.max_iterations));
+	const PathCounts before = path_counts();
+	uint64_t posted = 0;   // writes posted
+	uint64_t retired = 0;  // writes a polled signaled completion covers: a multiple of mod
+	auto fill = [&] {
+		for (; posted - retired < depth; ++posted)
+			if (ub::post_write(g_link, kOut, kIn, bytes, (posted + 1) % mod == 0, false,
+					   posted))
+				return false;
+		return true;
+	};
+	auto retire = [&] {
+		ibv_wc wc;
+		int n;
+		while ((n = ibv_poll_cq(g_link.cq, 1, &wc)) == 0) {
+		}
+		if (n < 0 || wc.status != IBV_WC_SUCCESS)
+			return false;
+		retired += mod;
+		return true;
+	};
+	bool ok = fill();
+	auto last = Clock::now();
+	for (auto _ : state) {
+		if (!ok || !(ok = retire() && fill())) {
+			state.SkipWithError("write failed");
+			break;
+		}
+		const auto now = Clock::now();
+		const double dt = std::chrono::duration<double, std::nano>(now - last).count();
+		last = now;
+		state.SetIterationTime(dt * 1e-9);
+		ns.push_back(dt / static_cast<double>(mod));
+	}
+	// Leave the queue empty for the next benchmark: the signaled writes still out, then
+	// one more signaled write to retire the unsignaled tail.
+	while (ok && retired + mod <= posted)
+		ok = retire();
+	if (ok && posted > retired)
+		ok = ub::post_write(g_link, kOut, kIn, bytes, true, false, posted) == 0 &&
+		     ub::poll_n(g_link, 1) == 0;
+	if (!ok)
+		state.SkipWithError("write failed");
+	report_paths(state, before);
+	report(state, ns, 0);
+	const auto writes = state.iterations() * static_cast<int64_t>(mod);
+	state.SetBytesProcessed(writes * bytes);
+	state.SetItemsProcessed(writes);  // items_per_second: writes/s
+	if (!ns.empty()) {
+		const double median = state.counters["median_ns"];
+		state.counters["median_writes_per_s"] = 1e9 / median;
+		state.counters["median_bytes_per_s"] = 1e9 * bytes / median;
+	}
+	state.counters["depth"] = static_cast<double>(depth);
+	state.counters["moderation"] = static_cast<double>(mod);
+}
+
 // Post-to-completion at random page-aligned offsets over a large target footprint:
 // on a real NIC the target's translation cache misses; rxe has no such cache.
 void BM_Write_RandomTarget(benchmark::State &state)
@@ -300,10 +371,25 @@ void register_sizes(const char *name, Fn fn, size_t max_bytes)
 			->ComputeStatistics("p99", p99_of);
 }
 
+// Runs of kModeration writes: an eighth of the latency benchmarks' iterations, since each
+// is a hundred writes (a 1 MiB run is 100 MiB: seconds under TCG), but at least three to
+// take a median of.
+void register_bandwidth(size_t max_bytes, int64_t depth)
+{
+	for (size_t s = 8; s <= max_bytes; s = s == 8 ? 64 : s * 4)
+		benchmark::RegisterBenchmark("BM_Write_Bandwidth", BM_Write_Bandwidth)
+			->ArgNames({"bytes", "depth"})
+			->Args({static_cast<int64_t>(s), depth})
+			->Iterations(std::max<int64_t>(3, iters_for(s) / 8))
+			->UseManualTime()
+			->ComputeStatistics("p99", p99_of);
+}
+
 void register_all()
 {
 	register_sizes("BM_Write_PostToCompletion", BM_Write_PostToCompletion, kMaxWrite);
 	register_sizes("BM_Write_PingPong", BM_Write_PingPong, kMaxWrite);
+	register_bandwidth(kMaxWrite, ub::kMaxSendWr);
 	register_sizes("BM_Write_RandomTarget", BM_Write_RandomTarget, 64 * 1024);
 	register_sizes("BM_Floor_Memcpy", BM_Floor_Memcpy, kMaxWrite);
 	benchmark::RegisterBenchmark("BM_Floor_Syscall", BM_Floor_Syscall)

@@ -126,7 +126,7 @@ int RcLink::connect(const LinkOptions &opt, int sock, std::string &error)
 	ia.send_cq = cq;
 	ia.recv_cq = cq;
 	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = 128;
+	ia.cap.max_send_wr = kMaxSendWr;
 	ia.cap.max_recv_wr = 16;
 	ia.cap.max_send_sge = 1;
 	ia.cap.max_recv_sge = 1;

@@ -10,6 +10,10 @@
 
 namespace unload::bench {
 
+// Send queue depth: ib_write_bw's default tx depth, so the bandwidth benchmark keeps as
+// many writes in flight as perftest does.
+constexpr int kMaxSendWr = 128;
+
 struct LinkOptions {
 	std::string device;   // empty: the first device
 	int gid_index = -1;   // -1: the first RoCE v2 IPv4 GID, else 0

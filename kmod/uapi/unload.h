@@ -98,10 +98,45 @@ struct unload_control {
 };
 
 /*
+ * Why a write did not take the path its mode prefers (the direct path in modes unload,
+ * threshold and adaptive; the forced path under UNLOAD_PATH): one reason per such write,
+ * the first that applies in this order, counted by userspace in its counters page and
+ * folded into /sys/kernel/unload/stats/why_not_<name> (the lower-case suffix). Writes in
+ * mode offload, or with enabled = 0, are where their mode wants them and count nothing.
+ * docs/sysfs.md says what each means and what to do about it.
+ */
+enum unload_why {
+	UNLOAD_WHY_NOT_RC = 0,		/* not an RC QP (UC, or a QP the shim does not track) */
+	UNLOAD_WHY_PROGRAM_INLINE = 1,	/* the program asked IBV_SEND_INLINE: the NIC does it */
+	UNLOAD_WHY_PATH_OFF = 2,	/* the path's *_max tunable is 0 */
+	UNLOAD_WHY_NO_MODULE = 3,	/* stage and direct need the module */
+	UNLOAD_WHY_REMOTE_PEER = 4,	/* the peer is on another host: direct cannot reach it */
+	UNLOAD_WHY_UNREGISTERED = 5,	/* the module did not take the QP's registration */
+	UNLOAD_WHY_UNPAIRED = 6,	/* the peer QP is not registered or not connected back */
+	UNLOAD_WHY_POISONED = 7,	/* a request of the pair failed a responder check */
+	UNLOAD_WHY_QP_ERROR = 8,	/* an error completion or a move to ERR was seen */
+	UNLOAD_WHY_CQ = 9,		/* the send CQ cannot take the shim's completions */
+	UNLOAD_WHY_QUEUE = 10,		/* the list may overflow the send queue, or earlier
+					 * requests are stuck: the NIC must cut or order it */
+	UNLOAD_WHY_FENCE = 11,		/* IBV_SEND_FENCE behind a READ/atomic (inline, stage),
+					 * or the wait for earlier requests ran out (direct) */
+	UNLOAD_WHY_SIZE = 12,		/* length 0, above the path's cap, or too many SGEs */
+	UNLOAD_WHY_REGION = 13,		/* a source SGE outside regions registered through the
+					 * shim on the QP's PD (the NIC judges it) */
+	UNLOAD_WHY_NO_ROOM = 14,	/* no room: completion queue, staging arena or ring */
+	UNLOAD_WHY_REFUSED = 15,	/* the module refused it (stats/direct_denied_*) */
+	UNLOAD_WHY_POLICY = 16,		/* the mode's rule or the adaptive policy chose another
+					 * path (threshold, cost, CPU budget, exploration) */
+	UNLOAD_WHY_WITH_IMM = 17,	/* WRITE_WITH_IMM: direct cannot make the responder's
+					 * receive completion */
+	UNLOAD_WHY_COUNT = 18,
+};
+
+/*
  * The counters page of a session: one page, mapped read-write by its session only.
- * Userspace adds to writes[]/bytes[] of the offload, inline and stage paths and to
- * fences with relaxed atomic adds (__atomic_fetch_add(.., __ATOMIC_RELAXED)); the
- * module itself adds the direct path's slots for every copy it performs, so userspace
+ * Userspace adds to writes[]/bytes[] of the offload, inline and stage paths, to
+ * fences and to why_not[] with relaxed atomic adds (__atomic_fetch_add(..,
+ * __ATOMIC_RELAXED)); the module itself adds the direct path's slots for every copy it performs, so userspace
  * must not touch writes[UNLOAD_PATH_DIRECT] and bytes[UNLOAD_PATH_DIRECT]. The module
  * folds these counters into /sys/kernel/unload/stats/ when the statistics are read and
  * when the session closes. Counters only grow; a stats reset does not touch the page.
@@ -110,7 +145,9 @@ struct unload_counters {
 	__u64 writes[UNLOAD_PATH_COUNT];	/* writes per path (enum unload_path) */
 	__u64 bytes[UNLOAD_PATH_COUNT];		/* payload bytes per path */
 	__u64 fences;				/* fences waited before a direct write */
-	__u64 reserved[23];			/* zero; the page is 4 KiB anyway */
+	__u64 why_not[UNLOAD_WHY_COUNT];	/* writes off their preferred path, per
+						 * enum unload_why (userspace adds) */
+	__u64 reserved[5];			/* zero; the page is 4 KiB anyway */
 };
 
 /* --- ioctls ------------------------------------------------------------------ */
@@ -187,11 +224,16 @@ struct unload_qp_reg {
 
 /*
  * UNLOAD_IOC_REG_REGION: tell the module about a memory region the caller registered
- * with ibv_reg_mr (iova = addr), so that requests may name it: as the local source of
- * a direct write (by lkey) and, when `access` has UNLOAD_ACCESS_REMOTE_WRITE, as its
- * target (by rkey). The module finds the RDMA core's MR on device `ibdev` with these
- * keys and refuses the registration (-ESRCH) unless it is a user MR created by the
- * process that opened the session, whose iova and length are exactly addr and length.
+ * (ibv_reg_mr: iova = addr; ibv_reg_mr_iova2: flag UNLOAD_REGION_IOVA and `iova`), so
+ * that requests may name it: as the local source of a direct write (by lkey, the source
+ * given by process address) and, when `access` has UNLOAD_ACCESS_REMOTE_WRITE, as its
+ * target (by rkey, the target given by iova, as on the wire). The module finds the RDMA
+ * core's MR on device `ibdev` with these keys and refuses the registration (-ESRCH)
+ * unless it is a user MR created by the process that opened the session, whose iova and
+ * length are exactly the iova and length given. The RDMA core keeps no process address
+ * of a user MR that a module can read, so `addr` is the owner's word: the module pins
+ * the owner's own pages there, so a wrong one can only misplace writes into memory the
+ * owner could write anyway (docs/security.md).
  * Keys are per device. A target's pages are pinned by the module for writing; they are
  * the pages the MR has pinned and charged to RLIMIT_MEMLOCK already, so they are not
  * charged again (the module's own pins per session are bounded by RLIMIT_MEMLOCK, unless
@@ -205,16 +247,21 @@ struct unload_qp_reg {
  */
 struct unload_region_reg {
 	char ibdev[UNLOAD_IBDEV_NAME_MAX];	/* in: the MR's device name, NUL-terminated */
-	__u64 addr;		/* in: start (ibv_mr->addr, which must be its iova) */
+	__u64 addr;		/* in: start in the caller's address space (ibv_mr->addr) */
 	__u64 length;		/* in: bytes (ibv_mr->length) */
 	__u32 lkey;		/* in: ibv_mr->lkey */
 	__u32 rkey;		/* in: ibv_mr->rkey */
 	__u32 access;		/* in: UNLOAD_ACCESS_* the MR was registered with */
-	__u32 flags;		/* in: zero */
+	__u32 flags;		/* in: zero or UNLOAD_REGION_IOVA */
 	__u64 handle;		/* out: the region's handle in this session (non-zero) */
 	__u64 pinned_pages;	/* out: pages pinned for it (0 unless a target) */
-	__u64 reserved[2];	/* in: zero; out: zero */
+	__u64 iova;		/* in: with UNLOAD_REGION_IOVA, the MR's iova (the address
+				 * requests name, ibv_reg_mr_iova2); else zero, and the
+				 * iova is addr */
+	__u64 reserved[1];	/* in: zero; out: zero */
 };
+/* flags: the MR's iova is `iova`, not `addr`. */
+#define UNLOAD_REGION_IOVA	(1U << 0)
 
 /* Most QPs and regions one session may register. */
 #define UNLOAD_MAX_QPS		4096

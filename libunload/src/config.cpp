@@ -97,7 +97,7 @@ void write_stats_file() {
   const char* path = std::getenv("UNLOAD_STATS_FILE");
   if (!path || !*path) return;
   const Totals t = stats_totals();
-  char buf[1024];
+  char buf[2048];
   int n = std::snprintf(buf, sizeof buf, "pid %d\n", static_cast<int>(getpid()));
   for (unsigned i = 0; i < policy::kPathCount; ++i) {
     const char* name = i == 0 ? "offload" : i == 1 ? "inline" : i == 2 ? "stage" : "direct";
@@ -108,6 +108,10 @@ void write_stats_file() {
     n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "bytes_%s %" PRIu64 "\n", name, t.bytes[i]);
   }
   n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "fences %" PRIu64 "\n", t.fences);
+  for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)  // the reasons that occurred
+    if (t.why_not[i])
+      n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "why_not_%s %" PRIu64 "\n",
+                         why_name(static_cast<Why>(i)), t.why_not[i]);
   // Several processes (a server and its client) share one file: each appends its block
   // with one write() under an exclusive lock.
   const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
@@ -156,6 +160,8 @@ void kmod_flush(ThreadStats& s) {
     const uint64_t b = __atomic_exchange_n(&s.kmod_bytes[i], 0, __ATOMIC_RELAXED);
     if (w || b) kmod_count(static_cast<Path>(i), w, b);
   }
+  for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
+    if (const uint64_t n = __atomic_exchange_n(&s.kmod_why_not[i], 0, __ATOMIC_RELAXED)) kmod_count_why(i, n);
   s.kmod_unsent = 0;
 }
 
@@ -172,6 +178,23 @@ void count_writes(Path p, uint64_t n, uint64_t bytes) {
   if ((s.kmod_unsent += n) >= kKmodBatch) kmod_flush(s);
 }
 
+const char* why_name(Why w) {
+  static const char* const names[UNLOAD_WHY_COUNT] = {
+      "not_rc", "program_inline", "path_off", "no_module", "remote_peer", "unregistered",
+      "unpaired", "poisoned", "qp_error", "cq", "queue", "fence", "size", "region",
+      "no_room", "refused", "policy", "with_imm"};
+  const unsigned i = static_cast<unsigned>(w);
+  return i < UNLOAD_WHY_COUNT ? names[i] : "none";
+}
+
+void count_why(Why w, uint64_t n) {
+  const unsigned i = static_cast<unsigned>(w);
+  if (i >= UNLOAD_WHY_COUNT) return;
+  ThreadStats& s = thread_stats();
+  s.why_not[i] += n;
+  if (g_have_kmod) s.kmod_why_not[i] += n;  // sent with this thread's next batch of writes
+}
+
 void count_fence() {
   thread_stats().fences++;
   if (g_have_kmod) kmod_count_fence();
@@ -185,6 +208,7 @@ Totals stats_totals() {
       t.bytes[i] += __atomic_load_n(&s->bytes[i], __ATOMIC_RELAXED);
     }
     t.fences += __atomic_load_n(&s->fences, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i) t.why_not[i] += __atomic_load_n(&s->why_not[i], __ATOMIC_RELAXED);
   }
   return t;
 }
@@ -246,6 +270,8 @@ void config_init() {
       std::memset(s->writes, 0, sizeof s->writes);
       std::memset(s->bytes, 0, sizeof s->bytes);
       s->fences = 0;
+      std::memset(s->why_not, 0, sizeof s->why_not);
+      std::memset(s->kmod_why_not, 0, sizeof s->kmod_why_not);
       std::memset(s->kmod_writes, 0, sizeof s->kmod_writes);
       std::memset(s->kmod_bytes, 0, sizeof s->kmod_bytes);
       s->kmod_unsent = 0;

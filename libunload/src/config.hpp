@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "unload.h"
 #include "unload/policy.hpp"
 
 namespace unload::rt {
@@ -19,8 +20,10 @@ struct ThreadStats {
   uint64_t writes[policy::kPathCount];
   uint64_t bytes[policy::kPathCount];
   uint64_t fences;
+  uint64_t why_not[UNLOAD_WHY_COUNT];
   uint64_t kmod_writes[policy::kPathCount];  // not yet added to the counters page
   uint64_t kmod_bytes[policy::kPathCount];
+  uint64_t kmod_why_not[UNLOAD_WHY_COUNT];
   uint64_t kmod_unsent;
   ThreadStats* next;
 };
@@ -35,10 +38,39 @@ void count_writes(Path p, uint64_t n, uint64_t bytes);
 // Counts one fence (a wait before a direct write) here and in the counters page.
 void count_fence();
 
+// Why a write left the path its mode prefers: enum unload_why, or none.
+enum class Why : uint8_t {
+  not_rc = UNLOAD_WHY_NOT_RC,
+  program_inline = UNLOAD_WHY_PROGRAM_INLINE,
+  path_off = UNLOAD_WHY_PATH_OFF,
+  no_module = UNLOAD_WHY_NO_MODULE,
+  remote_peer = UNLOAD_WHY_REMOTE_PEER,
+  unregistered = UNLOAD_WHY_UNREGISTERED,
+  unpaired = UNLOAD_WHY_UNPAIRED,
+  poisoned = UNLOAD_WHY_POISONED,
+  qp_error = UNLOAD_WHY_QP_ERROR,
+  cq = UNLOAD_WHY_CQ,
+  queue = UNLOAD_WHY_QUEUE,
+  fence = UNLOAD_WHY_FENCE,
+  size = UNLOAD_WHY_SIZE,
+  region = UNLOAD_WHY_REGION,
+  no_room = UNLOAD_WHY_NO_ROOM,
+  refused = UNLOAD_WHY_REFUSED,
+  policy = UNLOAD_WHY_POLICY,
+  with_imm = UNLOAD_WHY_WITH_IMM,
+  none = UNLOAD_WHY_COUNT,
+};
+const char* why_name(Why w);
+
+// Counts n writes that left their preferred path, for reason `w` (none counts nothing),
+// here and (batched with the writes) in the counters page.
+void count_why(Why w, uint64_t n = 1);
+
 struct Totals {
   uint64_t writes[policy::kPathCount];
   uint64_t bytes[policy::kPathCount];
   uint64_t fences;
+  uint64_t why_not[UNLOAD_WHY_COUNT];
 };
 Totals stats_totals();
 

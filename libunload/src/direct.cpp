@@ -99,6 +99,11 @@ int run_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt) {
   uint64_t ticket = 0;
   // The completion's cell first: a full queue sends the write to the NIC, never loses it.
   if (r.signaled && !c->pending.claim(ticket)) return -ENOSPC;
+  ibv_sge process_sg[UNLOAD_MAX_IOV];  // the module reads the source by process address
+  if (rt.translated) {
+    sges_translate(q, sg, r.sge_count, process_sg);
+    sg = process_sg;
+  }
   const int rc = kmod_direct(q->qp_num, q->peer.handle, r.rkey, r.remote_addr, sg, r.sge_count, r.length);
   if (rc != 0) {
     if (r.signaled) c->pending.cancel(ticket);
@@ -129,6 +134,17 @@ int run_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt) {
       if (post_marker(q, r.rkey, r.remote_addr) != 0) c->armed.store(true);
   }
   return 0;
+}
+
+int place_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt, Why* why) {
+  int rc = fence_before_direct(q, rt.req);
+  if (rc != 0) {
+    *why = rc == -ETIMEDOUT ? Why::fence : rc == -EBUSY ? Why::queue : rc == -EIO ? Why::qp_error : Why::no_room;
+    return rc;
+  }
+  rc = run_direct(q, sg, wr_id, rt);
+  if (rc != 0) *why = rc == -ENOSPC ? Why::no_room : Why::refused;
+  return rc;
 }
 
 void wake_channel_now(CqRec* c) {

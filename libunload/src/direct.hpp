@@ -17,6 +17,10 @@ int fence_before_direct(QpRec* q, const WriteRequest& r);
 // reports whatever error it finds.
 int run_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt);
 
+// The fence, then the copy (inside q's post gate): 0 when placed; else nothing was
+// placed, *why says what stopped it, and the caller sends the write to the NIC.
+int place_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt, Why* why);
+
 // A completion was queued on `c` while its channel may be armed: make the real CQ event
 // fire, with a marker on some QP of the CQ. From ibv_req_notify_cq (no gate held).
 void wake_channel_now(CqRec* c);

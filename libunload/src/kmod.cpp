@@ -66,6 +66,10 @@ void kmod_count(policy::Path p, uint64_t n, uint64_t bytes) {
 
 void kmod_count_fence() { __atomic_fetch_add(&g_kmod.cnt->fences, 1, __ATOMIC_RELAXED); }
 
+void kmod_count_why(unsigned why, uint64_t n) {
+  if (why < UNLOAD_WHY_COUNT) __atomic_fetch_add(&g_kmod.cnt->why_not[why], n, __ATOMIC_RELAXED);
+}
+
 int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn) {
   unload_qp_reg r{};
   const size_t n = strnlen(ctx->device->name, sizeof r.ibdev - 1);
@@ -85,11 +89,16 @@ int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* 
   return 0;
 }
 
-int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t length, int access, uint64_t* handle) {
+int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t iova, uint64_t length, int access,
+                    uint64_t* handle) {
   unload_region_reg r{};
   const size_t n = strnlen(mr->context->device->name, sizeof r.ibdev - 1);
   std::memcpy(r.ibdev, mr->context->device->name, n);
   r.addr = addr;
+  if (iova != addr) {
+    r.flags = UNLOAD_REGION_IOVA;
+    r.iova = iova;
+  }
   r.length = length;
   r.lkey = mr->lkey;
   r.rkey = mr->rkey;

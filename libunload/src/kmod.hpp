@@ -30,15 +30,17 @@ uint32_t kmod_tunables(policy::Tunables& t, uint32_t seq);
 // Adds to this session's counters page (offload, inline, stage; the module counts direct).
 void kmod_count(policy::Path p, uint64_t n, uint64_t bytes);
 void kmod_count_fence();
+void kmod_count_why(unsigned why, uint64_t n);  // why: enum unload_why
 // 0 or -errno. peer_flags: UNLOAD_PEER_*; handle: names the QP in kmod_direct (QP numbers
 // are per device; the same registration keeps its handle).
 int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* handle);
 // Forgets a QP registered with kmod_reg_qp (at its destruction: QP numbers are reused,
 // and the registration holds a reference on the device). 0 or -errno.
 int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn);
-// Any MR whose iova is its address (a source by lkey; with REMOTE_WRITE also a target by
-// rkey). The module checks it against the RDMA core's MR. 0 or -errno.
-int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t length, int access, uint64_t* handle);
+// Any MR (a source by lkey, given by process address; with REMOTE_WRITE also a target by
+// rkey, given by iova). The module checks it against the RDMA core's MR. 0 or -errno.
+int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t iova, uint64_t length, int access,
+                    uint64_t* handle);
 int kmod_dereg_region(uint64_t handle);
 // A staging arena mapped into this process: 0 or -errno. Free it (kmod_arena_free, after
 // munmap) when its QP is destroyed: the module charges it until then.

@@ -320,8 +320,11 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     q->peer.stuck_below = 0;
     q->failed.store(false, std::memory_order_release);
   }
-  if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTS && kmod_present() &&
-      qp->qp_type == IBV_QPT_RC && q->tracked) {
+  // Registered from RTR, where it can receive: a QP that only ever receives writes (the
+  // passive side of every bandwidth test) is a direct target too. Again at RTS, whose
+  // report is fresher.
+  if ((mask & IBV_QP_STATE) && (attr->qp_state == IBV_QPS_RTR || attr->qp_state == IBV_QPS_RTS) &&
+      kmod_present() && qp->qp_type == IBV_QPT_RC && q->tracked) {
     uint32_t flags = 0, handle = 0;
     if (kmod_reg_qp(qp->context, qp->qp_num, &flags, &handle) == 0) {
       GateScope pg(q->sq.gate);
@@ -386,10 +389,9 @@ ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t iova, 
   auto* m = new (std::nothrow) MrRec{mr, pd, reinterpret_cast<uintptr_t>(addr), iova, len, access, 0};
   if (!m) return mr;
   // Known to the kmod: as the source of direct writes (their lkeys are checked) and, with
-  // REMOTE_WRITE, as a target by rkey (iova == address only: the kmod addresses regions
-  // by process address).
-  if (kmod_present() && iova == m->addr && len)
-    if (kmod_reg_region(mr, m->addr, len, access, &m->kmod_handle) != 0) m->kmod_handle = 0;
+  // REMOTE_WRITE, as a target by rkey, addressed by iova as the NIC does.
+  if (kmod_present() && len)
+    if (kmod_reg_region(mr, m->addr, iova, len, access, &m->kmod_handle) != 0) m->kmod_handle = 0;
   if (g_mrs.insert(lkey_key(c, mr->lkey), m) != 0) {
     if (m->kmod_handle) kmod_dereg_region(m->kmod_handle);
     delete m;

@@ -5,6 +5,7 @@
 #include "direct.hpp"
 #include "merge.hpp"
 #include "registry.hpp"
+#include "route.hpp"
 
 namespace unload::rt {
 
@@ -64,7 +65,9 @@ extern "C" int unload_cq_poll(ibv_cq* cq, int n, ibv_wc* wc) {
     }
     return got;
   }
-  return poll_merge(c, n, wc);
+  const int got = poll_merge(c, n, wc);
+  note_poll(got);
+  return got;
 }
 
 // `armed` is set only once the provider armed the CQ, so a marker posted after the direct

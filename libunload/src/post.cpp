@@ -27,8 +27,9 @@ class Batch {
   bool full() const { return n_ == kChunk; }
   bool empty() const { return n_ == 0; }
 
-  // Adds `w` on its routed path. false when the ring is full (the send queue is too).
-  bool add(ibv_send_wr* w, const Route& rt) {
+  // Adds `w` on its routed path (`fallback`: why a direct route did not run). false when
+  // the ring is full (the send queue is too).
+  bool add(ibv_send_wr* w, const Route& rt, Why fallback = Why::none) {
     SendQueue& sq = q_->sq;
     if (n_ == 0) {  // a fence's marker may have taken entries since the last flush
       start_ = sq.ring.tail();
@@ -49,6 +50,7 @@ class Batch {
       e->stage_mark = sq.stage.tail;
     }
     if (p == Path::unload_inline) c.send_flags |= IBV_SEND_INLINE;
+    why_[n_] = route_why(rt, p, fallback);
     e->user_wr_id = w->wr_id;
     e->post_ns = rt.t0;
     e->remote_addr = r.remote_addr;
@@ -85,6 +87,7 @@ class Batch {
     }
     for (int i = 0; i < posted; ++i) {
       const SqEntry* e = sq.ring.at(start_ + static_cast<uint64_t>(i));
+      count_why(why_[i]);  // before its write: both reach the counters page in one batch
       if (e->flags & kWrite) count_writes(static_cast<Path>(e->path), 1, e->length);
     }
     n_ = 0;
@@ -98,6 +101,7 @@ class Batch {
   int n_ = 0;
   ibv_send_wr copies_[kChunk];
   ibv_send_wr* origin_[kChunk];
+  Why why_[kChunk];  // counted once posted
 };
 
 // Whether every request of a list passes the local checks (its SGEs in regions of the QP's
@@ -105,9 +109,10 @@ class Batch {
 // requests of the list still in flight: a write placed direct ahead of it could not be
 // flushed, so such a list goes to the NIC whole.
 bool list_locally_valid(const QpRec* q, const ibv_send_wr* wr) {
+  bool translated = false;
   for (const ibv_send_wr* w = wr; w; w = w->next)
     if (w->num_sge > 0 && !(w->send_flags & IBV_SEND_INLINE) &&
-        !sges_valid(q, w->sg_list, static_cast<uint32_t>(w->num_sge)))
+        !sges_valid(q, w->sg_list, static_cast<uint32_t>(w->num_sge), &translated))
       return false;
   return true;
 }
@@ -141,21 +146,30 @@ bool list_fits(const QpRec* q, const ibv_send_wr* wr) {
   return true;
 }
 
+// What keeps the writes of list `wr` from going direct, none when nothing does.
+Why list_direct_why(QpRec* q, ibv_send_wr* wr, const Tunables& t) {
+  const Why why = direct_blocker(q, t);
+  if (why != Why::none) return why;
+  if (!list_fits(q, wr)) return Why::queue;
+  return wr->next && !list_locally_valid(q, wr) ? Why::region : Why::none;
+}
+
 int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t) {
-  const bool direct_ok = direct_possible(q, t) && list_fits(q, wr) && (!wr->next || list_locally_valid(q, wr));
+  const Why direct_why = list_direct_why(q, wr, t);
   Batch b(q);
   for (ibv_send_wr* w = wr; w; w = w->next) {
-    Route rt = route(q, *w, t, direct_ok);
+    Route rt = route(q, *w, t, direct_why);
+    Why fallback = Why::none;
     if (rt.path == Path::unload_direct) {
       if (int rc = b.flush(bad)) return rc;  // the requests before it go first
-      if (fence_before_direct(q, rt.req) == 0 && run_direct(q, w->sg_list, w->wr_id, rt) == 0) continue;
+      if (place_direct(q, w->sg_list, w->wr_id, rt, &fallback) == 0) continue;
       rt.path = Path::offload;  // refused: the NIC takes it as built, and reports what it finds
     }
     if (b.full())
       if (int rc = b.flush(bad)) return rc;
-    if (!b.add(w, rt)) {
+    if (!b.add(w, rt, fallback)) {
       if (int rc = b.flush(bad)) return rc;
-      if (!b.add(w, rt)) {  // still full: so is the send queue
+      if (!b.add(w, rt, fallback)) {  // still full: so is the send queue
         *bad = w;
         return ENOMEM;
       }
@@ -166,12 +180,12 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
 
 }  // namespace
 
-int post_routed(QpRec* q, const ibv_send_wr& w, const Route& rt) {
+int post_routed(QpRec* q, const ibv_send_wr& w, const Route& rt, Why fallback) {
   Batch b(q);
   ibv_send_wr copy = w;
   copy.next = nullptr;
   ibv_send_wr* bad = nullptr;
-  if (!b.add(&copy, rt)) return ENOMEM;
+  if (!b.add(&copy, rt, fallback)) return ENOMEM;
   return b.flush(&bad);
 }
 

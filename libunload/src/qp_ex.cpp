@@ -80,6 +80,7 @@ struct QpxState {
   HeldWrite held;
   uint64_t writes[policy::kPathCount] = {};  // statistics, committed by wr_complete
   uint64_t bytes[policy::kPathCount] = {};
+  uint64_t why_not[UNLOAD_WHY_COUNT] = {};
 };
 
 namespace {
@@ -192,6 +193,7 @@ void issue_payload(QpRec* q, ibv_qp_ex* qp, size_t n, const ibv_sge* sg, const R
     p = Path::offload;  // the provider refuses the batch anyway
   }
   count(s, p, rt.req.length);
+  if (const Why why = route_why(rt, p, Why::no_room); why != Why::none) s->why_not[static_cast<unsigned>(why)]++;
   if (p == Path::unload_inline) {
     if (n == 1) {
       s->orig.wr_set_inline_data(qp, reinterpret_cast<void*>(sg[0].addr), sg[0].length);
@@ -218,8 +220,9 @@ void write_payload(QpRec* q, ibv_qp_ex* qp, size_t n, const ibv_sge* sg) {
   QpxState* s = q->qpx;
   HeldWrite& h = s->held;
   const Tunables& t = tunables();
-  const bool direct_ok = h.first && n <= kHeldMaxSge && direct_possible(q, t);
-  const Route rt = route(q, held_request(q, h, n, sg), sg, t, direct_ok);
+  // Only a batch's first write can be held back for the direct path.
+  const Why direct_why = !h.first ? Why::queue : n > kHeldMaxSge ? Why::size : direct_blocker(q, t);
+  const Route rt = route(q, held_request(q, h, n, sg), sg, t, direct_why);
   if (rt.path == Path::unload_direct) {
     h.nsge = static_cast<uint32_t>(n);
     for (size_t i = 0; i < n; ++i) h.sge[i] = sg[i];  // the program's list is theirs again on return
@@ -376,6 +379,7 @@ extern "C" void unload_qpx_wr_set_inline_data_list(ibv_qp_ex* qp, size_t n, cons
 static void reset_batch(QpxState* s) {
   s->held.state = kHeldNone;
   for (unsigned i = 0; i < policy::kPathCount; ++i) s->writes[i] = s->bytes[i] = 0;
+  for (uint64_t& n : s->why_not) n = 0;
   s->nic = 0;
 }
 
@@ -409,10 +413,11 @@ static int complete_held(QpRec* q, ibv_qp_ex* qp) {
   Route rt = h.route;
   int rc = 0;
   // A full send queue refuses the batch on the NIC path; the provider says how.
+  Why why = Why::queue;
   const bool room = q->sq.ring.in_flight() < q->sq.max_wr;
-  if (!room || fence_before_direct(q, rt.req) != 0 || run_direct(q, h.sge, h.wr_id, rt) != 0) {
+  if (!room || place_direct(q, h.sge, h.wr_id, rt, &why) != 0) {
     rt.path = Path::offload;
-    rc = post_routed(q, w, rt);
+    rc = post_routed(q, w, rt, why);
   }
   end_batch(q);
   return rc;
@@ -432,6 +437,8 @@ extern "C" int unload_qpx_wr_complete(ibv_qp_ex* qp) {
   } else {
     for (unsigned i = 0; i < policy::kPathCount; ++i)
       if (s->writes[i]) count_writes(static_cast<Path>(i), s->writes[i], s->bytes[i]);
+    for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
+      if (s->why_not[i]) count_why(static_cast<Why>(i), s->why_not[i]);
   }
   end_batch(q);
   return rc;

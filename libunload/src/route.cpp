@@ -19,6 +19,10 @@ using policy::PathSet;
 namespace {
 
 constinit thread_local policy::Policy* t_policy = nullptr;
+// When this thread's current run of empty ibv_poll_cq calls began; 0 when its last poll
+// found something. What a completion arrives after of it is time the program spent
+// busy-polling for the NIC, which adaptive's CPU budget does not charge (policy.hpp).
+constinit thread_local uint64_t t_spin_since = 0;
 
 // nullptr only when it cannot be allocated: the caller then takes the NIC.
 policy::Policy* thread_policy() {
@@ -49,16 +53,25 @@ bool fence_blocks_copy(const QpRec* q, const WriteRequest& r) {
 
 }  // namespace
 
-bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n) {
+bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated) {
   for (uint32_t i = 0; i < n; ++i) {
     if (sg[i].length == 0) continue;
     const MrRec* m = g_mrs.find(lkey_key(q->c, sg[i].lkey));
-    if (!m || m->pd != q->qp->pd || m->iova != m->addr) return false;
+    if (!m || m->pd != q->qp->pd) return false;
     if (sg[i].addr < m->iova || sg[i].addr + sg[i].length > m->iova + m->length ||
         sg[i].addr + sg[i].length < sg[i].addr)
       return false;
+    if (m->iova != m->addr) *translated = true;
   }
   return true;
+}
+
+void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out) {
+  for (uint32_t i = 0; i < n; ++i) {
+    out[i] = sg[i];
+    if (sg[i].length == 0) continue;
+    if (const MrRec* m = g_mrs.find(lkey_key(q->c, sg[i].lkey))) out[i].addr = m->addr + (sg[i].addr - m->iova);
+  }
 }
 
 bool all_offload(const Tunables& t) {
@@ -67,15 +80,17 @@ bool all_offload(const Tunables& t) {
   return !t.enabled || t.mode == static_cast<uint32_t>(Mode::offload);
 }
 
-bool direct_possible(QpRec* q, const Tunables& t) {
-  if (!kmod_present() || !t.enabled || t.direct_max == 0 || !q->peer.registered) return false;
-  if (t.mode == static_cast<uint32_t>(Mode::offload)) return false;
-  if (q->failed.load(std::memory_order_relaxed)) return false;
-  if (q->sq.ring.head() < q->peer.stuck_below) return false;
+Why direct_blocker(QpRec* q, const Tunables& t) {
+  if (q->qp->qp_type != IBV_QPT_RC) return Why::not_rc;
+  if (!t.enabled || t.direct_max == 0) return Why::path_off;
+  if (!kmod_present()) return Why::no_module;
+  if (t.mode == static_cast<uint32_t>(Mode::offload)) return Why::policy;
+  if (!q->peer.registered) return Why::unregistered;
   PeerLink& p = q->peer;
-  if (p.flags & UNLOAD_PEER_POISONED) return false;  // a request of the pair failed a check: never again
+  if (p.flags & UNLOAD_PEER_POISONED) return Why::poisoned;  // a request of the pair failed a check: never again
   if (!(p.flags & UNLOAD_PEER_PAIRED)) {
-    if (!(p.flags & UNLOAD_PEER_LOCAL) || --p.countdown != 0) return false;
+    if (!(p.flags & UNLOAD_PEER_LOCAL)) return Why::remote_peer;
+    if (--p.countdown != 0) return Why::unpaired;
     p.backoff = p.backoff < (1u << 16) ? p.backoff * 2 : p.backoff;
     p.countdown = p.backoff;
     uint32_t flags = 0, handle = 0;
@@ -83,48 +98,119 @@ bool direct_possible(QpRec* q, const Tunables& t) {
       p.flags = flags;
       p.handle = handle;
     }
-    if (!(p.flags & UNLOAD_PEER_PAIRED)) return false;
+    if (p.flags & UNLOAD_PEER_POISONED) return Why::poisoned;
+    if (!(p.flags & UNLOAD_PEER_PAIRED)) return Why::unpaired;
   }
+  if (q->failed.load(std::memory_order_relaxed)) return Why::qp_error;
+  if (q->sq.ring.head() < q->peer.stuck_below) return Why::queue;
   const CqRec* c = q->scq;
-  return c && (!c->cqx || cqx_can_synthesise(c));
+  return c && (!c->cqx || cqx_can_synthesise(c)) ? Why::none : Why::cq;
 }
 
-Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t, bool direct_ok) {
+namespace {
+
+// Why `r` cannot take `p` here; policy when it could (the mode or the policy chose).
+// Only for writes off their preferred path, so its lookups cost nothing on the fast path.
+Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, const Tunables& t,
+            Why direct_why, bool copy_ok) {
+  switch (p) {
+    case Path::unload_inline:
+      if (t.inline_max == 0) return Why::path_off;
+      if (!copy_ok) return Why::fence;
+      if (r.length > q->sq.max_inline || r.length > t.inline_max) return Why::size;
+      break;
+    case Path::unload_stage:
+      if (!kmod_present()) return Why::no_module;
+      if (t.stage_max == 0) return Why::path_off;
+      if (!copy_ok) return Why::fence;
+      if (!q->sq.stage.base) return Why::no_room;
+      if (r.length == 0 || r.length > q->sq.stage.size / 4 || r.length > t.stage_max) return Why::size;
+      break;
+    case Path::unload_direct:
+      if (r.with_imm) return Why::with_imm;
+      if (direct_why != Why::none) return direct_why;
+      if (r.length == 0 || r.length > t.direct_max || r.sge_count > UNLOAD_MAX_IOV) return Why::size;
+      break;
+    default:
+      return Why::none;
+  }
+  bool translated = false;
+  if (r.length != 0 && !sges_valid(q, sg, r.sge_count, &translated)) return Why::region;
+  return translated && p != Path::unload_direct ? Why::region : Why::policy;
+}
+
+}  // namespace
+
+Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t, Why direct_why) {
   Route out;
   out.req = r;
   Path forced;
   const bool is_forced = forced_path(forced);
-  // More SGEs than the QP takes: the provider refuses it at post, so must the CPU paths.
-  if (!t.enabled || (!is_forced && t.mode == static_cast<uint32_t>(Mode::offload)) || !r.is_write ||
-      r.user_inline || r.sge_count > q->sq.max_sge)
+  if (!t.enabled || !r.is_write || (!is_forced && t.mode == static_cast<uint32_t>(Mode::offload)))
     return out;
+  out.preferred = is_forced ? forced : Path::unload_direct;
+  if (out.preferred == Path::offload) return out;
+  if (r.user_inline) {
+    out.why = Why::program_inline;
+    return out;
+  }
+  // More SGEs than the QP takes: the provider refuses it at post, so must the CPU paths.
+  if (r.sge_count > q->sq.max_sge) {
+    out.why = Why::size;
+    return out;
+  }
   const bool copy_ok = !fence_blocks_copy(q, r);
   PathContext pc;
   pc.max_inline = copy_ok ? q->sq.max_inline : 0;
-  pc.direct_available = direct_ok && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
+  pc.direct_available = direct_why == Why::none && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
   pc.stage_available = copy_ok && q->sq.stage.base && r.length != 0 && r.length <= q->sq.stage.size / 4;
   pc.sges_valid = (r.length <= pc.max_inline || pc.direct_available || pc.stage_available) &&
-                  sges_valid(q, sg, r.sge_count);
+                  sges_valid(q, sg, r.sge_count, &out.translated);
+  if (out.translated) {  // the copies read process addresses: only direct translates
+    pc.max_inline = 0;
+    pc.stage_available = false;
+  }
   const PathSet eligible = eligible_paths(r, pc);
-  if (eligible == PathSet(Path::offload)) return out;
   if (is_forced) {
     out.path = eligible.contains(forced) ? forced : Path::offload;
-    return out;
+  } else if (eligible != PathSet(Path::offload)) {
+    if (policy::Policy* pol = thread_policy()) {
+      const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
+      const policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible, adaptive);
+      out.path = pol->decide(f, t);
+      if (adaptive) out.t0 = f.now_ns;
+    }
   }
-  policy::Policy* pol = thread_policy();
-  if (!pol) return out;
-  const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
-  const policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible, adaptive);
-  out.path = pol->decide(f, t);
-  if (adaptive) out.t0 = f.now_ns;
+  if (out.path != out.preferred) out.why = why_not(q, r, sg, out.preferred, t, direct_why, copy_ok);
   return out;
+}
+
+Why route_why(const Route& rt, Path taken, Why fallback) {
+  if (taken == rt.preferred) return Why::none;
+  if (rt.why != Why::none) return rt.why;  // routed elsewhere, for this reason
+  return fallback != Why::none ? fallback : Why::no_room;
 }
 
 void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey,
              uint64_t remote_addr, uint64_t t0) {
   if (!t0 || !t_policy) return;
   const policy::WriteFeatures f = features_of(q, length, sge_count, rkey, remote_addr, PathSet::all(), false);
-  t_policy->observe(p, f, now_ns() - t0);
+  const uint64_t now = now_ns();
+  const uint64_t cost = now - t0;
+  // Polled for since the post, or since the spin began if later. Several completions
+  // collected by one poll each count the whole spin: a batch's per-write wait is
+  // overstated, but only for a program that spends that time polling anyway.
+  const uint64_t since = t_spin_since > t0 ? t_spin_since : t0;
+  const uint64_t wait = p == Path::offload && t_spin_since && now > since ? now - since : 0;
+  t_policy->observe(p, f, cost, policy::is_cpu_path(p) ? cost : 0, wait);
+}
+
+void note_poll(int got) {
+  if (!t_policy) return;
+  if (got != 0)
+    t_spin_since = 0;
+  else if (!t_spin_since)
+    t_spin_since = now_ns();
 }
 
 }  // namespace unload::rt

@@ -13,30 +13,50 @@ struct Route {
   WriteRequest req;
   Path path = Path::offload;
   uint64_t t0 = 0;  // adaptive: when the policy chose (the path's cost is measured from here)
+  bool translated = false;         // SGEs name an iova other than their address
+  Path preferred = Path::offload;  // what the mode wants: direct, or the forced path
+  Why why = Why::none;             // why `path` is not `preferred` (docs/sysfs.md)
 };
 
 // Every write to the NIC as the program built it (shim off, mode offload, UNLOAD_PATH=offload):
 // the post paths then pass requests through untracked.
 bool all_offload(const Tunables& t);
 
-// Whether writes on `q` may go direct at all now: a peer the kmod paired, a send CQ that
-// can take shim-made completions, no failure seen. Asks the kmod again, less and less
-// often, while a local peer is not paired yet (it may still be connecting).
-bool direct_possible(QpRec* q, const Tunables& t);
+// What keeps writes on `q` from going direct now (none: a peer the kmod paired, a send CQ
+// that can take shim-made completions, no failure seen). Asks the kmod again, less and
+// less often, while a local peer is not paired yet (it may still be connecting).
+Why direct_blocker(QpRec* q, const Tunables& t);
+inline bool direct_possible(QpRec* q, const Tunables& t) { return direct_blocker(q, t) == Why::none; }
 
-// The route of one request whose local buffers are `sg[0..n)`. `direct_ok`: the caller can
-// run a direct write at this point (direct_possible, and the request's position allows it).
-Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t, bool direct_ok);
-inline Route route(QpRec* q, const ibv_send_wr& w, const Tunables& t, bool direct_ok) {
-  return route(q, classify(w, q->sq.sig_all), w.sg_list, t, direct_ok);
+// The route of one request whose local buffers are `sg[0..n)`. `direct_why`: what keeps
+// the caller from running a direct write at this point (direct_blocker, or the request's
+// position), none when it can.
+Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t, Why direct_why);
+inline Route route(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct_why) {
+  return route(q, classify(w, q->sq.sig_all), w.sg_list, t, direct_why);
 }
 
-// Do the SGEs lie inside regions registered through the shim on the QP's PD, with
-// iova == address (the CPU paths read process addresses)?
-bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n);
+// The reason to count for a write routed `rt` and carried out on `taken`: none when it
+// took its preferred path; the route's reason when it was routed elsewhere; `fallback`
+// when it was routed to its preferred path but that path could not run it after all.
+Why route_why(const Route& rt, Path taken, Why fallback);
 
-// Adaptive mode: the policy of this thread learns the cost of a path that finished.
+// Do the SGEs lie inside regions registered through the shim on the QP's PD? Sets
+// *translated when one of them is a region whose iova is not its address
+// (ibv_reg_mr_iova2): the inline and stage copies read SGEs as process addresses, so
+// only direct, given translated SGEs, can take such a request.
+bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated);
+
+// The SGEs (already valid) as process addresses, into out[0..n).
+void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out);
+
+// Adaptive mode: the policy of this thread learns the cost of a path that finished, and
+// for an offloaded write how long this thread busy-polled for it.
 void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey,
              uint64_t remote_addr, uint64_t t0);
+
+// What the program's ibv_poll_cq returned (after the merge): a run of empty polls is a
+// wait for the NIC, which observe() reports to the policy.
+void note_poll(int got);
 
 }  // namespace unload::rt

@@ -25,12 +25,27 @@ Path Policy::decide(const WriteFeatures& f, const Tunables& t) {
   return Path::offload;
 }
 
-void Policy::observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns) {
-  // Only a capped decision charges: CPU time spent in unload or threshold mode is not a
-  // debt adaptive mode should repay when an administrator switches to it.
-  if (budget_enforced_ && cpu_ns != 0) budget_.charge(cpu_ns);
-
+void Policy::observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns,
+                     uint64_t nic_wait_ns) {
   WriteClass& wc = class_of(f, is_hot(f));
+  // The wait matters only to a capped budget: uncapped, skip the cost of estimating it.
+  if (path == Path::offload && budget_enforced_) wc.nic_wait.add(nic_wait_ns);
+  // Only a capped decision charges: CPU time spent in unload or threshold mode is not a
+  // debt adaptive mode should repay when an administrator switches to it. What the
+  // program would have spent polling for the NIC instead is not charged at all.
+  // The runtime measures wall time, so a write preempted for milliseconds looks like
+  // milliseconds of copying; charged in full, one would empty the budget for hundreds of
+  // writes. A write is charged at most twice its path's settled cost: the rest is not CPU.
+  if (budget_enforced_ && cpu_ns != 0) {
+    const CostEstimate& e = wc.estimate[index_of(path)];
+    if (e.warm() && cpu_ns > 2 * uint64_t{e.settled_ns()}) cpu_ns = 2 * uint64_t{e.settled_ns()};
+    const uint64_t wait_ns = wc.nic_wait.settled_ns();
+    const uint64_t waived = cpu_ns < wait_ns ? cpu_ns : wait_ns;
+    stats_.budget_waived_ns += waived;
+    stats_.budget_charged_ns += cpu_ns - waived;
+    if (cpu_ns > waived) budget_.charge(cpu_ns - waived);
+  }
+
   wc.estimate[index_of(path)].add(cost_ns);
   if (!wc.has_chosen || path == wc.chosen) return;
 
@@ -64,6 +79,8 @@ unsigned Policy::class_index(const WriteFeatures& f, bool hot) {
 bool Policy::is_hot(const WriteFeatures& f) const {
   return hotness_.is_hot(f.rkey, f.remote_addr >> kTargetPageShift);
 }
+
+const CostEstimate& Policy::nic_wait(const WriteFeatures& f) const { return class_of(f, is_hot(f)).nic_wait; }
 
 Path Policy::chosen_path(const WriteFeatures& f) const { return class_of(f, is_hot(f)).chosen; }
 

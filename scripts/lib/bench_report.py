@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Summarise a scripts/bench results directory: the size x path table, summary.json, and a
-log-log plot of latency against size (PNG and SVG).
+"""Summarise a scripts/bench results directory: the size x path tables, summary.json, and
+log-log plots of latency and bandwidth against size (PNG and SVG).
 
 Every figure is a median over repetitions of a per-repetition median (or p99) of per-write
-latencies; paths are compared as ratios measured in the same run, interleaved.
+latencies; paths are compared as ratios measured in the same run, interleaved. Bandwidth
+rows are per write too: the median time per write over runs of 100 streamed writes, so
+bytes/s and writes/s are bytes / median and 1 / median.
 
     bench_report.py RESULTS_DIR
 """
@@ -16,7 +18,8 @@ import statistics
 import sys
 
 VARIANTS = ["noshim", "offload", "inline", "stage", "direct", "adaptive"]
-WORKLOADS = ["PostToCompletion", "PingPong", "RandomTarget"]
+WORKLOADS = ["PostToCompletion", "PingPong", "RandomTarget", "Bandwidth"]
+PERFTEST_BW_VARIANTS = ["noshim", "offload", "unload"]
 PATHS = ["offload", "inline", "stage", "direct"]
 
 
@@ -64,6 +67,10 @@ def summarise(runs, floors):
                 entry = {"median_ns": med(b["median_ns"] for b in rs),
                          "p99_ns": med(b["p99_ns"] for b in rs),
                          "reps": len(rs)}
+                if workload == "Bandwidth" and entry["median_ns"]:
+                    entry["bytes_per_s"] = size * 1e9 / entry["median_ns"]
+                    entry["writes_per_s"] = 1e9 / entry["median_ns"]
+                    entry["depth"] = med(b.get("depth") for b in rs)
                 shares = {p: med(b.get("share_" + p) for b in rs) for p in PATHS}
                 if any(x is not None for x in shares.values()):
                     entry["share"] = shares
@@ -109,6 +116,35 @@ def overhead(results):
     return out
 
 
+def perftest_bandwidth(results):
+    """ib_write_bw per size and variant: median over repetitions of its average MB/s and
+    Mwrites/s, and each variant's median per-repetition ratio to the bare NIC."""
+    path = os.path.join(results, "write_bw.tsv")
+    data = {}
+    if os.path.exists(path):
+        for line in open(path):
+            parts = line.split()
+            if len(parts) == 5 and math.isfinite(float(parts[3])) and math.isfinite(float(parts[4])):
+                data[(int(parts[0]), int(parts[1]), parts[2])] = (float(parts[3]), float(parts[4]))
+    out = []
+    for size in sorted({s for (_, s, _) in data}):
+        reps = sorted({r for (r, s, _) in data if s == size})
+        row = {"bytes": size, "variants": {}}
+        for v in PERFTEST_BW_VARIANTS:
+            got = [data[(r, size, v)] for r in reps if (r, size, v) in data]
+            if not got:
+                continue
+            entry = {"mb_per_s": med(g[0] for g in got), "mwrites_per_s": med(g[1] for g in got),
+                     "reps": len(got)}
+            ratios = [data[(r, size, v)][0] / data[(r, size, "noshim")][0] for r in reps
+                      if (r, size, v) in data and (r, size, "noshim") in data and data[(r, size, "noshim")][0]]
+            if ratios:
+                entry["vs_noshim"] = med(ratios)
+            row["variants"][v] = entry
+        out.append(row)
+    return out
+
+
 def policy_costs(results):
     """Median ns per call of the policy's decide/observe per mode, from bench_policy."""
     path = os.path.join(results, "policy.json")
@@ -126,11 +162,41 @@ def fmt_ns(v):
     return f"{v / 1000:.1f}us" if v >= 10000 else f"{v:.0f}ns"
 
 
-def table(rows, shim_overhead, policy=None):
+def fmt_rate(v, unit):
+    if v is None:
+        return "-"
+    for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if v >= scale:
+            return f"{v / scale:.3g}{prefix}{unit}"
+    return f"{v:.3g}{unit}"
+
+
+def bandwidth_table(sel):
+    lines = ["\nBandwidth (depth 128, one completion per 100 writes): bytes/s and writes/s at the median"
+             " time per write (speedup vs offload)"]
+    lines.append(f"{'bytes':>8} " + " ".join(f"{v:>24}" for v in VARIANTS) + "  adaptive chose")
+    for r in sel:
+        cells = []
+        for v in VARIANTS:
+            e = r["paths"].get(v)
+            if not e or not e.get("bytes_per_s"):
+                cells.append(f"{'-':>24}")
+                continue
+            sp = e.get("speedup_vs_offload")
+            text = fmt_rate(e["bytes_per_s"], "B/s") + " " + fmt_rate(e["writes_per_s"], "w/s")
+            cells.append(f"{text + (f' ({sp:.2f}x)' if sp else ''):>24}")
+        lines.append(f"{r['bytes']:>8} " + " ".join(cells) + f"  {r.get('adaptive_chose', '-'):>14}")
+    return lines
+
+
+def table(rows, shim_overhead, policy=None, perftest_bw=None):
     lines = []
     for workload in WORKLOADS:
         sel = [r for r in rows if r["workload"] == workload]
         if not sel:
+            continue
+        if workload == "Bandwidth":
+            lines += bandwidth_table(sel)
             continue
         lines.append(f"\n{workload}: median / p99 (speedup vs offload)")
         head = f"{'bytes':>8} " + " ".join(f"{v:>24}" for v in VARIANTS) + "  adaptive chose  direct/floor"
@@ -153,6 +219,17 @@ def table(rows, shim_overhead, policy=None):
         for o in shim_overhead:
             lines.append(f"{o['bytes']:>8} B: {o['noshim_us']:.2f} us without, {o['shim_us']:.2f} us with:"
                          f" {o['overhead_pct']:+.1f}% ({o['pairs']} pairs)")
+    if perftest_bw:
+        lines.append("\nperftest ib_write_bw (defaults: tx depth 128, cq-mod 100), median MB/s and Mwrites/s"
+                     " (median ratio to no shim):")
+        for row in perftest_bw:
+            cells = []
+            for v in PERFTEST_BW_VARIANTS:
+                e = row["variants"].get(v)
+                if e:
+                    ratio = f" ({e['vs_noshim']:.2f}x)" if "vs_noshim" in e else ""
+                    cells.append(f"{v} {e['mb_per_s']:.1f} MB/s {fmt_rate(e['mwrites_per_s'] * 1e6, 'w/s')}{ratio}")
+            lines.append(f"{row['bytes']:>8} B: " + ", ".join(cells))
     if policy:
         lines.append("\nPolicy cost per call (host CPU, median of 5):")
         for name, ns in sorted(policy.items()):
@@ -168,18 +245,23 @@ def plot(rows, results):
     except ImportError:
         print("bench_report: matplotlib missing, no plot", file=sys.stderr)
         return
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for ax, workload in zip(axes, ["PostToCompletion", "PingPong"]):
+    fig, axes = plt.subplots(1, 3, figsize=(18, 4.5))
+    for ax, workload in zip(axes, ["PostToCompletion", "PingPong", "Bandwidth"]):
         sel = [r for r in rows if r["workload"] == workload]
+        bandwidth = workload == "Bandwidth"
         for v in VARIANTS:
-            pts = [(r["bytes"], r["paths"][v]["median_ns"] / 1000) for r in sel if v in r["paths"]]
+            if bandwidth:
+                pts = [(r["bytes"], r["paths"][v]["bytes_per_s"] / 1e6) for r in sel
+                       if r["paths"].get(v, {}).get("bytes_per_s")]
+            else:
+                pts = [(r["bytes"], r["paths"][v]["median_ns"] / 1000) for r in sel if v in r["paths"]]
             if pts:
                 ax.plot(*zip(*pts), marker="o", label=v)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("write size (bytes)")
-        ax.set_ylabel("median latency (us)")
-        ax.set_title(f"RDMA WRITE {workload}")
+        ax.set_ylabel("MB/s at the median time per write" if bandwidth else "median latency (us)")
+        ax.set_title("RDMA WRITE bandwidth (depth 128)" if bandwidth else f"RDMA WRITE {workload}")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -192,13 +274,15 @@ def main():
     runs, floors, context = load(results)
     rows = summarise(runs, floors)
     ovh = overhead(results)
-    if not rows and not ovh:
+    pbw = perftest_bandwidth(results)
+    if not rows and not ovh and not pbw:
         print("bench_report: no benchmark results in", results, file=sys.stderr)
         return 1
     pol = policy_costs(results)
     with open(os.path.join(results, "summary.json"), "w") as f:
-        json.dump({"context": context, "rows": rows, "shim_overhead": ovh, "policy_ns": pol}, f, indent=1)
-    text = table(rows, ovh, pol)
+        json.dump({"context": context, "rows": rows, "shim_overhead": ovh, "perftest_bandwidth": pbw,
+                   "policy_ns": pol}, f, indent=1)
+    text = table(rows, ovh, pol, pbw)
     with open(os.path.join(results, "table.txt"), "w") as f:
         f.write(text + "\n")
     print(text)

@@ -17,6 +17,7 @@
 
 // verbs.h makes ibv_reg_mr a macro (for IBV_ACCESS_OPTIONAL_RANGE); the symbol is what we export.
 #undef ibv_reg_mr
+#undef ibv_reg_mr_iova
 
 #define UNLOAD_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -47,6 +48,7 @@ void init_once() {
   resolve(lib, g_real.query_qp, "ibv_query_qp", "IBVERBS_1.1");
   resolve(lib, g_real.destroy_qp, "ibv_destroy_qp", "IBVERBS_1.1");
   resolve(lib, g_real.reg_mr, "ibv_reg_mr", "IBVERBS_1.1");
+  resolve(lib, g_real.reg_mr_iova, "ibv_reg_mr_iova", "IBVERBS_1.7");
   resolve(lib, g_real.reg_mr_iova2, "ibv_reg_mr_iova2", "IBVERBS_1.8");
   resolve(lib, g_real.dereg_mr, "ibv_dereg_mr", "IBVERBS_1.1");
   resolve(lib, g_real.create_cq, "ibv_create_cq", "IBVERBS_1.1");
@@ -108,6 +110,9 @@ UNLOAD_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) { SHIM(crea
 UNLOAD_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int m) { SHIM(modify_qp(qp, a, m), unload_qp_modify(qp, a, m)); }
 UNLOAD_EXPORT int ibv_destroy_qp(ibv_qp* qp) { SHIM(destroy_qp(qp), unload_qp_destroy(qp)); }
 UNLOAD_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* a, size_t l, int acc) { SHIM(reg_mr(pd, a, l, acc), unload_mr_reg(pd, a, l, acc)); }
+UNLOAD_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* a, size_t l, uint64_t iova, int acc) {
+  SHIM(reg_mr_iova(pd, a, l, iova, acc), unload_mr_reg_iova2(pd, a, l, iova, static_cast<unsigned>(acc)));
+}
 UNLOAD_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* a, size_t l, uint64_t iova, unsigned acc) {
   SHIM(reg_mr_iova2(pd, a, l, iova, acc), unload_mr_reg_iova2(pd, a, l, iova, acc));
 }
@@ -135,6 +140,7 @@ void* unload::shim::wrapper_of(const char* name) {
       {"ibv_modify_qp", reinterpret_cast<void*>(&ibv_modify_qp)},
       {"ibv_destroy_qp", reinterpret_cast<void*>(&ibv_destroy_qp)},
       {"ibv_reg_mr", reinterpret_cast<void*>(&ibv_reg_mr)},
+      {"ibv_reg_mr_iova", reinterpret_cast<void*>(&ibv_reg_mr_iova)},
       {"ibv_reg_mr_iova2", reinterpret_cast<void*>(&ibv_reg_mr_iova2)},
       {"ibv_dereg_mr", reinterpret_cast<void*>(&ibv_dereg_mr)},
       {"ibv_rereg_mr", reinterpret_cast<void*>(&ibv_rereg_mr)},

@@ -36,10 +36,30 @@ Outcome Simulator::step(SimWrite w, const CostModel& model) {
   }
   out.path = policy_.decide(w.features, tunables_);
   out.cost_ns = out.path_cost_ns[index_of(out.path)];
-  const uint64_t cost = static_cast<uint64_t>(out.cost_ns);
-  policy_.observe(out.path, w.features, cost);
-  if (is_cpu_path(out.path)) cpu_ns_ += static_cast<double>(cost);
-  now_ns_ += gap_ns_;
+  const bool cpu = is_cpu_path(out.path);
+  if (!closed_loop_) {
+    const uint64_t cost = static_cast<uint64_t>(out.cost_ns);
+    policy_.observe(out.path, w.features, cost);
+    if (cpu) cpu_ns_ += out.cost_ns;
+    now_ns_ += gap_ns_;
+    ++index_;
+    return out;
+  }
+  // Closed loop: a NIC write's completion is merged when the program polls after computing.
+  const double compute = program_.compute_ns;
+  double seen_ns = out.cost_ns;
+  double wall_ns = out.cost_ns + compute;
+  if (!cpu) {
+    out.wait_ns = out.cost_ns > compute ? out.cost_ns - compute : 0;
+    seen_ns = compute + out.wait_ns;
+    wall_ns = seen_ns;
+  }
+  const uint64_t seen = static_cast<uint64_t>(seen_ns);
+  policy_.observe(out.path, w.features, seen, cpu ? seen : 0,
+                  report_wait_ ? static_cast<uint64_t>(out.wait_ns) : 0);
+  if (cpu) cpu_ns_ += out.cost_ns;
+  wait_ns_ += out.wait_ns;
+  now_ns_ += static_cast<uint64_t>(wall_ns);
   ++index_;
   return out;
 }

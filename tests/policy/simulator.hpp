@@ -50,17 +50,34 @@ struct Linear {
   double at(uint32_t length) const { return base_ns + ns_per_byte * length; }
 };
 
+// A closed-loop program: it posts a write, computes for compute_ns, then polls until the
+// write's completion is there. A NIC write of latency L is seen L or compute_ns after the
+// post, whichever is later, and the program busy-polls for max(0, L - compute_ns): the wait
+// the runtime reports. A CPU path's cost is spent copying before the program goes on, all
+// of it CPU time. compute_ns = 0 is a latency-bound program (post, then poll).
+struct Program {
+  double compute_ns = 0;
+};
+
 struct Outcome {
   Path path;
   double cost_ns;                   // what the policy's write cost
   double path_cost_ns[kPathCount];  // what each eligible path would have cost (same noise law)
   PathSet eligible;                 // effective eligibility, for fixed-path comparisons
+  double wait_ns = 0;               // closed loop: what the program busy-polled for the NIC
 };
 
 class Simulator {
  public:
-  // Writes arrive every `gap_ns` of simulated wall time.
+  // Writes arrive every `gap_ns` of simulated wall time, and nobody waits for the NIC.
   Simulator(Tunables tunables, uint64_t seed, NoiseSpec noise = {}, uint64_t gap_ns = 1000);
+  // Writes come from `program` instead, one after the other; `report_wait` false is a
+  // runtime that does not measure the wait (every CPU nanosecond charged).
+  void run_program(Program program, bool report_wait = true) {
+    program_ = program;
+    closed_loop_ = true;
+    report_wait_ = report_wait;
+  }
 
   // Decides, draws the cost of every eligible path, observes the chosen one.
   Outcome step(SimWrite w, const CostModel& model);
@@ -70,7 +87,8 @@ class Simulator {
   Noise& noise() { return noise_; }
   uint64_t now_ns() const { return now_ns_; }
   uint64_t writes() const { return index_; }
-  double cpu_ns() const { return cpu_ns_; }
+  double cpu_ns() const { return cpu_ns_; }      // simulated CPU time spent on CPU paths
+  double wait_ns() const { return wait_ns_; }    // simulated time spent polling for the NIC
 
  private:
   Policy policy_;
@@ -80,6 +98,10 @@ class Simulator {
   uint64_t now_ns_ = 1'000'000;
   uint64_t index_ = 0;
   double cpu_ns_ = 0;
+  double wait_ns_ = 0;
+  Program program_;
+  bool closed_loop_ = false;
+  bool report_wait_ = true;
 };
 
 // A cold-traffic remote write of `length` bytes to a random page among 2^24.

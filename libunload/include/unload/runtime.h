@@ -30,6 +30,7 @@ struct unload_real_verbs {
 	int (*query_qp)(struct ibv_qp *, struct ibv_qp_attr *, int, struct ibv_qp_init_attr *);
 	int (*destroy_qp)(struct ibv_qp *);
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
+	struct ibv_mr *(*reg_mr_iova)(struct ibv_pd *, void *, size_t, uint64_t, int);
 	struct ibv_mr *(*reg_mr_iova2)(struct ibv_pd *, void *, size_t, uint64_t, unsigned int);
 	int (*dereg_mr)(struct ibv_mr *);
 	struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int);

@@ -10,7 +10,7 @@
 // is the CPU budget: each thread may spend cpu_budget_pct of its own wall time copying.
 // Give each instance its own seed (e.g. the thread id) so threads explore independently.
 //
-// Size: about 40 KiB of tables held by value (write classes and the hotness sketch);
+// Size: about 48 KiB of tables held by value (write classes and the hotness sketch);
 // allocate it once per thread, not on the stack of a hot function.
 #pragma once
 
@@ -34,6 +34,8 @@ struct PolicyStats {
   uint64_t trials = 0;          // ... sent to a path whose last sample looked better
   uint64_t switches = 0;        // changes of a write class's chosen path
   uint64_t budget_denials = 0;  // CPU paths turned into offload by the CPU budget
+  uint64_t budget_charged_ns = 0;  // CPU time charged to the budget, beyond the NIC wait
+  uint64_t budget_waived_ns = 0;   // CPU time not charged: the program would have waited
 };
 
 // The paths the tunables' length caps allow for this write, plus offload, which is always
@@ -63,11 +65,22 @@ class Policy {
   Path decide(const WriteFeatures& f, const Tunables& t);
 
   // The measured cost of a write decide() routed to `path` (latency to completion, the
-  // quantity adaptive minimises), and `cpu_ns`, the part of it the CPU spent copying,
-  // which is charged to the CPU budget. Pass the same features decide() saw. Only
-  // adaptive mode uses what it learns; calling it in other modes keeps the estimates
-  // warm for a switch to adaptive, skipping it costs nothing else.
-  void observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns);
+  // quantity adaptive minimises), and `cpu_ns`, the part of it the CPU spent copying.
+  // `nic_wait_ns`, for an offloaded write: how long the thread busy-polled for its
+  // completion (0 if the completion was there when the program first looked). Pass the
+  // same features decide() saw. Only adaptive mode uses what it learns; calling it in
+  // other modes keeps the estimates warm for a switch to adaptive, skipping it costs
+  // nothing else.
+  //
+  // The CPU budget is charged only the CPU a path costs beyond the wait: cpu_ns minus the
+  // write class's offload wait (estimated as costs are, so an outlier does not move it),
+  // never below 0. A program that busy-polls for every completion would spend that time
+  // anyway, so it is never kept off a faster CPU path; a program that computes between
+  // writes waits little and has its copies charged in full. A runtime that cannot tell
+  // passes 0, and every CPU nanosecond is charged. A write is charged at most twice its
+  // path's settled cost: a cpu_ns measured as wall time includes preemption.
+  void observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns,
+               uint64_t nic_wait_ns = 0);
   // As above, with all of a CPU path's cost charged as CPU time.
   void observe(Path path, const WriteFeatures& f, uint64_t cost_ns) {
     observe(path, f, cost_ns, is_cpu_path(path) ? cost_ns : 0);
@@ -77,11 +90,13 @@ class Policy {
   const PolicyStats& stats() const { return stats_; }
   Path chosen_path(const WriteFeatures& f) const;  // the write class's current choice
   const CostEstimate& estimate(const WriteFeatures& f, Path p) const;
+  const CostEstimate& nic_wait(const WriteFeatures& f) const;  // the class's offload wait
   bool is_hot(const WriteFeatures& f) const;
 
  private:
   struct WriteClass {
     CostEstimate estimate[kPathCount];
+    CostEstimate nic_wait;  // what the program busy-polls for an offloaded write
     Path chosen = Path::offload;
     bool has_chosen = false;  // set once every eligible path has a warm estimate
     Path trial_path = Path::offload;

@@ -17,12 +17,14 @@ check() { local d=$1; shift; if "$@"; then pass "$d"; else fail "$d"; fi; }
 stat() { awk -v k="$2" '$1 == k { s += $2 } END { print s + 0 }' "$1" 2>/dev/null || echo 0; }
 
 # wait_server PROGRAM PID: until the server listens (perftest and ibv_rc_pingpong: TCP
-# 18515; rping listens through the RDMA CM, which ss cannot see) or exits. A fixed sleep
-# is not enough under TCG when another guest shares the host's cores.
+# 18515; perftest -R: an RDMA CM id on port 18515; rping: a fixed wait) or exits. A
+# fixed sleep is not enough under TCG when another guest shares the host's cores.
 wait_server() {
 	if [ "$1" = rping ]; then sleep "${SERVER_WAIT:-2}"; return; fi
 	for _ in $(seq 300); do
 		ss -ltnH 'sport = :18515' 2>/dev/null | grep -q . && return
+		# perftest -R listens on an RDMA CM id, which ss cannot see but rdma(8) can.
+		rdma res show cm_id 2>/dev/null | grep -q 'LISTEN.*:18515' && return
 		kill -0 "$2" 2>/dev/null || return
 		sleep 0.1
 	done

@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 namespace sem {
@@ -60,12 +62,24 @@ void watchdog(unsigned seconds, const char* what, std::string (*note)()) {
   alarm(seconds);
 }
 
+namespace {
+
+// What stops the stall watchdog: its progress() reads the program's state, which must
+// outlive every sample. It samples only under g_stall_mu with g_stall_stop false, so once
+// stop_watchdogs has set the flag under the lock, no sample runs or will run.
+// Never destroyed: the detached thread may still be leaving a wait at exit.
+std::mutex& g_stall_mu = *new std::mutex;
+std::condition_variable& g_stall_cv = *new std::condition_variable;
+bool g_stall_stop = false;  // guarded by g_stall_mu
+
+}  // namespace
+
 void stall_watchdog(unsigned seconds, const char* what, uint64_t (*progress)(), std::string (*note)()) {
   std::thread([=] {
+    std::unique_lock<std::mutex> lk(g_stall_mu);
     uint64_t last = progress();
     unsigned still = 0;
-    for (;;) {
-      sleep(1);
+    while (!g_stall_cv.wait_for(lk, std::chrono::seconds(1), [] { return g_stall_stop; })) {
       const uint64_t now = progress();
       still = now == last ? still + 1 : 0;
       last = now;
@@ -76,6 +90,15 @@ void stall_watchdog(unsigned seconds, const char* what, uint64_t (*progress)(), 
       }
     }
   }).detach();
+}
+
+void stop_watchdogs() {
+  alarm(0);
+  {
+    std::lock_guard<std::mutex> lk(g_stall_mu);
+    g_stall_stop = true;
+  }
+  g_stall_cv.notify_all();
 }
 
 Env open_env() {

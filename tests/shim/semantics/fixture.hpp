@@ -33,6 +33,9 @@ void watchdog(unsigned seconds, const char* what, std::string (*note)() = nullpt
 // changed for `seconds`, prints "TIMEOUT: <what> (<note()>)" and exits 3. For long runs
 // whose duration depends on the machine's load.
 void stall_watchdog(unsigned seconds, const char* what, uint64_t (*progress)(), std::string (*note)() = nullptr);
+// Stops both watchdogs: once it returns, neither calls progress() or note() again. Call
+// it before the state those read goes out of scope.
+void stop_watchdogs();
 
 struct Env {
   ibv_context* ctx = nullptr;

@@ -129,7 +129,10 @@ int main(int argc, char** argv) {
     });
   for (auto& t : posters) t.join();
   poller.join();
-  alarm(0);
+  // The watchdogs read `threads` (g_threads): stopped before it goes. A sample during
+  // exit read freed memory and killed the process with SIGBUS, rarely, under the shim,
+  // whose exit takes longer.
+  stop_watchdogs();
 
   uint64_t posted = 0, failures = 0, once = 0, missing = 0, dups = 0, disorder = 0, bad_slots = 0;
   std::string rcs;

@@ -1,0 +1,62 @@
+#!/bin/bash
+# Reach of the direct path in mode unload: ib_write_bw (plain, post lists, --cq-mod 1, rdma_cm) and a program whose MRs use ibv_reg_mr_iova(2) at iova != address take it for every eligible write; every write that does not has one counted reason, in the process's statistics and in sysfs.
+. "$(dirname "$0")/lib.sh"
+[ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
+[ -e /dev/unload ] || { echo "SKIP: the kernel module is not loaded"; exit 77; }
+BIN=$BUILD/tests/shim
+S=/sys/kernel/unload
+sysstat() { cat "$S/stats/$1"; }
+# Writes that did not go direct, and the reasons counted, over a stats file's processes.
+not_direct() { echo $(($(stat "$1" writes_offload) + $(stat "$1" writes_inline) + $(stat "$1" writes_stage))); }
+why_sum() { awk '$1 ~ /^why_not_/ { s += $2 } END { print s + 0 }' "$1" 2>/dev/null || echo 0; }
+sys_why_sum() { cat "$S"/stats/why_not_* | awk '{ s += $1 } END { print s + 0 }'; }
+sys_not_direct() { echo $(($(sysstat writes_offload) + $(sysstat writes_inline) + $(sysstat writes_stage))); }
+
+N=2000
+for v in "plain:" "list:-l 8" "cqmod:--cq-mod 1 -t 1" "cm:-R"; do
+	name=bw_${v%%:*} args=${v#*:}
+	# shellcheck disable=SC2086 # the flags are words
+	check "ib_write_bw -s 4096 $args under unload" run_pair "$name" unload \
+		ib_write_bw -d "$DEV" -x "$GIDX" -n $N -s 4096 $args -- \
+		ib_write_bw -d "$DEV" -x "$GIDX" -n $N -s 4096 $args "$ADDR"
+	show_stats "$name"
+	check "ib_write_bw $args: all $N writes direct" \
+		[ "$(stat "$WORK/$name.stats" writes_direct)" -ge $N -a "$(not_direct "$WORK/$name.stats")" -eq 0 ]
+done
+
+# iova != address: the same outcome as without the shim, every non-empty write direct; the
+# zero-length writes that order unsignaled ones are not direct's (inline or the NIC), each
+# counted as `size`.
+timeout 300 "$BIN/reach_iova_write" 3 >"$WORK/iova.ref" 2>&1
+check "iova_write without the shim: every write placed" \
+	[ "$(grep -c 'target right' "$WORK/iova.ref")" -eq 42 -a "$(grep -c WRONG "$WORK/iova.ref")" -eq 0 ]
+rm -f "$WORK/iova.stats"
+LD_PRELOAD="$SHIM" UNLOAD_MODE=unload UNLOAD_STATS_FILE="$WORK/iova.stats" timeout 300 \
+	"$BIN/reach_iova_write" 3 >"$WORK/iova.out" 2>&1
+check "iova_write under unload: same outcome as without the shim" diff "$WORK/iova.ref" "$WORK/iova.out"
+show_stats iova
+check "iova_write: all 42 writes direct" [ "$(stat "$WORK/iova.stats" writes_direct)" -eq 42 ]
+check "iova_write: its 21 zero-length writes counted as why_not_size" \
+	[ "$(stat "$WORK/iova.stats" why_not_size)" -eq 21 -a "$(not_direct "$WORK/iova.stats")" -eq 21 ]
+
+# Reasons: direct capped below the write size sends every write to stage, each counted
+# `size`.
+if [ -w "$S/direct_max" ]; then
+	old=$(cat "$S/direct_max")
+	echo 1024 >"$S/direct_max"
+	w0=$(sysstat why_not_size)
+	check "ib_write_bw 4 KiB with direct_max=1024" run_pair capped unload \
+		ib_write_bw -d "$DEV" -x "$GIDX" -n 500 -s 4096 -- ib_write_bw -d "$DEV" -x "$GIDX" -n 500 -s 4096 "$ADDR"
+	show_stats capped
+	check "direct_max=1024: no write direct, every one why_not_size" \
+		[ "$(stat "$WORK/capped.stats" writes_direct)" -eq 0 -a \
+		"$(stat "$WORK/capped.stats" why_not_size)" -eq "$(not_direct "$WORK/capped.stats")" -a \
+		"$(not_direct "$WORK/capped.stats")" -ge 500 ]
+	check "sysfs why_not_size grew by the run's count" \
+		[ $(($(sysstat why_not_size) - w0)) -eq "$(stat "$WORK/capped.stats" why_not_size)" ]
+	echo "$old" >"$S/direct_max"
+fi
+# Every process of every run above exited: sysfs holds all their counts.
+check "sysfs: one reason for every write that did not go direct" [ "$(sys_not_direct)" -eq "$(sys_why_sum)" ]
+for f in "$S"/stats/why_not_*; do printf '%s=%s ' "${f##*/}" "$(cat "$f")"; done; echo
+finish

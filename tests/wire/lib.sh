@@ -1,0 +1,109 @@
+# shellcheck shell=bash
+# Helpers for two-host tests (sourced on both hosts of scripts/sandbox --hosts 2).
+# Both hosts walk the same list of steps; each step is a server on one host and a client
+# on the other, kept in lockstep through files in $UNLOAD_PAIR_DIR. Host A judges.
+. "$(dirname "${BASH_SOURCE[0]}")/../shim/sandbox/lib.sh"
+ME=${UNLOAD_HOST:?not in a two-host sandbox}
+PEER_ADDR=${UNLOAD_PEER_ADDR:?}
+P=${UNLOAD_PAIR_DIR:?}
+WL=$BUILD/tests/wire/wire_workload
+
+# wait_file PATH [SECONDS]: until PATH exists (the other host wrote it).
+wait_file() {
+	local i
+	for ((i = 0; i < ${2:-300} * 10; i++)); do
+		[ -e "$1" ] && return 0
+		sleep 0.1
+	done
+	echo "    timed out waiting for $(basename "$1") from the other host"
+	return 1
+}
+
+# listening PROGRAM PID: until the server listens (TCP 18515 for perftest and
+# ibv_rc_pingpong, 18600 for wire_workload; rping listens through the RDMA CM, which
+# ss cannot see), or exits.
+listening() {
+	local port=18515
+	case "$1" in
+	rping) sleep 3; return ;;
+	*wire_workload) port=18600 ;;
+	esac
+	for _ in $(seq 300); do
+		ss -ltnH "sport = :$port" 2>/dev/null | grep -q . && return
+		kill -0 "$2" 2>/dev/null || return
+		sleep 0.1
+	done
+}
+
+# step NAME SERVER_HOST SHIM_ENV -- SERVER_CMD... -- CLIENT_CMD...: one program pair,
+# the server on SERVER_HOST (A or B), the client on the other. SHIM_ENV (words of
+# VAR=value, or -) is the environment of host A's side, which runs under the shim with
+# statistics in $WORK/NAME.stats (SHIM_ENV "noshim": no preload on A either); host B's
+# side runs with no preload at all.
+# On host A returns 0 when both sides exited 0 (logs in $WORK/NAME.{srv,cli}); a run
+# that failed only because perftest could not measure the clock runs again (twice at
+# most). On host B always returns 0.
+step() {
+	local name=$1 srv_host=$2 shimenv=$3
+	shift 3
+	[ "$1" = -- ] && shift
+	local srv=() cli=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do srv+=("$1"); shift; done
+	shift
+	cli=("$@")
+	local envs=() attempt rc s cmd=() role
+	if [ "$ME" = A ] && [ "$shimenv" != noshim ]; then
+		envs=(LD_PRELOAD="$SHIM" UNLOAD_STATS_FILE="$WORK/$name.stats")
+		if [ "$shimenv" != - ]; then
+			local extra
+			read -r -a extra <<<"$shimenv"
+			envs+=("${extra[@]}")
+		fi
+	fi
+	if [ "$ME" = "$srv_host" ]; then role=srv cmd=("${srv[@]}"); else role=cli cmd=("${cli[@]}"); fi
+	for attempt in 1 2 3; do
+		local k=$P/$name.$attempt
+		rm -f "$WORK/$name.stats"
+		if [ $role = srv ]; then
+			env "${envs[@]}" timeout 150 "${cmd[@]}" >"$WORK/$name.$role" 2>&1 &
+			s=$!
+			listening "${cmd[0]}" $s
+			: >"$k.ready"
+			rc=0
+			wait $s || rc=$?
+		else
+			rc=99
+			if wait_file "$k.ready" 200; then
+				rc=0
+				env "${envs[@]}" timeout 150 "${cmd[@]}" >"$WORK/$name.$role" 2>&1 || rc=$?
+			fi
+		fi
+		cp "$WORK/$name.$role" "$k.$ME.log"
+		echo $rc >"$k.$ME.rc"
+		local other=B
+		[ "$ME" = B ] && other=A
+		wait_file "$k.$other.rc" 300 || return 1
+		if [ "$ME" = B ]; then
+			wait_file "$k.verdict" 60 || return 0
+			[ "$(cat "$k.verdict")" = again ] && continue
+			return 0
+		fi
+		local orc
+		orc=$(cat "$k.$other.rc")
+		cp "$k.$other.log" "$WORK/$name.$([ $role = srv ] && echo cli || echo srv)"
+		if [ "$rc" -eq 0 ] && [ "$orc" -eq 0 ]; then
+			echo "done" >"$k.verdict"
+			return 0
+		fi
+		if [ $attempt -lt 3 ] && perftest_clock_failed "$WORK/$name.srv" "$WORK/$name.cli"; then
+			echo "    $name: perftest could not measure the CPU clock (r^2 < 0.9); again"
+			echo again >"$k.verdict"
+			continue
+		fi
+		echo "done" >"$k.verdict"
+		echo "--- $name: host A ($role) rc=$rc, host B rc=$orc"
+		echo "--- server:"; cat "$WORK/$name.srv"
+		echo "--- client:"; cat "$WORK/$name.cli"
+		return 1
+	done
+}
