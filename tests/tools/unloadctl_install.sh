@@ -33,6 +33,7 @@ KVER=$(uname -r)
 WORK=$(mktemp -d /tmp/unloadctl-test.XXXXXX)
 PREFIX=$WORK/prefix
 VER=$(sed -n 's/^#define UNLOAD_MODULE_VERSION "\(.*\)"/\1/p' "$SRC/kmod/version.h")
+ABI=$(sed -n 's/^#define UNLOAD_ABI_VERSION \([0-9]*\)$/\1/p' "$SRC/kmod/uapi/unload.h")
 grep -q "^unload " /proc/modules && die "the unload module is loaded already"
 
 step "install into a fresh prefix $PREFIX"
@@ -91,11 +92,11 @@ check "status: exit 0" rc 0 "$CTL" status
 cp "$WORK/out" "$WORK/status.txt"
 check "status -j: exit 0" rc 0 "$CTL" -j status
 cp "$WORK/out" "$WORK/status.json"
-check "status -j agrees with sysfs: version, ABI, every tunable and its value" py "$WORK/status.json" "$SYS" "$VER" <<'PY'
+check "status -j agrees with sysfs: version, ABI, every tunable and its value" py "$WORK/status.json" "$SYS" "$VER" "$ABI" <<'PY'
 import json, os, sys
-s, root, ver = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+s, root, ver, abi = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], int(sys.argv[4])
 assert s["loaded"] is True and s["version"] == ver, s
-assert s["abi"] == s["tool_abi"] == 2, s
+assert s["abi"] == s["tool_abi"] == abi, s
 files = sorted(f for f in os.listdir(root) if os.path.isfile(os.path.join(root, f)))
 names = [t["name"] for t in s["tunables"]]
 assert sorted(names) == files, (names, files)
