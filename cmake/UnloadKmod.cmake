@@ -45,7 +45,7 @@ function(unload_add_kmod name)
       OUTPUT ${ko}
       COMMAND ${CMAKE_COMMAND} -E copy_directory ${A_DIR} ${out}
       COMMAND ${CMAKE_COMMAND} -E remove -f ${out}/CMakeLists.txt
-      COMMAND make -s -C ${UNLOAD_KDIR_${flavour}} M=${out} modules
+      COMMAND make -s -C ${UNLOAD_KDIR_${flavour}} M=${out} UNLOAD_KMOD_WERROR=1 modules
       DEPENDS ${sources}
       COMMENT "Kbuild ${name}.ko for kernel ${flavour}"
       VERBATIM)
