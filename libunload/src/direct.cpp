@@ -56,8 +56,6 @@ bool fence_poll(CqRec* c) {
   return poll_provider_into_pending(c) > 0;
 }
 
-}  // namespace
-
 // The ordering rule: a direct write is placed only after every earlier request of its QP
 // executed at the responder. RC completes a QP's requests in order, and a request's
 // completion means the responder executed it (the ACK follows placement; reads and
@@ -66,6 +64,10 @@ bool fence_poll(CqRec* c) {
 // asks for less (earlier reads and atomics only), so a direct write always honours it.
 // Requests posted around the ring (`untracked`) have no entries: a marker stands for them.
 // docs/design.md, "Ordering", says what "executed" assumes on NICs with relaxed ordering.
+//
+// Inside q's post gate. 0 when the write may be placed now; else -errno: no room for a
+// marker, an extended CQ with requests in flight, an earlier request failed, or the wait
+// did not finish promptly.
 int fence_before_direct(QpRec* q, const WriteRequest& r) {
   SqRing& ring = q->sq.ring;
   const bool untracked = q->sq.untracked.load(std::memory_order_relaxed);
@@ -93,6 +95,8 @@ int fence_before_direct(QpRec* q, const WriteRequest& r) {
   return 0;
 }
 
+// After the fence: 0 when placed (its completion queued if signaled); else -errno and
+// nothing was placed.
 int run_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt) {
   const WriteRequest& r = rt.req;
   CqRec* c = q->scq;
@@ -135,6 +139,8 @@ int run_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt) {
   }
   return 0;
 }
+
+}  // namespace
 
 int place_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt, Why* why) {
   int rc = fence_before_direct(q, rt.req);
