@@ -3,7 +3,8 @@
  * The direct copy engine: each write request is checked, at that moment, against the
  * RDMA core's own objects (both QPs, both MRs: every check a responder RNIC makes and
  * the local SGE checks of the requester) and, if every check passes, its payload is
- * copied from the submitter's pinned source pages into the peer's pinned pages:
+ * copied from the submitter's source regions into the peer's target region, both
+ * pinned since registration:
  * ascending, the last 8 bytes last, with release semantics. A refusal places nothing;
  * the caller then posts the request to the NIC, which produces the NIC's own outcome.
  */
@@ -15,116 +16,92 @@
 #include "unload_kmod.h"
 
 /*
- * The local source of a request: its segments (each with its lkey) and the pages
- * behind them, pinned before anything of the peer is referenced, so that a source
- * that faults slowly (userfaultfd, FUSE) holds up no one but the submitter and a
- * source that cannot be read places nothing.
+ * The local source of a request: its segments, each a span of one of the submitter's
+ * registered regions, held (a user reference) until the copy is done. Regions are
+ * pinned at registration, so reading a source faults nothing and pins nothing.
  */
-struct unload_src {
-	struct unload_iov uiov[UNLOAD_MAX_IOV];
-	unsigned int nr;		/* segments */
-	unsigned long npages;		/* pages pinned, over all segments in order */
-	struct page **pages;		/* pinned pages (small[] or kvmalloc'd) */
-	struct page *small[8];
+struct unload_seg {
+	struct unload_region *r;
+	u64 off;			/* from the region's first byte */
+	u64 len;
 };
 
-/* Load and check the segments; returns a reason, NONE when usable. */
-static u32 unload_src_load(struct unload_src *src, const struct unload_direct_req *req)
+struct unload_src {
+	unsigned int nr;		/* segments resolved (and held) */
+	struct unload_seg *seg;		/* one[], or the batch's scratch */
+	struct unload_seg one[1];
+};
+
+/*
+ * What a submission allocates only if one of its requests has a segment list, and then
+ * once: the list as read from userspace, and its resolved segments.
+ */
+struct unload_scratch {
+	struct unload_iov uiov[UNLOAD_MAX_IOV];
+	struct unload_seg seg[UNLOAD_MAX_IOV];
+};
+
+/*
+ * Read and check a request's segments into *uiov (the request's own, or the scratch's);
+ * returns a reason, NONE when well formed.
+ */
+static u32 unload_src_load(const struct unload_direct_req *req, struct unload_iov *one,
+			   struct unload_scratch **scratch, const struct unload_iov **uiovp)
 {
-	unsigned int i;
+	const struct unload_iov *uiov = one;
+	unsigned int i, nr = 1;
 	u64 total = 0, end;
 
 	if (req->iov_count == 0) {
-		src->uiov[0].addr = req->iov;
-		src->uiov[0].len = req->length;
-		src->uiov[0].lkey = req->lkey;
-		src->uiov[0].reserved = 0;
-		src->nr = 1;
+		one->addr = req->iov;
+		one->len = req->length;
+		one->lkey = req->lkey;
+		one->reserved = 0;
 	} else {
 		if (req->iov_count > UNLOAD_MAX_IOV || req->lkey)
 			return UNLOAD_DENY_INVALID;
-		if (copy_from_user(src->uiov, u64_to_user_ptr(req->iov),
-				   req->iov_count * sizeof(src->uiov[0])))
+		if (!*scratch) {
+			*scratch = kmalloc(sizeof(**scratch), GFP_KERNEL);
+			if (!*scratch)
+				return UNLOAD_DENY_FAULT;
+		}
+		if (copy_from_user((*scratch)->uiov, u64_to_user_ptr(req->iov),
+				   req->iov_count * sizeof((*scratch)->uiov[0])))
 			return UNLOAD_DENY_FAULT;
-		src->nr = req->iov_count;
+		uiov = (*scratch)->uiov;
+		nr = req->iov_count;
 	}
-	for (i = 0; i < src->nr; i++) {
-		if (src->uiov[i].reserved || !src->uiov[i].len ||
-		    check_add_overflow(total, src->uiov[i].len, &total) ||
-		    check_add_overflow(src->uiov[i].addr, src->uiov[i].len, &end))
+	for (i = 0; i < nr; i++)
+		if (uiov[i].reserved || !uiov[i].len ||
+		    check_add_overflow(total, uiov[i].len, &total) ||
+		    check_add_overflow(uiov[i].addr, uiov[i].len, &end))
 			return UNLOAD_DENY_INVALID;
-		if (!access_ok(u64_to_user_ptr(src->uiov[i].addr), src->uiov[i].len))
-			return UNLOAD_DENY_FAULT;
-	}
 	if (total != req->length)
 		return UNLOAD_DENY_INVALID;
+	*uiovp = uiov;
 	return UNLOAD_DENY_NONE;
 }
 
-static unsigned long unload_seg_pages(const struct unload_iov *v)
+static void unload_src_put(struct unload_src *src)
 {
-	return (PAGE_ALIGN(v->addr + v->len) - (v->addr & PAGE_MASK)) >> PAGE_SHIFT;
-}
-
-static void unload_src_unpin(struct unload_src *src)
-{
-	if (src->npages)
-		unpin_user_pages(src->pages, src->npages);
-	if (src->pages != src->small)
-		kvfree(src->pages);
-	src->pages = NULL;
-	src->npages = 0;
-}
-
-/* Pin every source page for reading (faulting it in: killable, no reference held). */
-static u32 unload_src_pin(struct unload_src *src)
-{
-	unsigned long total = 0, n;
-	unsigned int i;
-	long got;
-
-	for (i = 0; i < src->nr; i++)
-		total += unload_seg_pages(&src->uiov[i]);	/* <= length/PAGE + 2 * nr */
-	src->npages = 0;
-	src->pages = total <= ARRAY_SIZE(src->small) ? src->small :
-		kvmalloc_array(total, sizeof(*src->pages), GFP_KERNEL | __GFP_NOWARN);
-	if (!src->pages)
-		return UNLOAD_DENY_FAULT;
-	for (i = 0; i < src->nr; i++) {
-		u64 start = src->uiov[i].addr & PAGE_MASK;
-		unsigned long want = unload_seg_pages(&src->uiov[i]), done = 0;
-
-		while (done < want) {
-			n = min_t(unsigned long, want - done, PAGE_SIZE / sizeof(struct page *));
-			got = pin_user_pages_fast(start + done * PAGE_SIZE, n, 0,
-						  src->pages + src->npages);
-			if (got <= 0)
-				goto err_unpin;
-			done += got;
-			src->npages += got;
-			if (fatal_signal_pending(current))
-				goto err_unpin;
-		}
-	}
-	return UNLOAD_DENY_NONE;
-
-err_unpin:
-	unload_src_unpin(src);
-	return UNLOAD_DENY_FAULT;
+	while (src->nr)
+		unload_region_put(src->seg[--src->nr].r);
 }
 
 /*
- * Every segment inside the live MR its lkey names, on the sender QP's PD (what an RNIC
- * checks of a local SGE before it sends anything). Segments are process addresses: the
- * region maps them one to one onto the MR's iova range, so the bounds are the region's.
+ * Resolve segments to held regions: each inside the live MR its lkey names, on the
+ * sender QP's PD (what an RNIC checks of a local SGE before it sends anything). Segments
+ * are process addresses: the region maps them one to one onto the MR's iova range, so
+ * the bounds are the region's. On a refusal the caller still puts what was resolved.
  */
-static u32 unload_src_check(struct unload_session *sess, struct unload_pair *pr,
-			    const struct unload_src *src)
+static u32 unload_src_resolve(struct unload_session *sess, struct unload_pair *pr,
+			      const struct unload_iov *uiov, unsigned int nr,
+			      struct unload_src *src)
 {
 	unsigned int i;
 
-	for (i = 0; i < src->nr; i++) {
-		const struct unload_iov *v = &src->uiov[i];
+	for (i = 0; i < nr; i++) {
+		const struct unload_iov *v = &uiov[i];
 		struct unload_region *r;
 		struct ib_mr *mr;
 		u32 deny = UNLOAD_DENY_NONE;
@@ -132,47 +109,43 @@ static u32 unload_src_check(struct unload_session *sess, struct unload_pair *pr,
 		r = unload_region_find(sess, false, pr->dev, v->lkey);
 		if (!r)
 			return UNLOAD_DENY_SOURCE;
+		src->seg[src->nr++] = (struct unload_seg){ r, v->addr - r->addr, v->len };
 		mr = unload_region_mr_get(sess, r, pr->dev);
 		if (!mr)
-			deny = UNLOAD_DENY_LKEY;
-		else if (mr->pd != pr->s.qp->pd || v->len > r->length || v->addr < r->addr ||
-			 v->addr - r->addr > r->length - v->len)
+			return UNLOAD_DENY_LKEY;
+		if (mr->pd != pr->s.qp->pd || v->len > r->length || v->addr < r->addr ||
+		    v->addr - r->addr > r->length - v->len)
 			deny = UNLOAD_DENY_LKEY;	/* (r's length is the MR's, checked) */
-		if (mr)
-			unload_region_mr_put(mr);
-		unload_region_put(r);
+		unload_region_mr_put(mr);
 		if (deny)
 			return deny;
 	}
 	return UNLOAD_DENY_NONE;
 }
 
-/* A cursor over the pinned source: segment i, byte off in it. */
+/* A cursor over the source: segment seg, byte off in it. */
 struct unload_src_pos {
 	unsigned int seg;
 	u64 off;
-	unsigned long page;	/* index in src->pages of the segment's first page */
 };
 
-/* Copy n bytes from the source cursor to dst + doff (within one target page). */
+/* Copy n bytes from the source cursor to dst (a kernel mapping). */
 static void unload_src_read(const struct unload_src *src, struct unload_src_pos *at,
 			    u8 *dst, size_t n)
 {
 	while (n) {
-		const struct unload_iov *v = &src->uiov[at->seg];
-		u64 abs = (v->addr & ~PAGE_MASK) + at->off;
-		struct page *pg = src->pages[at->page + (abs >> PAGE_SHIFT)];
+		const struct unload_seg *sg = &src->seg[at->seg];
+		u64 abs = offset_in_page(sg->r->addr) + sg->off + at->off;
 		size_t chunk = min_t(u64, n, min_t(u64, PAGE_SIZE - offset_in_page(abs),
-						 v->len - at->off));
-		void *s = kmap_local_page(pg);
+						 sg->len - at->off));
+		void *s = kmap_local_page(sg->r->pages[abs >> PAGE_SHIFT]);
 
 		memcpy(dst, s + offset_in_page(abs), chunk);
 		kunmap_local(s);
 		dst += chunk;
 		n -= chunk;
 		at->off += chunk;
-		if (at->off == v->len) {
-			at->page += unload_seg_pages(v);
+		if (at->off == sg->len) {
 			at->seg++;
 			at->off = 0;
 		}
@@ -182,7 +155,7 @@ static void unload_src_read(const struct unload_src *src, struct unload_src_pos 
 /*
  * Place len bytes of the source at byte offset off of region r: [0, len - tail)
  * ascending, then the last tail (<= 8) bytes, published with release semantics.
- * Nothing here faults: both sides are pinned.
+ * Nothing here faults: both sides are pinned regions.
  */
 static void unload_place(struct unload_region *r, u64 off, u64 len,
 			 const struct unload_src *src)
@@ -291,15 +264,18 @@ static bool unload_deny_is_violation(u32 deny)
 }
 
 /*
- * Check and run one request; returns its reason (NONE: placed). `src` is the batch's
- * scratch source, allocated once per submission rather than per request.
+ * Check and run one request; returns its reason (NONE: placed). `scratch` is the
+ * submission's, allocated by the first request that has a segment list.
  */
 static u32 unload_direct_one(struct unload_session *sess,
-			     const struct unload_direct_req *req, struct unload_src *src,
-			     int *result)
+			     const struct unload_direct_req *req,
+			     struct unload_scratch **scratch, int *result)
 {
 	const struct unload_tunables *t = &unload_ctl->tunables;
+	struct unload_src src = { .nr = 0 };
+	const struct unload_iov *uiov;
 	struct unload_region *r = NULL;
+	struct unload_iov one;
 	struct ib_mr *mr = NULL;
 	struct unload_pair pr;
 	u32 deny, direct_max;
@@ -315,15 +291,12 @@ static u32 unload_direct_one(struct unload_session *sess,
 	if (!req->length || req->length > direct_max)
 		return UNLOAD_DENY_LENGTH;
 
-	deny = unload_src_load(src, req);
+	deny = unload_src_load(req, &one, scratch, &uiov);
 	if (deny == UNLOAD_DENY_INVALID)
 		*result = -EINVAL;
 	if (deny)
 		return deny;
-	/* First the source, while nothing of the peer (or any device) is held. */
-	deny = unload_src_pin(src);
-	if (deny)
-		return deny;
+	src.seg = req->iov_count ? (*scratch)->seg : src.one;
 
 	deny = unload_pair_get(sess, req->qp_num, req->qp_handle, &pr);
 	if (deny)
@@ -331,18 +304,18 @@ static u32 unload_direct_one(struct unload_session *sess,
 	deny = UNLOAD_DENY_ACCESS;	/* the responder QP must allow remote writes */
 	if (!(pr.p.access & IB_ACCESS_REMOTE_WRITE))
 		goto out_put_pair;
-	deny = unload_src_check(sess, &pr, src);
+	deny = unload_src_resolve(sess, &pr, uiov, req->iov_count ? req->iov_count : 1, &src);
 	if (deny)
-		goto out_put_pair;
+		goto out_put_src;
 	deny = UNLOAD_DENY_RKEY;
 	r = unload_region_find(pr.peer, true, pr.peer_dev, req->rkey);
 	if (!r)
-		goto out_put_pair;
+		goto out_put_src;
 	deny = unload_target_check(&pr, r, req, &mr, &off);
 	if (deny)
 		goto out_put_region;
 
-	unload_place(r, off, req->length, src);
+	unload_place(r, off, req->length, &src);
 	unload_region_mr_put(mr);
 	*result = 0;
 	/* The module counts its own copies, where userspace cannot write. */
@@ -351,11 +324,12 @@ static u32 unload_direct_one(struct unload_session *sess,
 
 out_put_region:
 	unload_region_put(r);
+out_put_src:
+	unload_src_put(&src);
 out_put_pair:
 	if (unload_deny_is_violation(deny))
 		unload_pair_poison(sess, &pr);
 	unload_pair_put(&pr);
-	unload_src_unpin(src);
 	return deny;
 }
 
@@ -363,8 +337,8 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *
 			u32 *accepted)
 {
 	struct unload_direct_req __user *u = u64_to_user_ptr(ureqs);
+	struct unload_scratch *scratch = NULL;
 	struct unload_direct_req req;
-	struct unload_src *src;
 	u32 i, ok = 0;
 	int ret = 0;
 
@@ -373,13 +347,6 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *
 	/* The source is the submitter's memory: only the opener's process submits. */
 	if (current->mm != sess->mm)
 		return -EPERM;
-	if (!count) {
-		*done = *accepted = 0;
-		return 0;
-	}
-	src = kmalloc(sizeof(*src), GFP_KERNEL);
-	if (!src)
-		return -ENOMEM;
 	for (i = 0; i < count; i++) {
 		u32 deny;
 		int result;
@@ -388,7 +355,7 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *
 			ret = -EFAULT;
 			break;
 		}
-		deny = unload_direct_one(sess, &req, src, &result);
+		deny = unload_direct_one(sess, &req, &scratch, &result);
 		if (put_user(result, &u[i].result)) {
 			ret = -EFAULT;
 			break;
@@ -402,7 +369,7 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *
 			break;
 		}
 	}
-	kfree(src);
+	kfree(scratch);
 	*done = i;
 	*accepted = ok;
 	return ret;

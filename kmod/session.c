@@ -322,21 +322,29 @@ static void unload_region_retire(struct unload_region *r)
 	unload_region_put(r);
 	wait_for_completion(&r->idle);
 	if (r->npages) {
-		unpin_user_pages_dirty_lock(r->pages, r->npages, true);
+		unpin_user_pages_dirty_lock(r->pages, r->npages, r->target);
 		atomic64_sub(r->npages, &unload_pinned_pages);
 	}
 	kvfree(r->pages);
 	call_rcu(&r->rcu, unload_region_free_rcu);
 }
 
-/* Pin a target's pages for writing, from the caller's (the opener's) address space. */
+/*
+ * Pin a region's pages from the caller's (the opener's) address space, as the RDMA core
+ * pinned the MR's: for writing when the MR is writable. Requests then copy between
+ * pinned pages only: nothing faults, nothing is pinned per write, and a source is read
+ * from the pages the MR holds, as the NIC reads it, whatever the process maps there now.
+ */
 static int unload_region_pin(struct unload_region *r)
 {
+	unsigned int gup = FOLL_LONGTERM;
 	u64 start = r->addr & PAGE_MASK, end = r->addr + r->length;	/* no overflow:
 									 * checked */
 	unsigned long npages = (PAGE_ALIGN(end) - start) >> PAGE_SHIFT, pinned = 0;
 	long ret;
 
+	if (r->access & (UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE))
+		gup |= FOLL_WRITE;
 	r->pages = kvmalloc_array(npages, sizeof(*r->pages), GFP_KERNEL | __GFP_NOWARN);
 	if (!r->pages)
 		return -ENOMEM;
@@ -344,8 +352,8 @@ static int unload_region_pin(struct unload_region *r)
 		unsigned long n = min_t(unsigned long, npages - pinned,
 					PAGE_SIZE / sizeof(struct page *));
 
-		ret = pin_user_pages_fast(start + pinned * PAGE_SIZE, n,
-					  FOLL_WRITE | FOLL_LONGTERM, r->pages + pinned);
+		ret = pin_user_pages_fast(start + pinned * PAGE_SIZE, n, gup,
+					  r->pages + pinned);
 		if (ret <= 0) {
 			ret = ret ? ret : -EFAULT;
 			goto err_unpin;
@@ -438,11 +446,9 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 	ret = unload_mr_find(sess, dev, &req, &r->mr_id);
 	if (ret)
 		goto err_free_region;
-	if (r->target) {
-		ret = unload_region_pin(r);
-		if (ret)
-			goto err_free_region;
-	}
+	ret = unload_region_pin(r);
+	if (ret)
+		goto err_free_region;
 
 	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 	mutex_lock(&sess->lock);
@@ -610,8 +616,8 @@ int unload_qp_view_get(struct unload_session *owner, struct ib_device *dev, u32 
 	v->owned = qp->uobject && res->task && task_tgid(res->task) == owner->owner;
 	v->type = qp->qp_type;
 
+	/* init_attr is only filled (never read here); attr's fields read below are zeroed. */
 	memset(&attr, 0, sizeof(attr));
-	memset(&init_attr, 0, sizeof(init_attr));
 	ret = ib_query_qp(qp, &attr, IB_QP_STATE | IB_QP_DEST_QPN | IB_QP_AV |
 			  IB_QP_ACCESS_FLAGS, &init_attr);
 	if (ret) {

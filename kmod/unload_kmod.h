@@ -107,8 +107,8 @@ struct unload_region {
 	u32 lkey;
 	u32 rkey;
 	u32 access;			/* UNLOAD_ACCESS_* */
-	bool target;			/* remote-write target: pages pinned, in targets */
-	unsigned long npages;		/* pages pinned (targets) */
+	bool target;			/* remote-write target: in targets */
+	unsigned long npages;		/* pages pinned, from addr's page */
 	struct page **pages;		/* the pinned pages, in address order */
 };
 

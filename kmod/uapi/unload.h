@@ -328,7 +328,7 @@ enum unload_deny {
 	UNLOAD_DENY_ACCESS = 10,	/* (violation) MR or peer QP lacks remote write */
 	UNLOAD_DENY_BOUNDS = 11,	/* (violation) target range not inside the MR */
 	UNLOAD_DENY_LENGTH = 12,	/* length 0, or above direct_max */
-	UNLOAD_DENY_FAULT = 13,		/* the local source could not be pinned */
+	UNLOAD_DENY_FAULT = 13,		/* the segment list could not be read */
 	UNLOAD_DENY_LKEY = 14,		/* (violation) a source segment outside its lkey's
 					 * live MR, or on another PD than the sender QP's */
 	UNLOAD_DENY_SOURCE = 15,	/* a source lkey not registered here (the NIC judges) */

@@ -319,9 +319,12 @@ void test_denials(std::mt19937_64& rng) {
       {"impersonate_peer_qp", make_req(g_t.wire.qpn, g_t.rkey1, a1, 8, src), -EACCES,
        "qp_unregistered"},
       {"unknown_qp", make_req(0xfffff0, g_t.rkey1, a1, 8, src), -EACCES, "qp_unregistered"},
-      {"source_fault", make_req(q, g_t.rkey1, a1, 64, reinterpret_cast<void*>(16)), -EACCES,
-       "fault"},
   };
+  auto list_fault = make_req(q, g_t.rkey1, a1, 64, src);  // a segment list it cannot read
+  list_fault.iov = 16;
+  list_fault.iov_count = 2;
+  list_fault.lkey = 0;
+  cases.push_back({"segment_list_fault", list_fault, -EACCES, "fault"});
   auto unknown_lkey = make_req(q, g_t.rkey1, a1, 8, src);
   unknown_lkey.lkey = g_src_lkey ^ 0x5a5a00;
   cases.push_back({"source_lkey_unregistered", unknown_lkey, -EACCES, "source"});

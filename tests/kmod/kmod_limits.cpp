@@ -1,11 +1,12 @@
 // Issue 10's stall and memlock checks.
-//   kmod_limits stall     a direct write of a live pair whose source page is held by
-//                         userfaultfd (a fault that never resolves) is in flight while
-//                         the target deregisters its region and MR, exits, and (once the
-//                         sender's other thread closed its own verbs context, which rxe
-//                         waits for with or without the module) `rdma link delete`
-//                         removes the device: each must finish within 5 s (a hang
-//                         detector: the old engine faulted while holding the target).
+//   kmod_limits stall     a direct write of a live pair whose source names a page held by
+//                         userfaultfd (a fault that never resolves) is refused at once
+//                         without touching the page (regions are pinned at registration:
+//                         a request neither faults nor pins); then, with that sender
+//                         alive, the target deregisters its region and MR, exits, and
+//                         (once the sender closed its verbs context, which rxe waits for
+//                         with or without the module) `rdma link delete` removes the
+//                         device: each must finish within 5 s.
 //   kmod_limits memlock   a plain verbs program (run with and without the shim): 40 QP
 //                         create/destroy cycles leave the process's pinned memory (VmPin)
 //                         and the module's pinned_pages at their baseline; then MRs
@@ -29,7 +30,6 @@
 #include <algorithm>
 #include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "kmod_util.hpp"
@@ -101,11 +101,17 @@ struct TInfo {
   uint64_t addr;
 };
 
-// S: its source page is held by a userfaultfd nobody serves; a thread submits one direct
-// write from it (paired with T, its QP and MRs live) and stays inside the submit until
-// S is killed. On 'C' the main thread closes S's verbs resources (rxe cannot
-// disassociate a live context: `rdma link delete` waits for every process that has the
-// device open, module or not) and answers 'C'. Never returns.
+struct StallOutcome {
+  int rc;       // the submit ioctl's status
+  int result;   // the request's
+  bool faulted; // a fault on the held page reached the userfaultfd
+};
+
+// S: a page held by a userfaultfd nobody serves; once paired with T it submits one direct
+// write naming that page as its source and reports the outcome (the ioctl's status, the
+// request's result, whether a fault reached the userfaultfd). On 'C' it closes its verbs
+// resources (rxe cannot disassociate a live context: `rdma link delete` waits for every
+// process that has the device open, module or not) and answers 'C'. Never returns.
 [[noreturn]] void stall_sender(int in, int out) {
   const int uffd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
   uffdio_api api{};
@@ -140,7 +146,7 @@ struct TInfo {
   r.rkey = t.rkey;
   r.remote_addr = t.addr;
   r.length = len;
-  r.iov = reinterpret_cast<uintptr_t>(held);  // never resolves
+  r.iov = reinterpret_cast<uintptr_t>(held);  // outside smr, and never served
   r.lkey = smr->lkey;
   // The same request from sbuf first: the pair is live and would place it.
   static unload_direct_req live = r;
@@ -149,14 +155,15 @@ struct TInfo {
   lb.reqs = reinterpret_cast<uintptr_t>(&live);
   lb.count = 1;
   if (ioctl(fd, UNLOAD_IOC_SUBMIT, &lb) || live.result != 0) _exit(6);
-  std::thread([] {
-    unload_submit sb{};
-    sb.reqs = reinterpret_cast<uintptr_t>(&r);
-    sb.count = 1;
-    ioctl(fd, UNLOAD_IOC_SUBMIT, &sb);
-    _exit(0);  // only once the fault resolves (it does not) or a signal ends it
-  }).detach();
-  xwrite(out, "S", 1);
+  unload_submit sb{};
+  sb.reqs = reinterpret_cast<uintptr_t>(&r);
+  sb.count = 1;
+  StallOutcome o{};
+  o.rc = ioctl(fd, UNLOAD_IOC_SUBMIT, &sb) ? -errno : 0;
+  o.result = r.result;
+  pollfd p{uffd, POLLIN, 0};
+  o.faulted = poll(&p, 1, 0) == 1;
+  xwrite(out, &o, sizeof o);
   char c;
   xread(in, &c, 1);  // 'C'
   rc_close(&s);
@@ -185,17 +192,14 @@ int cmd_stall() {
   xwrite(to_t[1], &sw, sizeof sw);
   xread(from_t[0], &c, 1);  // T connected and registered
   xwrite(to_s[1], &tinfo, sizeof tinfo);
-  if (!read_within(from_s[0], 60)) die("sender never submitted");
-  usleep(500000);  // well inside its fault by now
-  std::string st;
-  {
-    std::ifstream f("/proc/" + std::to_string(spid) + "/stat");
-    std::string a, b;
-    f >> a >> b >> st;
-  }
-  int w = 0;
-  const bool still = waitpid(spid, &w, WNOHANG) == 0;
-  check(still, "stall.sender_held", "sender in state %s, inside the submit", st.c_str());
+  pollfd sp{from_s[0], POLLIN, 0};
+  const double ts = now_s();
+  if (poll(&sp, 1, 60000) != 1) die("sender never submitted");
+  StallOutcome o;
+  xread(from_s[0], &o, sizeof o);
+  check(o.rc == 0 && o.result == -EACCES && !o.faulted && now_s() - ts <= kLimit,
+        "stall.source_untouched", "submit status %d, result %d, fault on the held page: %s",
+        o.rc, o.result, o.faulted ? "yes" : "no");
 
   double t0 = now_s();
   xwrite(to_t[1], "D", 1);
@@ -212,16 +216,17 @@ int cmd_stall() {
 
   xwrite(to_s[1], "C", 1);
   check(read_within(from_s[0], kLimit), "stall.sender_closed_verbs",
-        "the sender's other thread closed its QP, MR and device (the submit still stuck)");
+        "the sender closed its QP, MR and device");
   t0 = now_s();
   const int rc = system("timeout 30 rdma link delete rxe0");
   const double took = now_s() - t0;
   check(rc == 0 && took <= kLimit, "stall.link_delete",
         "rdma link delete rxe0: status %d in %.2fs (limit %.0fs)", rc, took, kLimit);
 
-  // The sender waits killably and holds nothing: it goes at once.
+  // The sender holds nothing of the module: it goes at once.
   kill(spid, SIGKILL);
   t0 = now_s();
+  int w = 0;
   const bool gone = reaped_within(spid, kLimit, &w);
   check(gone, "stall.sender_killable", "sender reaped %.2fs after SIGKILL", now_s() - t0);
   if (!exited) reaped_within(tpid, kLimit, &tst);
