@@ -264,12 +264,57 @@ static bool unload_deny_is_violation(u32 deny)
 }
 
 /*
+ * The pair of the submission's last request, kept for the next request of the same
+ * sender QP: the QPs' states, access and pairing are read from the RDMA core once per
+ * submission (one ioctl, its requests back to back like a post list the NIC takes at
+ * once) instead of once per write. A violation drops it, so the next request meets the
+ * poison.
+ */
+struct unload_pair_cache {
+	struct unload_pair pr;
+	u32 qpn, handle;
+	bool valid;
+};
+
+static void unload_pair_cache_drop(struct unload_pair_cache *pc)
+{
+	if (pc->valid)
+		unload_pair_put(&pc->pr);
+	pc->valid = false;
+}
+
+/* The pair of req's sender QP, resolved and checked (or kept from the last request). */
+static u32 unload_pair_cache_get(struct unload_session *sess, struct unload_pair_cache *pc,
+				 const struct unload_direct_req *req)
+{
+	u32 deny;
+
+	if (pc->valid && pc->qpn == req->qp_num && pc->handle == req->qp_handle)
+		return UNLOAD_DENY_NONE;
+	unload_pair_cache_drop(pc);
+	deny = unload_pair_get(sess, req->qp_num, req->qp_handle, &pc->pr);
+	if (!deny && !(pc->pr.p.access & IB_ACCESS_REMOTE_WRITE))
+		deny = UNLOAD_DENY_ACCESS;	/* the responder QP must allow remote writes */
+	if (deny) {
+		if (unload_deny_is_violation(deny))
+			unload_pair_poison(sess, &pc->pr);
+		unload_pair_put(&pc->pr);
+		return deny;
+	}
+	pc->qpn = req->qp_num;
+	pc->handle = req->qp_handle;
+	pc->valid = true;
+	return UNLOAD_DENY_NONE;
+}
+
+/*
  * Check and run one request; returns its reason (NONE: placed). `scratch` is the
- * submission's, allocated by the first request that has a segment list.
+ * submission's, allocated by the first request that has a segment list; `pc` its pair.
  */
 static u32 unload_direct_one(struct unload_session *sess,
 			     const struct unload_direct_req *req,
-			     struct unload_scratch **scratch, int *result)
+			     struct unload_scratch **scratch, struct unload_pair_cache *pc,
+			     int *result)
 {
 	const struct unload_tunables *t = &unload_ctl->tunables;
 	struct unload_src src = { .nr = 0 };
@@ -277,7 +322,7 @@ static u32 unload_direct_one(struct unload_session *sess,
 	struct unload_region *r = NULL;
 	struct unload_iov one;
 	struct ib_mr *mr = NULL;
-	struct unload_pair pr;
+	struct unload_pair *pr;
 	u32 deny, direct_max;
 	u64 off = 0;
 
@@ -298,20 +343,18 @@ static u32 unload_direct_one(struct unload_session *sess,
 		return deny;
 	src.seg = req->iov_count ? (*scratch)->seg : src.one;
 
-	deny = unload_pair_get(sess, req->qp_num, req->qp_handle, &pr);
+	deny = unload_pair_cache_get(sess, pc, req);
 	if (deny)
-		goto out_put_pair;
-	deny = UNLOAD_DENY_ACCESS;	/* the responder QP must allow remote writes */
-	if (!(pr.p.access & IB_ACCESS_REMOTE_WRITE))
-		goto out_put_pair;
-	deny = unload_src_resolve(sess, &pr, uiov, req->iov_count ? req->iov_count : 1, &src);
+		return deny;
+	pr = &pc->pr;
+	deny = unload_src_resolve(sess, pr, uiov, req->iov_count ? req->iov_count : 1, &src);
 	if (deny)
 		goto out_put_src;
 	deny = UNLOAD_DENY_RKEY;
-	r = unload_region_find(pr.peer, true, pr.peer_dev, req->rkey);
+	r = unload_region_find(pr->peer, true, pr->peer_dev, req->rkey);
 	if (!r)
 		goto out_put_src;
-	deny = unload_target_check(&pr, r, req, &mr, &off);
+	deny = unload_target_check(pr, r, req, &mr, &off);
 	if (deny)
 		goto out_put_region;
 
@@ -326,23 +369,24 @@ out_put_region:
 	unload_region_put(r);
 out_put_src:
 	unload_src_put(&src);
-out_put_pair:
-	if (unload_deny_is_violation(deny))
-		unload_pair_poison(sess, &pr);
-	unload_pair_put(&pr);
+	if (unload_deny_is_violation(deny)) {
+		unload_pair_poison(sess, pr);
+		unload_pair_cache_drop(pc);
+	}
 	return deny;
 }
 
-int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *done,
-			u32 *accepted)
+int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 flags,
+			u32 *done, u32 *accepted)
 {
 	struct unload_direct_req __user *u = u64_to_user_ptr(ureqs);
 	struct unload_scratch *scratch = NULL;
+	struct unload_pair_cache pc = { .valid = false };
 	struct unload_direct_req req;
 	u32 i, ok = 0;
 	int ret = 0;
 
-	if (count > UNLOAD_MAX_BATCH)
+	if (count > UNLOAD_MAX_BATCH || (flags & ~UNLOAD_SUBMIT_FLAGS))
 		return -EINVAL;
 	/* The source is the submitter's memory: only the opener's process submits. */
 	if (current->mm != sess->mm)
@@ -355,7 +399,7 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *
 			ret = -EFAULT;
 			break;
 		}
-		deny = unload_direct_one(sess, &req, &scratch, &result);
+		deny = unload_direct_one(sess, &req, &scratch, &pc, &result);
 		if (put_user(result, &u[i].result)) {
 			ret = -EFAULT;
 			break;
@@ -364,12 +408,15 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *
 			atomic64_inc(&unload_denied[deny]);
 		else
 			ok++;
-		if (fatal_signal_pending(current)) {
+		if ((deny && (flags & UNLOAD_SUBMIT_STOP)) || fatal_signal_pending(current)) {
 			i++;
 			break;
 		}
 	}
+	unload_pair_cache_drop(&pc);
 	kfree(scratch);
+	if (i)
+		atomic64_inc(&unload_direct_submissions);
 	*done = i;
 	*accepted = ok;
 	return ret;
@@ -382,9 +429,10 @@ long unload_ioctl_submit(struct unload_session *sess, void __user *arg)
 
 	if (copy_from_user(&s, arg, sizeof(s)))
 		return -EFAULT;
-	if (s.flags || s.done || s.accepted || s.reserved[0] || s.reserved[1])
+	if ((s.flags & ~UNLOAD_SUBMIT_FLAGS) || s.done || s.accepted || s.reserved[0] ||
+	    s.reserved[1])
 		return -EINVAL;
-	ret = unload_submit_batch(sess, s.reqs, s.count, &s.done, &s.accepted);
+	ret = unload_submit_batch(sess, s.reqs, s.count, s.flags, &s.done, &s.accepted);
 	if (ret && ret != -EFAULT)
 		return ret;
 	if (copy_to_user(arg, &s, sizeof(s)))

@@ -170,13 +170,13 @@ static int unload_uring_cmd(struct io_uring_cmd *ioucmd, unsigned int issue_flag
 	reqs = READ_ONCE(p->reqs);
 	count = READ_ONCE(p->count);
 	flags = READ_ONCE(p->flags);
-	if (flags)
+	if (flags & ~UNLOAD_SUBMIT_FLAGS)
 		return -EINVAL;
 	if (!unload_said_hello(sess))
 		return -EPROTO;
 	if (count > UNLOAD_URING_INLINE_BATCH && (issue_flags & IO_URING_F_NONBLOCK))
 		return -EAGAIN;
-	ret = unload_submit_batch(sess, reqs, count, &done, &accepted);
+	ret = unload_submit_batch(sess, reqs, count, flags, &done, &accepted);
 	/*
 	 * Complete here, in whatever context io_uring issued us: 6.1 posts no CQE for a
 	 * positive return from io-wq, so the count always goes through cmd_done.

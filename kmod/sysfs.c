@@ -14,6 +14,7 @@
 
 struct unload_control *unload_ctl;
 atomic64_t unload_denied[UNLOAD_DENY_COUNT];
+atomic64_t unload_direct_submissions;
 atomic64_t unload_pinned_pages;
 atomic_t unload_nr_sessions;
 
@@ -227,6 +228,12 @@ UNLOAD_DENY(lkey, UNLOAD_DENY_LKEY);
 UNLOAD_DENY(source, UNLOAD_DENY_SOURCE);
 UNLOAD_DENY(poisoned, UNLOAD_DENY_POISONED);
 
+static ssize_t direct_submissions_show(struct kobject *kobj, struct kobj_attribute *attr,
+				       char *buf)
+{
+	return sysfs_emit(buf, "%lld\n", atomic64_read(&unload_direct_submissions));
+}
+
 static ssize_t sessions_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
 {
 	return sysfs_emit(buf, "%d\n", atomic_read(&unload_nr_sessions));
@@ -250,9 +257,12 @@ static ssize_t reset_store(struct kobject *kobj, struct kobj_attribute *attr,
 	unload_folded_reset();
 	for (i = 0; i < UNLOAD_DENY_COUNT; i++)
 		atomic64_set(&unload_denied[i], 0);
+	atomic64_set(&unload_direct_submissions, 0);
 	return count;
 }
 
+static struct kobj_attribute unload_stat_direct_submissions =
+	__ATTR(direct_submissions, 0444, direct_submissions_show, NULL);
 static struct kobj_attribute unload_stat_sessions = __ATTR(sessions, 0444, sessions_show, NULL);
 static struct kobj_attribute unload_stat_pinned_pages =
 	__ATTR(pinned_pages, 0444, pinned_pages_show, NULL);
@@ -302,6 +312,7 @@ static struct attribute *unload_stat_attrs[] = {
 	&unload_stat_direct_denied_lkey.kattr.attr,
 	&unload_stat_direct_denied_source.kattr.attr,
 	&unload_stat_direct_denied_poisoned.kattr.attr,
+	&unload_stat_direct_submissions.attr,
 	&unload_stat_sessions.attr,
 	&unload_stat_pinned_pages.attr,
 	&unload_stat_reset.attr,

@@ -128,6 +128,7 @@ extern struct kmem_cache *unload_arena_cache;
 /* sysfs.c: the control page and statistics */
 extern struct unload_control *unload_ctl;	/* the control page */
 extern atomic64_t unload_denied[UNLOAD_DENY_COUNT];
+extern atomic64_t unload_direct_submissions;	/* submissions that ran a request */
 extern atomic64_t unload_pinned_pages;
 extern atomic_t unload_nr_sessions;
 int unload_sysfs_init(void);
@@ -195,8 +196,8 @@ void unload_region_mr_put(struct ib_mr *mr);
 
 /* copy.c */
 long unload_ioctl_submit(struct unload_session *sess, void __user *arg);
-int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 *done,
-			u32 *accepted);
+int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 flags,
+			u32 *done, u32 *accepted);
 
 /* list.c */
 long unload_ioctl_list_sessions(struct unload_session *self, struct file *file,

@@ -28,7 +28,7 @@
 #include <linux/types.h>
 
 /* Bumped on every incompatible change of this file. */
-#define UNLOAD_ABI_VERSION 2
+#define UNLOAD_ABI_VERSION 3
 
 #define UNLOAD_DEVICE_PATH "/dev/unload"
 #define UNLOAD_SYSFS_ROOT "/sys/kernel/unload"
@@ -254,7 +254,7 @@ struct unload_region_reg {
 	__u32 access;		/* in: UNLOAD_ACCESS_* the MR was registered with */
 	__u32 flags;		/* in: zero or UNLOAD_REGION_IOVA */
 	__u64 handle;		/* out: the region's handle in this session (non-zero) */
-	__u64 pinned_pages;	/* out: pages pinned for it (0 unless a target) */
+	__u64 pinned_pages;	/* out: pages pinned for it */
 	__u64 iova;		/* in: with UNLOAD_REGION_IOVA, the MR's iova (the address
 				 * requests name, ibv_reg_mr_iova2); else zero, and the
 				 * iova is addr */
@@ -368,17 +368,25 @@ struct unload_direct_req {
  * UNLOAD_IOC_SUBMIT: run `count` requests of the array at `reqs` in order, each
  * independently; writes the result of each. The ioctl returns 0 and sets
  * `done` to the number of requests processed (all of them, unless it failed reading
- * or writing the array: then -EFAULT and `done` tells how far it got). At most
- * UNLOAD_MAX_BATCH per call.
+ * or writing the array: then -EFAULT and `done` tells how far it got; or
+ * UNLOAD_SUBMIT_STOP ended it). At most UNLOAD_MAX_BATCH per call.
  */
 struct unload_submit {
 	__u64 reqs;		/* in: struct unload_direct_req array */
 	__u32 count;		/* in: entries (0 .. UNLOAD_MAX_BATCH) */
-	__u32 flags;		/* in: zero */
+	__u32 flags;		/* in: UNLOAD_SUBMIT_* */
 	__u32 done;		/* out: entries processed */
 	__u32 accepted;		/* out: entries with result 0 */
 	__u64 reserved[2];	/* in: zero */
 };
+
+/*
+ * Stop after the first request that is not placed: it counts in `done`, the ones after
+ * it are not looked at. A post list's writes keep their order this way: the caller
+ * sends the refused one to the NIC, and what follows it waits for the NIC's turn.
+ */
+#define UNLOAD_SUBMIT_STOP	(1U << 0)
+#define UNLOAD_SUBMIT_FLAGS	UNLOAD_SUBMIT_STOP
 
 /*
  * io_uring: IORING_OP_URING_CMD on the /dev/unload fd with cmd_op UNLOAD_URING_SUBMIT
@@ -389,7 +397,7 @@ struct unload_submit {
 struct unload_uring_submit {
 	__u64 reqs;		/* struct unload_direct_req array */
 	__u32 count;		/* entries (0 .. UNLOAD_MAX_BATCH) */
-	__u32 flags;		/* zero */
+	__u32 flags;		/* UNLOAD_SUBMIT_* */
 };
 #define UNLOAD_URING_SUBMIT	0x5501
 
@@ -413,7 +421,7 @@ struct unload_uring_submit {
  * session's process added to its counters page: its own report, which the module
  * never uses for anything but this display and the statistics; the direct path's are
  * the module's own count. pinned_pages: pages the module holds pinned for the session
- * (target regions and staging arenas).
+ * (regions and staging arenas).
  */
 struct unload_session_info {
 	__u64 session_id;	/* as UNLOAD_IOC_HELLO reported it to its process */

@@ -95,62 +95,106 @@ int fence_before_direct(QpRec* q, const WriteRequest& r) {
   return 0;
 }
 
-// After the fence: 0 when placed (its completion queued if signaled); else -errno and
-// nothing was placed.
-int run_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt) {
-  const WriteRequest& r = rt.req;
-  CqRec* c = q->scq;
-  uint64_t ticket = 0;
-  // The completion's cell first: a full queue sends the write to the NIC, never loses it.
-  if (r.signaled && !c->pending.claim(ticket)) return -ENOSPC;
+// The module's request for write w; iov: room for its segment list when it has several
+// SGEs. false when the module could not take it (more SGEs than it allows).
+bool build_request(const QpRec* q, const DirectWrite& w, unload_direct_req& req, unload_iov* iov) {
+  const WriteRequest& r = w.rt.req;
   ibv_sge process_sg[UNLOAD_MAX_IOV];  // the module reads the source by process address
-  if (rt.translated) {
+  const ibv_sge* sg = w.sg;
+  if (r.sge_count > UNLOAD_MAX_IOV || r.sge_count > g_kmod.max_iov) return false;
+  if (w.rt.translated) {
     sges_translate(q, sg, r.sge_count, process_sg);
     sg = process_sg;
   }
-  const int rc = kmod_direct(q->qp_num, q->peer.handle, r.rkey, r.remote_addr, sg, r.sge_count, r.length);
-  if (rc != 0) {
-    if (r.signaled) c->pending.cancel(ticket);
-    // Refused: the next write asks the module what became of the pair (poisoned for good
-    // after a violation, or not paired any more) instead of trying again blind.
-    q->peer.flags &= ~UNLOAD_PEER_PAIRED;
-    q->peer.countdown = 1;
-    return rc;
+  req = unload_direct_req{};
+  req.qp_num = q->qp_num;
+  req.qp_handle = q->peer.handle;
+  req.rkey = r.rkey;
+  req.remote_addr = r.remote_addr;
+  req.length = r.length;
+  if (r.sge_count == 1) {
+    req.iov = sg[0].addr;
+    req.lkey = sg[0].lkey;
+  } else {
+    for (uint32_t i = 0; i < r.sge_count; ++i) iov[i] = {sg[i].addr, sg[i].length, sg[i].lkey, 0};
+    req.iov = reinterpret_cast<uintptr_t>(iov);
+    req.iov_count = r.sge_count;
   }
+  return true;
+}
+
+// A placed write's bookkeeping: counters, the policy, its completion in `ticket`.
+void finish_direct(QpRec* q, const DirectWrite& w, uint64_t ticket) {
+  const WriteRequest& r = w.rt.req;
   count_writes(Path::unload_direct, 1, r.length);
-  observe(q, Path::unload_direct, r.length, r.sge_count, r.rkey, r.remote_addr, rt.t0);
+  observe(q, Path::unload_direct, r.length, r.sge_count, r.rkey, r.remote_addr, w.rt.t0);
   q->peer.last_rkey = r.rkey;
   q->peer.last_addr = r.remote_addr;
   q->peer.has_last = true;
-  if (r.signaled) {
-    ibv_wc wc{};
-    wc.wr_id = wr_id;
-    wc.status = IBV_WC_SUCCESS;
-    wc.opcode = IBV_WC_RDMA_WRITE;
-    wc.qp_num = q->qp_num;
-    wc.byte_len = r.length;
-    c->pending.fill(ticket, wc);
+  if (!r.signaled) return;
+  ibv_wc wc{};
+  wc.wr_id = w.wr_id;
+  wc.status = IBV_WC_SUCCESS;
+  wc.opcode = IBV_WC_RDMA_WRITE;
+  wc.qp_num = q->qp_num;
+  wc.byte_len = r.length;
+  q->scq->pending.fill(ticket, wc);
+}
+
+// After the fence: the writes w[0..n) with one submission. Returns how many were placed;
+// *why for the first one not placed. Nothing after it was placed.
+int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
+  CqRec* c = q->scq;
+  unload_direct_req reqs[kDirectRunMax];
+  uint64_t tickets[kDirectRunMax] = {};
+  unload_iov iov[UNLOAD_MAX_IOV];
+  int m = 0;
+  // Each completion's cell first: a full queue sends the write to the NIC, never loses it.
+  for (; m < n; ++m) {
+    if (!build_request(q, w[m], reqs[m], iov)) {
+      *why = Why::refused;
+      break;
+    }
+    if (w[m].rt.req.signaled && !c->pending.claim(tickets[m])) {
+      *why = Why::no_room;
+      break;
+    }
+  }
+  const int done = m ? kmod_submit(reqs, static_cast<uint32_t>(m)) : 0;
+  int placed = 0;
+  while (placed < done && reqs[placed].result == 0) ++placed;
+  for (int i = 0; i < placed; ++i) finish_direct(q, w[i], tickets[i]);
+  for (int i = placed; i < m; ++i)
+    if (w[i].rt.req.signaled) c->pending.cancel(tickets[i]);
+  if (placed < m) {
+    *why = Why::refused;
+    // The next write asks the module what became of the pair (poisoned for good after a
+    // violation, or not paired any more) instead of trying again blind.
+    q->peer.flags &= ~UNLOAD_PEER_PAIRED;
+    q->peer.countdown = 1;
+  }
+  bool signaled = false;
+  for (int i = 0; i < placed; ++i) signaled |= w[i].rt.req.signaled;
+  if (signaled) {
     // The program may have armed the channel: make the event fire (a Dekker pair with
     // unload_cq_req_notify: it arms, then (fence) looks at the queue; we queue, then
     // (fence) look at `armed`; one marker per arming suffices, an arming fires once).
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    const WriteRequest& last = w[placed - 1].rt.req;
     if (c->cq->channel && c->armed.load(std::memory_order_relaxed) && c->armed.exchange(false))
-      if (post_marker(q, r.rkey, r.remote_addr) != 0) c->armed.store(true);
+      if (post_marker(q, last.rkey, last.remote_addr) != 0) c->armed.store(true);
   }
-  return 0;
+  return placed;
 }
 
 }  // namespace
 
-int place_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt, Why* why) {
-  int rc = fence_before_direct(q, rt.req);
-  if (rc != 0) {
+int place_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
+  if (const int rc = fence_before_direct(q, w[0].rt.req)) {
     *why = rc == -ETIMEDOUT ? Why::fence : rc == -EBUSY ? Why::queue : rc == -EIO ? Why::qp_error : Why::no_room;
-    return rc;
+    return 0;
   }
-  rc = run_direct(q, sg, wr_id, rt);
-  if (rc != 0) *why = rc == -ENOSPC ? Why::no_room : Why::refused;
-  return rc;
+  return run_direct(q, w, n, why);
 }
 
 void wake_channel_now(CqRec* c) {

@@ -7,11 +7,23 @@
 
 namespace unload::rt {
 
-// The fence (the write waits until its QP's earlier requests executed), then the module's
-// copy; inside q's post gate. 0 when placed (its completion queued if signaled); else
-// nothing was placed, *why says what stopped it, and the caller sends the write to the
-// NIC, which orders it by itself and reports whatever error it finds.
-int place_direct(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt, Why* why);
+// One write routed direct: its local buffers, its wr_id, its route.
+struct DirectWrite {
+  const ibv_sge* sg;
+  uint64_t wr_id;
+  Route rt;
+};
+
+// Most writes of one post list placed with one submission.
+constexpr int kDirectRunMax = 16;
+
+// The fence (the writes wait until their QP's earlier requests executed), then the
+// module's copy of w[0..n) in order, with one submission that stops at the first write it
+// does not place; inside q's post gate. Returns how many were placed (their completions
+// queued if signaled); when fewer than n, *why says what stopped the first one not placed,
+// and the caller sends it and the rest to the NIC, which orders them by itself and reports
+// whatever error it finds. A write with several SGEs comes alone (n = 1).
+int place_direct(QpRec* q, const DirectWrite* w, int n, Why* why);
 
 // A completion was queued on `c` while its channel may be armed: make the real CQ event
 // fire, with a marker on some QP of the CQ. From ibv_req_notify_cq (no gate held).

@@ -137,30 +137,13 @@ int kmod_arena_free(uint32_t id) {
   return ioctl(g_kmod.fd, UNLOAD_IOC_ARENA_FREE, &a) != 0 ? -errno : 0;
 }
 
-int kmod_direct(uint32_t qpn, uint32_t qp_handle, uint32_t rkey, uint64_t remote_addr, const ibv_sge* sg,
-                uint32_t nsge, uint64_t length) {
-  unload_iov iov[UNLOAD_MAX_IOV];
-  unload_direct_req req{};
-  req.qp_num = qpn;
-  req.qp_handle = qp_handle;
-  req.rkey = rkey;
-  req.remote_addr = remote_addr;
-  req.length = length;
-  if (nsge == 1) {
-    req.iov = sg[0].addr;
-    req.lkey = sg[0].lkey;
-  } else {
-    if (nsge > UNLOAD_MAX_IOV || nsge > g_kmod.max_iov) return -EINVAL;
-    for (uint32_t i = 0; i < nsge; ++i) iov[i] = {sg[i].addr, sg[i].length, sg[i].lkey, 0};
-    req.iov = reinterpret_cast<uintptr_t>(iov);
-    req.iov_count = nsge;
-  }
+int kmod_submit(unload_direct_req* reqs, uint32_t n) {
   unload_submit s{};
-  s.reqs = reinterpret_cast<uintptr_t>(&req);
-  s.count = 1;
+  s.reqs = reinterpret_cast<uintptr_t>(reqs);
+  s.count = n;
+  s.flags = UNLOAD_SUBMIT_STOP;
   if (ioctl(g_kmod.fd, UNLOAD_IOC_SUBMIT, &s) != 0) return -errno;
-  if (s.done != 1) return -EIO;
-  return req.result;
+  return static_cast<int>(s.done);
 }
 
 }  // namespace unload::rt

@@ -12,6 +12,8 @@
 struct unload_control;
 struct unload_counters;
 
+struct unload_direct_req;
+
 namespace unload::rt {
 
 struct Kmod {
@@ -46,9 +48,10 @@ int kmod_dereg_region(uint64_t handle);
 // munmap) when its QP is destroyed: the module charges it until then.
 int kmod_arena_alloc(size_t length, void** addr, size_t* out_len, uint32_t* id);
 int kmod_arena_free(uint32_t id);
-// One direct write; the SGEs' lkeys are checked by the module. Returns 0 when placed,
-// else -errno (-EACCES for every refusal: the caller posts it to the NIC).
-int kmod_direct(uint32_t qpn, uint32_t qp_handle, uint32_t rkey, uint64_t remote_addr, const ibv_sge* sg,
-                uint32_t nsge, uint64_t length);
+// Direct writes, in order, with one submission that stops at the first the module does
+// not place (UNLOAD_SUBMIT_STOP). Returns how many it processed (each request's result
+// says whether it was placed: -EACCES for every refusal, and the caller posts that one to
+// the NIC), or -errno when the submission itself failed (nothing placed).
+int kmod_submit(unload_direct_req* reqs, uint32_t n);
 
 }  // namespace unload::rt

@@ -154,25 +154,55 @@ Why list_direct_why(QpRec* q, ibv_send_wr* wr, const Tunables& t) {
   return wr->next && !list_locally_valid(q, wr) ? Why::region : Why::none;
 }
 
+// Gives request w, routed rt, to the provider's batch (flushing it when full). 0 or the
+// provider's errno with *bad set.
+int to_nic(Batch& b, ibv_send_wr* w, const Route& rt, Why fallback, ibv_send_wr** bad) {
+  if (b.full())
+    if (int rc = b.flush(bad)) return rc;
+  if (b.add(w, rt, fallback)) return 0;
+  if (int rc = b.flush(bad)) return rc;
+  if (b.add(w, rt, fallback)) return 0;
+  *bad = w;  // still full: so is the send queue
+  return ENOMEM;
+}
+
+// A list's writes that route direct one after another (a write with several SGEs alone)
+// are placed with one submission; the requests before them go to the provider first, and
+// what the module does not place goes after them, in order.
 int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t) {
   const Why direct_why = list_direct_why(q, wr, t);
   Batch b(q);
-  for (ibv_send_wr* w = wr; w; w = w->next) {
-    Route rt = route(q, *w, t, direct_why);
-    Why fallback = Why::none;
-    if (rt.path == Path::unload_direct) {
-      if (int rc = b.flush(bad)) return rc;  // the requests before it go first
-      if (place_direct(q, w->sg_list, w->wr_id, rt, &fallback) == 0) continue;
-      rt.path = Path::offload;  // refused: the NIC takes it as built, and reports what it finds
+  DirectWrite run[kDirectRunMax];
+  ibv_send_wr* origin[kDirectRunMax];
+  ibv_send_wr* w = wr;
+  Route rt;
+  bool routed = false;  // rt is already w's route
+  while (w) {
+    if (!routed) rt = route(q, *w, t, direct_why);
+    routed = false;
+    if (rt.path != Path::unload_direct) {
+      if (int rc = to_nic(b, w, rt, Why::none, bad)) return rc;
+      w = w->next;
+      continue;
     }
-    if (b.full())
-      if (int rc = b.flush(bad)) return rc;
-    if (!b.add(w, rt, fallback)) {
-      if (int rc = b.flush(bad)) return rc;
-      if (!b.add(w, rt, fallback)) {  // still full: so is the send queue
-        *bad = w;
-        return ENOMEM;
+    int n = 0;
+    run[n] = {w->sg_list, w->wr_id, rt};
+    origin[n++] = w;
+    for (w = w->next; w && run[0].rt.req.sge_count <= 1 && n < kDirectRunMax; w = w->next) {
+      rt = route(q, *w, t, direct_why);
+      if (rt.path != Path::unload_direct || rt.req.sge_count > 1) {
+        routed = true;
+        break;
       }
+      run[n] = {w->sg_list, w->wr_id, rt};
+      origin[n++] = w;
+    }
+    if (int rc = b.flush(bad)) return rc;  // the requests before the run go first
+    Why fallback = Why::none;
+    // Not placed: the NIC takes them as built, and reports what it finds.
+    for (int i = place_direct(q, run, n, &fallback); i < n; ++i) {
+      run[i].rt.path = Path::offload;
+      if (int rc = to_nic(b, origin[i], run[i].rt, fallback, bad)) return rc;
     }
   }
   return b.flush(bad);

@@ -415,7 +415,8 @@ static int complete_held(QpRec* q, ibv_qp_ex* qp) {
   // A full send queue refuses the batch on the NIC path; the provider says how.
   Why why = Why::queue;
   const bool room = q->sq.ring.in_flight() < q->sq.max_wr;
-  if (!room || place_direct(q, h.sge, h.wr_id, rt, &why) != 0) {
+  const DirectWrite d{h.sge, h.wr_id, rt};
+  if (!room || place_direct(q, &d, 1, &why) != 1) {
     rt.path = Path::offload;
     rc = post_routed(q, w, rt, why);
   }

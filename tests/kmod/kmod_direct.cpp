@@ -253,6 +253,45 @@ void test_integrity(std::mt19937_64& rng) {
   check(diff == 0 && canary_diff() == 0, "uring.bytes_exact", "%zu bytes differ", diff);
 }
 
+// UNLOAD_SUBMIT_STOP: a batch stops after its first refused request, which counts in
+// `done`, and leaves the ones after it unplaced; without the flag each runs on its own.
+// An unknown flag is -EINVAL with nothing processed.
+void test_submit_stop(std::mt19937_64& rng) {
+  std::span<uint8_t> src(g_src + 300000, 3 * 64);  // in S's registered source
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  auto batch = [&](uint64_t base) {
+    std::vector<unload_direct_req> r;
+    for (int i = 0; i < 3; i++)
+      r.push_back(make_req(g_s.wire.qpn, g_t.rkey1, r1() + base + 64 * i, 64, &src[64 * i]));
+    r[1].length = 0;  // refused (length), no violation: the pair stays usable
+    return r;
+  };
+  auto run = [&](std::vector<unload_direct_req>& r, uint32_t flags, unload_submit* s) {
+    *s = unload_submit{};
+    s->reqs = reinterpret_cast<uintptr_t>(r.data());
+    s->count = static_cast<uint32_t>(r.size());
+    s->flags = flags;
+    const int ret = uioctl(g_fd, UNLOAD_IOC_SUBMIT, s);
+    for (uint32_t i = 0; i < s->done && i < r.size(); i++) shadow_apply(r[i]);
+    return ret;
+  };
+  unload_submit s;
+  auto stop = batch(8192);
+  int ret = run(stop, UNLOAD_SUBMIT_STOP, &s);
+  check(ret == 0 && s.done == 2 && s.accepted == 1 && stop[0].result == 0 &&
+            stop[1].result == -EACCES && stop[2].result == 0 && shadow_diff() == 0,
+        "submit.stop", "ret %d done %u accepted %u results %d/%d/%d, %zu bytes differ", ret,
+        s.done, s.accepted, stop[0].result, stop[1].result, stop[2].result, shadow_diff());
+  auto each = batch(8192 + 4096);
+  ret = run(each, 0, &s);
+  check(ret == 0 && s.done == 3 && s.accepted == 2 && each[2].result == 0 && shadow_diff() == 0,
+        "submit.each", "ret %d done %u accepted %u, %zu bytes differ", ret, s.done, s.accepted,
+        shadow_diff());
+  auto bad = batch(8192 + 8192);
+  ret = run(bad, 1U << 7, &s);
+  check(ret == -EINVAL && shadow_diff() == 0, "submit.bad_flags", "ret %d (want %d)", ret, -EINVAL);
+}
+
 void test_ordering() {
   // A poller on another CPU watches the last 8 bytes; when they turn up, every earlier
   // byte must be there already.
@@ -611,6 +650,7 @@ int main() {
   test_integrity(rng);
   std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
   test_ordering();
+  test_submit_stop(rng);
   test_denials(rng);
   std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
   test_self_pair_violations();

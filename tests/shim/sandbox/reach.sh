@@ -15,6 +15,7 @@ sys_not_direct() { echo $(($(sysstat writes_offload) + $(sysstat writes_inline) 
 N=2000
 for v in "plain:" "list:-l 8" "cqmod:--cq-mod 1 -t 1" "cm:-R"; do
 	name=bw_${v%%:*} args=${v#*:}
+	subs0=$(sysstat direct_submissions) dw0=$(sysstat writes_direct)
 	# shellcheck disable=SC2086 # the flags are words
 	check "ib_write_bw -s 4096 $args under unload" run_pair "$name" unload \
 		ib_write_bw -d "$DEV" -x "$GIDX" -n $N -s 4096 $args -- \
@@ -22,6 +23,11 @@ for v in "plain:" "list:-l 8" "cqmod:--cq-mod 1 -t 1" "cm:-R"; do
 	show_stats "$name"
 	check "ib_write_bw $args: all $N writes direct" \
 		[ "$(stat "$WORK/$name.stats" writes_direct)" -ge $N -a "$(not_direct "$WORK/$name.stats")" -eq 0 ]
+	subs=$(($(sysstat direct_submissions) - subs0)) dw=$(($(sysstat writes_direct) - dw0))
+	echo "info: $name: $dw direct writes in $subs submissions"
+	# Lists of 8: each list's writes go to the module as one submission.
+	[ "${v%%:*}" = list ] &&
+		check "ib_write_bw -l 8: a list's direct writes in one submission" [ $((subs * 8)) -le $((dw + 8)) ]
 done
 
 # iova != address: the same outcome as without the shim, every non-empty write direct; the
