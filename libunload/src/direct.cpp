@@ -30,6 +30,7 @@ int post_marker(QpRec* q, uint32_t rkey, uint64_t remote_addr) {
   if (!e) return -ENOMEM;
   e->user_wr_id = 0;
   e->post_ns = 0;
+  e->post_call_ns = 0;
   e->remote_addr = remote_addr;
   e->stage_mark = q->sq.stage.tail;
   e->length = 0;

@@ -5,6 +5,8 @@
 #include "route.hpp"
 #include "stage.hpp"
 
+#include <atomic>
+
 namespace unload::rt {
 
 SqEntry* tagged_entry(CqRec* c, uint32_t qpn, uint64_t wr_id, QpRec** q) {
@@ -25,7 +27,9 @@ SqEntry* tagged_entry(CqRec* c, uint32_t qpn, uint64_t wr_id, QpRec** q) {
 bool merge_entry(QpRec* q, SqEntry* e, ibv_wc_status status, uint64_t* wr_id) {
   stage_release(q->sq.stage, *e);
   if (status == IBV_WC_SUCCESS) {
-    if (e->post_ns) observe(q, static_cast<Path>(e->path), e->length, e->sge_count, e->rkey, e->remote_addr, e->post_ns);
+    if (e->post_ns)
+      observe(q, static_cast<Path>(e->path), e->length, e->sge_count, e->rkey, e->remote_addr, e->post_ns,
+              std::atomic_ref<uint32_t>(e->post_call_ns).load(std::memory_order_relaxed));
   } else if (!q->failed.load(std::memory_order_relaxed)) {
     q->failed.store(true, std::memory_order_release);
   }

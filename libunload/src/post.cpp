@@ -8,6 +8,7 @@
 #include "registry.hpp"
 #include "stage.hpp"
 
+#include <atomic>
 #include <cerrno>
 
 namespace unload::rt {
@@ -53,6 +54,8 @@ class Batch {
     why_[n_] = route_why(rt, p, fallback);
     e->user_wr_id = w->wr_id;
     e->post_ns = rt.t0;
+    e->post_call_ns = 0;
+    timed_ |= rt.t0 != 0;
     e->remote_addr = r.remote_addr;
     e->length = r.length;
     e->rkey = r.rkey;
@@ -77,6 +80,7 @@ class Batch {
     sq.ring.publish(start_ + n_);
     ibv_send_wr* bad_copy = nullptr;
     const int rc = q_->c->provider.post_send(q_->qp, copies_, &bad_copy);
+    if (timed_) stamp_post_call();
     int posted = n_;
     if (rc) {
       posted = bad_copy ? static_cast<int>(bad_copy - copies_) : 0;
@@ -91,14 +95,32 @@ class Batch {
       if (e->flags & kWrite) count_writes(static_cast<Path>(e->path), 1, e->length);
     }
     n_ = 0;
+    timed_ = false;
     return rc;
   }
 
  private:
+  // Adaptive: how long each timed request took to post, its policy decision to the
+  // provider's return (observe() counts it as time the program spent on the NIC path).
+  // A poller on another thread may merge an entry before it is stamped, and then counts
+  // no post time: the value is advisory, hence relaxed. The entries cannot be reused
+  // meanwhile: that takes a poster, and this thread holds the post gate.
+  void stamp_post_call() {
+    const uint64_t end = now_ns();
+    for (int i = 0; i < n_; ++i) {
+      SqEntry* e = q_->sq.ring.at(start_ + static_cast<uint64_t>(i));
+      if (!e->post_ns || end <= e->post_ns) continue;
+      const uint64_t took = end - e->post_ns;
+      std::atomic_ref<uint32_t>(e->post_call_ns)
+          .store(took < UINT32_MAX ? static_cast<uint32_t>(took) : UINT32_MAX, std::memory_order_relaxed);
+    }
+  }
+
   QpRec* q_;
   uint64_t start_ = 0;        // ring tail when the first copy was added
   uint64_t stage_start_ = 0;  // stage tail then
   int n_ = 0;
+  bool timed_ = false;  // a request carries a policy timestamp (adaptive)
   ibv_send_wr copies_[kChunk];
   ibv_send_wr* origin_[kChunk];
   Why why_[kChunk];  // counted once posted

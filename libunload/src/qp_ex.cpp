@@ -101,6 +101,7 @@ SqEntry* request(QpRec* q, ibv_qp_ex* qpx, uint8_t flags, F&& call) {
   const bool signaled = q->sq.sig_all || (qpx->wr_flags & IBV_SEND_SIGNALED);
   e->user_wr_id = qpx->wr_id;
   e->post_ns = 0;
+  e->post_call_ns = 0;
   e->remote_addr = 0;
   e->stage_mark = q->sq.stage.tail;
   e->length = 0;
@@ -186,6 +187,7 @@ void issue_payload(QpRec* q, ibv_qp_ex* qp, size_t n, const ibv_sge* sg, const R
     e->length = rt.req.length;
     e->sge_count = static_cast<uint16_t>(n);
     e->post_ns = rt.t0;
+    e->post_call_ns = 0;  // the provider posts at wr_complete: its time is not measured
     if (p == Path::unload_stage && !stage_copy(q->sq.stage, e, sg, static_cast<uint32_t>(n), rt.req.length))
       p = Path::offload;
     e->path = static_cast<uint8_t>(p);

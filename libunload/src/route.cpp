@@ -192,16 +192,21 @@ Why route_why(const Route& rt, Path taken, Why fallback) {
 }
 
 void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey,
-             uint64_t remote_addr, uint64_t t0) {
+             uint64_t remote_addr, uint64_t t0, uint64_t post_call_ns) {
   if (!t0 || !t_policy) return;
   const policy::WriteFeatures f = features_of(q, length, sge_count, rkey, remote_addr, PathSet::all(), false);
   const uint64_t now = now_ns();
   const uint64_t cost = now - t0;
-  // Polled for since the post, or since the spin began if later. Several completions
-  // collected by one poll each count the whole spin: a batch's per-write wait is
-  // overstated, but only for a program that spends that time polling anyway.
-  const uint64_t since = t_spin_since > t0 ? t_spin_since : t0;
-  const uint64_t wait = p == Path::offload && t_spin_since && now > since ? now - since : 0;
+  // In verbs calls for it: the post, then the poll from the post's return, or from when the
+  // spin began if later. Several completions collected by one poll each count the whole
+  // spin: a batch's per-write wait is overstated, but only for a program that spends that
+  // time polling anyway.
+  uint64_t wait = 0;
+  if (p == Path::offload) {
+    const uint64_t posted = t0 + post_call_ns;
+    const uint64_t since = t_spin_since > posted ? t_spin_since : posted;
+    wait = post_call_ns + (t_spin_since && now > since ? now - since : 0);
+  }
   t_policy->observe(p, f, cost, policy::is_cpu_path(p) ? cost : 0, wait);
 }
 

@@ -51,9 +51,11 @@ bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated)
 void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out);
 
 // Adaptive mode: the policy of this thread learns the cost of a path that finished, and
-// for an offloaded write how long this thread busy-polled for it.
+// for an offloaded write how long this thread spent on it in verbs calls: its post
+// (`post_call_ns` of its `t0 .. completion`: a software NIC such as rxe does the NIC's work
+// inside post_send, on the caller's CPU) and its busy-poll for the completion.
 void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey,
-             uint64_t remote_addr, uint64_t t0);
+             uint64_t remote_addr, uint64_t t0, uint64_t post_call_ns = 0);
 
 // What the program's ibv_poll_cq returned (after the merge): a run of empty polls is a
 // wait for the NIC, which observe() reports to the policy.
