@@ -66,8 +66,9 @@ class Policy {
 
   // The measured cost of a write decide() routed to `path` (latency to completion, the
   // quantity adaptive minimises), and `cpu_ns`, the part of it the CPU spent copying.
-  // `nic_wait_ns`, for an offloaded write: how long the thread busy-polled for its
-  // completion (0 if the completion was there when the program first looked). Pass the
+  // `nic_wait_ns`, for an offloaded write: how long the thread spent on it in verbs calls,
+  // its post (where a software NIC does the NIC's work) and its busy-poll for the
+  // completion (none if the completion was there when the program first looked). Pass the
   // same features decide() saw. Only adaptive mode uses what it learns; calling it in
   // other modes keeps the estimates warm for a switch to adaptive, skipping it costs
   // nothing else.
@@ -96,7 +97,7 @@ class Policy {
  private:
   struct WriteClass {
     CostEstimate estimate[kPathCount];
-    CostEstimate nic_wait;  // what the program busy-polls for an offloaded write
+    CostEstimate nic_wait;  // what the program spends posting and polling an offloaded write
     Path chosen = Path::offload;
     bool has_chosen = false;  // set once every eligible path has a warm estimate
     Path trial_path = Path::offload;
