@@ -267,8 +267,8 @@ static bool unload_deny_is_violation(u32 deny)
  * The pair of the submission's last request, kept for the next request of the same
  * sender QP: the QPs' states, access and pairing are read from the RDMA core once per
  * submission (one ioctl, its requests back to back like a post list the NIC takes at
- * once) instead of once per write. A violation drops it, so the next request meets the
- * poison.
+ * once) instead of once per write. Any refusal drops it, so the next request resolves
+ * the pair again (and meets the poison of a violation).
  */
 struct unload_pair_cache {
 	struct unload_pair pr;
@@ -283,7 +283,10 @@ static void unload_pair_cache_drop(struct unload_pair_cache *pc)
 	pc->valid = false;
 }
 
-/* The pair of req's sender QP, resolved and checked (or kept from the last request). */
+/*
+ * The pair of req's sender QP, resolved and checked (or kept from the last request). The
+ * cache holds what the resolution took even when it refused: the caller drops it then.
+ */
 static u32 unload_pair_cache_get(struct unload_session *sess, struct unload_pair_cache *pc,
 				 const struct unload_direct_req *req)
 {
@@ -293,18 +296,12 @@ static u32 unload_pair_cache_get(struct unload_session *sess, struct unload_pair
 		return UNLOAD_DENY_NONE;
 	unload_pair_cache_drop(pc);
 	deny = unload_pair_get(sess, req->qp_num, req->qp_handle, &pc->pr);
-	if (!deny && !(pc->pr.p.access & IB_ACCESS_REMOTE_WRITE))
-		deny = UNLOAD_DENY_ACCESS;	/* the responder QP must allow remote writes */
-	if (deny) {
-		if (unload_deny_is_violation(deny))
-			unload_pair_poison(sess, &pc->pr);
-		unload_pair_put(&pc->pr);
-		return deny;
-	}
 	pc->qpn = req->qp_num;
 	pc->handle = req->qp_handle;
 	pc->valid = true;
-	return UNLOAD_DENY_NONE;
+	if (!deny && !(pc->pr.p.access & IB_ACCESS_REMOTE_WRITE))
+		deny = UNLOAD_DENY_ACCESS;	/* the responder QP must allow remote writes */
+	return deny;
 }
 
 /*
@@ -344,9 +341,9 @@ static u32 unload_direct_one(struct unload_session *sess,
 	src.seg = req->iov_count ? (*scratch)->seg : src.one;
 
 	deny = unload_pair_cache_get(sess, pc, req);
-	if (deny)
-		return deny;
 	pr = &pc->pr;
+	if (deny)
+		goto out_refused;
 	deny = unload_src_resolve(sess, pr, uiov, req->iov_count ? req->iov_count : 1, &src);
 	if (deny)
 		goto out_put_src;
@@ -369,8 +366,10 @@ out_put_region:
 	unload_region_put(r);
 out_put_src:
 	unload_src_put(&src);
-	if (unload_deny_is_violation(deny)) {
-		unload_pair_poison(sess, pr);
+out_refused:
+	if (deny) {
+		if (unload_deny_is_violation(deny))
+			unload_pair_poison(sess, pr);
 		unload_pair_cache_drop(pc);
 	}
 	return deny;

@@ -163,8 +163,11 @@ int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
   }
   const int done = m ? kmod_submit(reqs, static_cast<uint32_t>(m)) : 0;
   int placed = 0;
-  while (placed < done && reqs[placed].result == 0) ++placed;
-  for (int i = 0; i < placed; ++i) finish_direct(q, w[i], tickets[i]);
+  bool signaled = false;
+  for (; placed < done && reqs[placed].result == 0; ++placed) {
+    finish_direct(q, w[placed], tickets[placed]);
+    signaled |= w[placed].rt.req.signaled;
+  }
   for (int i = placed; i < m; ++i)
     if (w[i].rt.req.signaled) c->pending.cancel(tickets[i]);
   if (placed < m) {
@@ -174,8 +177,6 @@ int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
     q->peer.flags &= ~UNLOAD_PEER_PAIRED;
     q->peer.countdown = 1;
   }
-  bool signaled = false;
-  for (int i = 0; i < placed; ++i) signaled |= w[i].rt.req.signaled;
   if (signaled) {
     // The program may have armed the channel: make the event fire (a Dekker pair with
     // unload_cq_req_notify: it arms, then (fence) looks at the queue; we queue, then
