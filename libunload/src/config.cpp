@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "kmod.hpp"
+#include "tls.hpp"
 #include "unload/runtime.h"
 
 namespace unload::rt {
@@ -26,10 +27,10 @@ bool g_mode_forced = false;  // UNLOAD_MODE set: it wins over the control page
 uint32_t g_forced_mode = 0;
 bool g_path_forced = false;  // UNLOAD_PATH set
 Path g_forced_path = Path::offload;
-thread_local Tunables t_tunables;
-thread_local uint32_t t_seq = 1;  // odd: never a stable control-page sequence
+UNLOAD_TLS_HOT thread_local Tunables t_tunables;
+UNLOAD_TLS_HOT thread_local uint32_t t_seq = 1;  // odd: never a stable control-page sequence
 std::atomic<ThreadStats*> g_stats_list{nullptr};
-thread_local ThreadStats* t_stats = nullptr;
+UNLOAD_TLS_HOT constinit thread_local ThreadStats* t_stats = nullptr;
 std::once_flag g_flush_once;
 
 // Strict unsigned decimal that fits 32 bits.

@@ -1,5 +1,7 @@
 #include "gate.hpp"
 
+#include "tls.hpp"
+
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -10,7 +12,7 @@ namespace unload::rt {
 namespace {
 
 std::atomic<bool> g_biased{false};
-thread_local uint32_t t_tid = 0;
+UNLOAD_TLS_HOT constinit thread_local uint32_t t_tid = 0;
 
 long membarrier(int cmd) { return syscall(__NR_membarrier, cmd, 0, 0); }
 

@@ -5,6 +5,7 @@
 #include "cq_ex.hpp"
 #include "kmod.hpp"
 #include "registry.hpp"
+#include "tls.hpp"
 #include "unload.h"
 
 #include <unistd.h>
@@ -18,11 +19,11 @@ using policy::PathSet;
 
 namespace {
 
-constinit thread_local policy::Policy* t_policy = nullptr;
+UNLOAD_TLS_HOT constinit thread_local policy::Policy* t_policy = nullptr;
 // When this thread's current run of empty ibv_poll_cq calls began; 0 when its last poll
 // found something. What a completion arrives after of it is time the program spent
 // busy-polling for the NIC, which adaptive's CPU budget does not charge (policy.hpp).
-constinit thread_local uint64_t t_spin_since = 0;
+UNLOAD_TLS_HOT constinit thread_local uint64_t t_spin_since = 0;
 
 // nullptr only when it cannot be allocated: the caller then takes the NIC.
 policy::Policy* thread_policy() {
