@@ -33,13 +33,13 @@ policy::Policy* thread_policy() {
 }
 
 policy::WriteFeatures features_of(const QpRec* q, uint32_t length, uint32_t sge_count, uint32_t rkey,
-                                  uint64_t remote_addr, PathSet eligible, bool adaptive) {
+                                  uint64_t remote_addr, PathSet eligible, bool clock) {
   policy::WriteFeatures f{};
   f.length = length;
   f.sge_count = sge_count;
   f.rkey = rkey;
   f.remote_addr = remote_addr;
-  f.now_ns = adaptive ? now_ns() : 0;
+  f.now_ns = clock ? now_ns() : 0;
   f.eligible = eligible;
   f.peer_local = q->peer.local;
   f.nic_outstanding = q->sq.ring.in_flight() != 0;
@@ -176,10 +176,13 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
     out.path = eligible.contains(forced) ? forced : Path::offload;
   } else if (eligible != PathSet(Path::offload)) {
     if (policy::Policy* pol = thread_policy()) {
+      // Adaptive times only the writes it samples (policy.hpp, kSampleEvery), from after
+      // its decision, so that every sample measures the path alone.
       const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
-      const policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible, adaptive);
+      const policy::WriteFeatures f =
+          features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible, adaptive && pol->wants_clock());
       out.path = pol->decide(f, t);
-      if (adaptive) out.t0 = f.now_ns;
+      if (adaptive && pol->sampled()) out.t0 = now_ns();
     }
   }
   if (out.path != out.preferred) out.why = why_not(q, r, sg, out.preferred, t, direct_why, copy_ok);

@@ -12,7 +12,7 @@ namespace unload::rt {
 struct Route {
   WriteRequest req;
   Path path = Path::offload;
-  uint64_t t0 = 0;  // adaptive: when the policy chose (the path's cost is measured from here)
+  uint64_t t0 = 0;  // adaptive, a sampled write: when the policy had chosen (its cost runs from here)
   bool translated = false;         // SGEs name an iova other than their address
   Path preferred = Path::offload;  // what the mode wants: direct, or the forced path
   Why why = Why::none;             // why `path` is not `preferred` (docs/sysfs.md)

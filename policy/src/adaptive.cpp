@@ -23,6 +23,8 @@ unsigned first_path_from(PathSet set, unsigned from) {
 
 Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
   ++stats_.decisions;
+  sampled_ = --sample_countdown_ == 0;
+  if (sampled_) sample_countdown_ = kSampleEvery;
   // Every write counts toward hotness, including those only the NIC can take, or the
   // sketch would misjudge how hot a page is.
   const bool hot = hotness_.touch(f.rkey, f.remote_addr >> kTargetPageShift);
@@ -31,14 +33,18 @@ Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
 
   budget_enforced_ = t.cpu_budget_pct < 100;
   hysteresis_pct_ = static_cast<uint32_t>(clamped_hysteresis_pct(t));
-  budget_.refill(f.now_ns, t.cpu_budget_pct);
+  if (f.now_ns != 0 || !budget_.started()) budget_.refill(f.now_ns, t.cpu_budget_pct);
   const bool cpu_allowed = budget_.allows_cpu(t.cpu_budget_pct);
 
-  const Path p = choose(class_of(f, hot), f, t, eligible, cpu_allowed);
+  WriteClass& wc = class_of(f, hot);
+  const Path p = choose(wc, f, t, eligible, cpu_allowed);
   if (is_cpu_path(p) && !cpu_allowed) {
     ++stats_.budget_denials;
+    sampled_ = true;  // its wait is what the budget's charges are measured against
     return Path::offload;
   }
+  // A write that will not be observed is charged what its path usually costs.
+  if (!sampled_ && is_cpu_path(p)) charge_cpu(wc, p, wc.estimate[index_of(p)].settled_ns());
   return p;
 }
 
@@ -56,6 +62,7 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t,
     const unsigned i = static_cast<unsigned>(std::countr_zero(bits));
     if (!wc.estimate[i].warm()) {
       ++stats_.warmups;
+      sampled_ = true;
       return static_cast<Path>(i);
     }
   }
@@ -99,6 +106,7 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t,
   if (wc.trial_left != 0 && wc.trial_path != chosen && explorable.contains(wc.trial_path)) {
     --wc.trial_left;
     ++stats_.trials;
+    sampled_ = true;
     return wc.trial_path;
   }
 
@@ -123,6 +131,7 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t,
       const uint64_t coin = draw & 0xFFFF;  // independent of the high bits one_in_pow2 used
       if (other_ns <= 2 * chosen_ns || coin * (other_ns - chosen_ns) < 0x10000 * chosen_ns) {
         ++stats_.explorations;
+        sampled_ = true;
         return static_cast<Path>(i);
       }
     }

@@ -8,6 +8,7 @@ namespace unload::policy {
 Policy::Policy(uint64_t seed) : prng_(seed) {}
 
 Path Policy::decide(const WriteFeatures& f, const Tunables& t) {
+  sampled_ = true;
   if (t.enabled == 0) return Path::offload;
   switch (mode_of(t)) {
     case Mode::offload:
@@ -30,24 +31,19 @@ void Policy::observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64
   WriteClass& wc = class_of(f, is_hot(f));
   // The wait matters only to a capped budget: uncapped, skip the cost of estimating it.
   if (path == Path::offload && budget_enforced_) wc.nic_wait.add(nic_wait_ns);
-  // Only a capped decision charges: CPU time spent in unload or threshold mode is not a
-  // debt adaptive mode should repay when an administrator switches to it. What the
-  // program would have spent polling for the NIC instead is not charged at all.
-  // The runtime measures wall time, so a write preempted for milliseconds looks like
-  // milliseconds of copying; charged in full, one would empty the budget for hundreds of
-  // writes. A write is charged at most twice its path's settled cost: the rest is not CPU.
-  if (budget_enforced_ && cpu_ns != 0) {
-    const CostEstimate& e = wc.estimate[index_of(path)];
-    if (e.warm() && cpu_ns > 2 * uint64_t{e.settled_ns()}) cpu_ns = 2 * uint64_t{e.settled_ns()};
-    const uint64_t wait_ns = wc.nic_wait.settled_ns();
-    const uint64_t waived = cpu_ns < wait_ns ? cpu_ns : wait_ns;
-    stats_.budget_waived_ns += waived;
-    stats_.budget_charged_ns += cpu_ns - waived;
-    if (cpu_ns > waived) budget_.charge(cpu_ns - waived);
+  charge_cpu(wc, path, cpu_ns);
+  CostEstimate& e = wc.estimate[index_of(path)];
+  const uint32_t settled_before = e.settled_ns();
+  e.add(cost_ns);
+  if (!wc.has_chosen) return;
+  if (path == wc.chosen) {
+    // A sample of the chosen path far from its estimate may be a change: the next writes
+    // are sampled until the window confirms or forgets it, so a change is followed as fast
+    // as when every write was observed, and an outlier costs one more sample.
+    const uint64_t diff = cost_ns > settled_before ? cost_ns - settled_before : settled_before - cost_ns;
+    if (diff * 100 > uint64_t{settled_before} * CostEstimate::kChangePct) sample_countdown_ = 1;
+    return;
   }
-
-  wc.estimate[index_of(path)].add(cost_ns);
-  if (!wc.has_chosen || path == wc.chosen) return;
 
   // A sample of another path that beats the chosen path's estimate by the hysteresis
   // margin buys that path a trial (decide() sends it the next few writes of this class),
@@ -66,6 +62,23 @@ void Policy::observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64
   } else if (wc.trial_path == path) {
     wc.trial_left = 0;
   }
+}
+
+// Only a capped decision charges: CPU time spent in unload or threshold mode is not a
+// debt adaptive mode should repay when an administrator switches to it. What the program
+// would have spent polling for the NIC instead is not charged at all. The runtime measures
+// wall time, so a write preempted for milliseconds looks like milliseconds of copying;
+// charged in full, one would empty the budget for hundreds of writes. A write is charged at
+// most twice its path's settled cost: the rest is not CPU.
+void Policy::charge_cpu(WriteClass& wc, Path path, uint64_t cpu_ns) {
+  if (!budget_enforced_ || cpu_ns == 0) return;
+  const CostEstimate& e = wc.estimate[index_of(path)];
+  if (e.warm() && cpu_ns > 2 * uint64_t{e.settled_ns()}) cpu_ns = 2 * uint64_t{e.settled_ns()};
+  const uint64_t wait_ns = wc.nic_wait.settled_ns();
+  const uint64_t waived = cpu_ns < wait_ns ? cpu_ns : wait_ns;
+  stats_.budget_waived_ns += waived;
+  stats_.budget_charged_ns += cpu_ns - waived;
+  if (cpu_ns > waived) budget_.charge(cpu_ns - waived);
 }
 
 unsigned Policy::class_index(const WriteFeatures& f, bool hot) {

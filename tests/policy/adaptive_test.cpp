@@ -1,4 +1,4 @@
-// Adaptive mode's rules in isolation: warm-up then the cheapest path, hysteresis, the fence cost of going direct, exploration rate, write classes kept apart, and seeded determinism.
+// Adaptive mode's rules in isolation: warm-up then the cheapest path, hysteresis, the fence cost of going direct, exploration rate, sampling, write classes kept apart, and seeded determinism.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -13,8 +13,9 @@ using testing::write_of;
 
 using CostOf = std::function<uint64_t(Path, uint64_t index)>;
 
-// Runs `writes` noise-free decisions of one write shape; returns how many took `counted`.
-// Each write targets a different page, so every one stays in the cold class of its shape.
+// Runs `writes` noise-free decisions of one write shape, observing those the policy samples,
+// as the runtime does; returns how many took `counted`. Each write targets a different
+// page, so every one stays in the cold class of its shape.
 uint64_t run(Policy& policy, const Tunables& t, WriteFeatures f, uint64_t writes,
              const CostOf& cost, Path counted = Path::offload, uint64_t* index = nullptr) {
   uint64_t local_index = 0;
@@ -25,7 +26,7 @@ uint64_t run(Policy& policy, const Tunables& t, WriteFeatures f, uint64_t writes
     f.remote_addr = (i % (1u << 24)) << kTargetPageShift;
     const Path p = policy.decide(f, t);
     hits += p == counted;
-    policy.observe(p, f, cost(p, i));
+    if (policy.sampled()) policy.observe(p, f, cost(p, i));
   }
   return hits;
 }
@@ -174,6 +175,57 @@ TEST(policy_adaptive, IneligibleChoiceFallsBackWithoutSwitching) {
   EXPECT_EQ(policy.chosen_path(f), Path::unload_stage);
 }
 
+TEST(policy_adaptive, ObservesOneSettledWriteInEightAndEveryOtherPath) {
+  Policy policy;
+  Tunables t = tunables_in(Mode::adaptive);
+  t.cpu_budget_pct = 100;  // no denials: every decision is the policy's choice
+  WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
+  const CostOf cost = [](Path p, uint64_t) { return p == Path::offload ? 3000 : 2000; };
+  uint64_t i = 0;
+  run(policy, t, f, 1000, cost, Path::offload, &i);
+  ASSERT_EQ(policy.chosen_path(f), Path::unload_stage);
+  uint64_t chosen = 0, chosen_sampled = 0, other = 0, other_sampled = 0;
+  for (int n = 0; n < 8000; ++n, ++i) {
+    f.now_ns = policy.wants_clock() ? i * 1000 : 0;
+    f.remote_addr = (i % (1u << 24)) << kTargetPageShift;
+    const Path p = policy.decide(f, t);
+    const bool on_chosen = p == Path::unload_stage;
+    (on_chosen ? chosen : other)++;
+    if (policy.sampled()) {
+      (on_chosen ? chosen_sampled : other_sampled)++;
+      policy.observe(p, f, cost(p, i));
+    }
+  }
+  EXPECT_GT(other, 50u);  // exploration still runs
+  EXPECT_EQ(other_sampled, other);
+  EXPECT_NEAR(static_cast<double>(chosen_sampled) / chosen, 1.0 / Policy::kSampleEvery, 0.01);
+}
+
+TEST(policy_adaptive, AChosenPathSampleFarFromItsEstimateSamplesTheNextWrites) {
+  Policy policy;
+  Tunables t = tunables_in(Mode::adaptive);
+  t.cpu_budget_pct = 100;  // no denials: every decision is the policy's choice
+  WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
+  const CostOf cost = [](Path p, uint64_t) { return p == Path::offload ? 3000 : 2000; };
+  uint64_t i = 0;
+  run(policy, t, f, 1000, cost, Path::offload, &i);
+  ASSERT_EQ(policy.chosen_path(f), Path::unload_stage);
+  // Decide until a sampled write on the chosen path, and report it twice as dear.
+  for (int n = 0; n < 1000; ++n, ++i) {
+    f.now_ns = i * 1000;
+    f.remote_addr = (i % (1u << 24)) << kTargetPageShift;
+    const Path p = policy.decide(f, t);
+    if (!policy.sampled()) continue;
+    const bool on_chosen = p == Path::unload_stage;
+    policy.observe(p, f, on_chosen ? 4000 : cost(p, i));
+    if (on_chosen) break;
+  }
+  EXPECT_TRUE(policy.wants_clock());
+  f.remote_addr = (++i % (1u << 24)) << kTargetPageShift;
+  policy.decide(f, t);
+  EXPECT_TRUE(policy.sampled());
+}
+
 TEST(policy_adaptive, SameSeedSameDecisionsOtherSeedOtherExplorations) {
   const auto trace = [](uint64_t seed) {
     Policy policy(seed);
@@ -183,7 +235,7 @@ TEST(policy_adaptive, SameSeedSameDecisionsOtherSeedOtherExplorations) {
     for (uint64_t i = 0; i < 4096; ++i) {
       const Path p = policy.decide(f, t);
       bits = bits * 31 + index_of(p) + i * (p == Path::unload_stage);
-      policy.observe(p, f, p == Path::offload ? 2000 : 2600);
+      if (policy.sampled()) policy.observe(p, f, p == Path::offload ? 2000 : 2600);
     }
     return bits;
   };

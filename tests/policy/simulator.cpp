@@ -27,7 +27,7 @@ Simulator::Simulator(Tunables tunables, uint64_t seed, NoiseSpec noise, uint64_t
     : policy_(seed), tunables_(tunables), noise_(seed ^ 0x5157A7E5ULL, noise), gap_ns_(gap_ns) {}
 
 Outcome Simulator::step(SimWrite w, const CostModel& model) {
-  w.features.now_ns = now_ns_;
+  w.features.now_ns = policy_.wants_clock() ? now_ns_ : 0;  // as the runtime reads its clock
   Outcome out{};
   out.eligible = effective_eligible(w.features, tunables_);
   for (unsigned i = 0; i < kPathCount; ++i) {
@@ -39,7 +39,7 @@ Outcome Simulator::step(SimWrite w, const CostModel& model) {
   const bool cpu = is_cpu_path(out.path);
   if (!closed_loop_) {
     const uint64_t cost = static_cast<uint64_t>(out.cost_ns);
-    policy_.observe(out.path, w.features, cost);
+    if (policy_.sampled()) policy_.observe(out.path, w.features, cost);
     if (cpu) cpu_ns_ += out.cost_ns;
     now_ns_ += gap_ns_;
     ++index_;
@@ -55,8 +55,9 @@ Outcome Simulator::step(SimWrite w, const CostModel& model) {
     wall_ns = seen_ns;
   }
   const uint64_t seen = static_cast<uint64_t>(seen_ns);
-  policy_.observe(out.path, w.features, seen, cpu ? seen : 0,
-                  report_wait_ ? static_cast<uint64_t>(out.wait_ns) : 0);
+  if (policy_.sampled())
+    policy_.observe(out.path, w.features, seen, cpu ? seen : 0,
+                    report_wait_ ? static_cast<uint64_t>(out.wait_ns) : 0);
   if (cpu) cpu_ns_ += out.cost_ns;
   wait_ns_ += out.wait_ns;
   now_ns_ += static_cast<uint64_t>(wall_ns);

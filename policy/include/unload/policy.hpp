@@ -61,10 +61,30 @@ class Policy {
 
   explicit Policy(uint64_t seed = 0x756E6C6F6164ULL);
 
-  // The path for this write. Always one of effective_eligible(f, t).
+  // Adaptive observes one settled decision in kSampleEvery: timing every write (two clock
+  // reads and observe()) cost more than the policy saves on a small write, and a class's
+  // chosen path still gets a sample every few writes. Warm-up, exploration, trial and
+  // budget-denied decisions are always observed: they are what the policy learns from.
+  static constexpr uint8_t kSampleEvery = 8;
+
+  // The path for this write. Always one of effective_eligible(f, t). f.now_ns may be 0
+  // when wants_clock() was false: the CPU budget then refills at the next decision that
+  // has a clock.
   Path decide(const WriteFeatures& f, const Tunables& t);
 
-  // The measured cost of a write decide() routed to `path` (latency to completion, the
+  // Whether the next decision needs f.now_ns (a periodic sample, or an empty CPU budget
+  // that must refill to let a CPU path through). Only adaptive decisions use the clock.
+  bool wants_clock() const {
+    return sample_countdown_ <= 1 || (budget_enforced_ && budget_.tokens_ns() <= 0);
+  }
+
+  // Whether the write of the last decision must be observed. In adaptive mode a decision
+  // that is not sampled must not be: its CPU path was charged to the budget at decision
+  // time, by its class's estimates. Other modes always say true (observing only keeps the
+  // estimates warm for a switch to adaptive).
+  bool sampled() const { return sampled_; }
+
+  // The measured cost of a sampled() write decide() routed to `path` (latency to completion, the
   // quantity adaptive minimises), and `cpu_ns`, the part of it the CPU spent copying.
   // `nic_wait_ns`, for an offloaded write: how long the thread spent on it in verbs calls,
   // its post (where a software NIC does the NIC's work) and its busy-poll for the
@@ -108,6 +128,7 @@ class Policy {
   Path decide_adaptive(const WriteFeatures& f, const Tunables& t);
   Path choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet eligible,
               bool cpu_allowed);
+  void charge_cpu(WriteClass& wc, Path path, uint64_t cpu_ns);
   WriteClass& class_of(const WriteFeatures& f, bool hot) { return classes_[class_index(f, hot)]; }
   const WriteClass& class_of(const WriteFeatures& f, bool hot) const {
     return classes_[class_index(f, hot)];
@@ -121,6 +142,8 @@ class Policy {
   PolicyStats stats_;
   bool budget_enforced_ = false;  // the last decision ran under a CPU cap
   uint32_t hysteresis_pct_ = 0;   // the last adaptive decision's, for observe()
+  uint8_t sample_countdown_ = 1;  // adaptive decisions until the next periodic sample
+  bool sampled_ = true;           // the last decision's write is to be observed
 };
 
 }  // namespace unload::policy

@@ -45,6 +45,7 @@ class CpuBudget {
   }
 
   int64_t tokens_ns() const { return tokens_ns_; }
+  bool started() const { return started_; }
 
  private:
   static constexpr int64_t cap(uint32_t budget_pct) {

@@ -12,7 +12,7 @@ struct WriteFeatures {
   uint32_t sge_count;    // scattered payloads cost the CPU paths more than one buffer
   uint32_t rkey;         // target region ...
   uint64_t remote_addr;  // ... and address: (rkey, page) is what the hotness sketch counts
-  uint64_t now_ns;       // caller's monotonic clock; the library never reads one
+  uint64_t now_ns;       // caller's monotonic clock (the library never reads one), or 0
   PathSet eligible;      // paths the runtime can take for this write; offload is implied
   bool peer_local;       // the peer QP is on this host
   bool nic_outstanding;  // the QP has NIC requests in flight: going direct costs a fence
