@@ -36,11 +36,17 @@ wait_server() {
 # harness's clock, not a verbs failure: the writes and completions already happened.
 perftest_clock_failed() { grep -q "Correlation coefficient r^2: .* < 0.9" "$@" 2>/dev/null; }
 
+# perftest_cm_unheard LOG...: an rdma_cm client was rejected for want of a listener (reason
+# 8, invalid service id): the server was not listening yet when wait_server gave up, on a
+# loaded host. Nothing was posted.
+perftest_cm_unheard() { grep -q "RDMA_CM_EVENT_REJECTED; error: 8\." "$@" 2>/dev/null; }
+
 # run_pair NAME MODE SERVER_CMD... -- CLIENT_CMD...: runs a server and a client under the
 # shim in MODE (- for the module's), both writing statistics to $WORK/NAME.stats; logs in
 # $WORK/NAME.{srv,cli}.
-# A pair that failed only because perftest could not measure the clock runs again (twice
-# at most, said on a line of its own); any other failure stands.
+# A pair that failed only because perftest could not measure the clock, or because an
+# rdma_cm client came before the server listened, runs again (twice at most, said on a
+# line of its own); any other failure stands.
 run_pair() {
 	local name=$1 mode=$2; shift 2
 	local srv=() cli=()
@@ -56,9 +62,18 @@ run_pair() {
 		wait_server "${srv[0]}" $spid
 		env "${envs[@]}" timeout 120 "${cli[@]}" >"$WORK/$name.cli" 2>&1
 		crc=$?
+		local unheard=0
+		if [ $crc -ne 0 ] && perftest_cm_unheard "$WORK/$name.cli"; then
+			unheard=1
+			kill "$spid" 2>/dev/null  # it would wait for a client until its timeout
+		fi
 		wait $spid
 		src=$?
 		[ $crc -eq 0 ] && [ $src -eq 0 ] && return 0
+		if [ $unheard -eq 1 ]; then
+			[ $attempt -lt 3 ] && echo "    $name: the client found no listener yet (rdma_cm reject 8); again"
+			continue
+		fi
 		perftest_clock_failed "$WORK/$name.srv" "$WORK/$name.cli" || break
 		[ $attempt -lt 3 ] && echo "    $name: perftest could not measure the CPU clock (r^2 < 0.9); again"
 	done
