@@ -175,15 +175,21 @@ TEST(policy_adaptive, IneligibleChoiceFallsBackWithoutSwitching) {
   EXPECT_EQ(policy.chosen_path(f), Path::unload_stage);
 }
 
-TEST(policy_adaptive, ObservesOneSettledWriteInEightAndEveryOtherPath) {
+// A class settled on stage (2000 ns against offload's 3000), with no CPU budget to deny it.
+struct SettledOnStage : ::testing::Test {
+  void SetUp() override {
+    t.cpu_budget_pct = 100;  // no denials: every decision is the policy's choice
+    run(policy, t, f, 1000, cost, Path::offload, &i);
+    ASSERT_EQ(policy.chosen_path(f), Path::unload_stage);
+  }
   Policy policy;
   Tunables t = tunables_in(Mode::adaptive);
-  t.cpu_budget_pct = 100;  // no denials: every decision is the policy's choice
   WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
   const CostOf cost = [](Path p, uint64_t) { return p == Path::offload ? 3000 : 2000; };
   uint64_t i = 0;
-  run(policy, t, f, 1000, cost, Path::offload, &i);
-  ASSERT_EQ(policy.chosen_path(f), Path::unload_stage);
+};
+
+TEST_F(SettledOnStage, ObservesOneSettledWriteInEightAndEveryOtherPath) {
   uint64_t chosen = 0, chosen_sampled = 0, other = 0, other_sampled = 0;
   for (int n = 0; n < 8000; ++n, ++i) {
     f.now_ns = policy.wants_clock() ? i * 1000 : 0;
@@ -201,15 +207,7 @@ TEST(policy_adaptive, ObservesOneSettledWriteInEightAndEveryOtherPath) {
   EXPECT_NEAR(static_cast<double>(chosen_sampled) / chosen, 1.0 / Policy::kSampleEvery, 0.01);
 }
 
-TEST(policy_adaptive, AChosenPathSampleFarFromItsEstimateSamplesTheNextWrites) {
-  Policy policy;
-  Tunables t = tunables_in(Mode::adaptive);
-  t.cpu_budget_pct = 100;  // no denials: every decision is the policy's choice
-  WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
-  const CostOf cost = [](Path p, uint64_t) { return p == Path::offload ? 3000 : 2000; };
-  uint64_t i = 0;
-  run(policy, t, f, 1000, cost, Path::offload, &i);
-  ASSERT_EQ(policy.chosen_path(f), Path::unload_stage);
+TEST_F(SettledOnStage, AChosenPathSampleFarFromItsEstimateSamplesTheNextWrites) {
   // Decide until a sampled write on the chosen path, and report it twice as dear.
   for (int n = 0; n < 1000; ++n, ++i) {
     f.now_ns = i * 1000;
