@@ -19,20 +19,15 @@ wait_file() {
 	return 1
 }
 
-# listening PROGRAM PID: until the server listens (TCP 18515 for perftest and
-# ibv_rc_pingpong, 18600 for wire_workload; rping listens through the RDMA CM, which
-# ss cannot see), or exits.
+# listening PROGRAM PID: until the server listens (18515 for perftest and
+# ibv_rc_pingpong, 18600 for wire_workload, 7174 for rping), or exits.
 listening() {
 	local port=18515
 	case "$1" in
-	rping) sleep 3; return ;;
+	rping) port=7174 ;;
 	*wire_workload) port=18600 ;;
 	esac
-	for _ in $(seq 300); do
-		ss -ltnH "sport = :$port" 2>/dev/null | grep -q . && return
-		kill -0 "$2" 2>/dev/null || return
-		sleep 0.1
-	done
+	wait_listen "$port" "$2"
 }
 
 # step NAME SERVER_HOST SHIM_ENV -- SERVER_CMD... -- CLIENT_CMD...: one program pair,

@@ -16,18 +16,24 @@ check() { local d=$1; shift; if "$@"; then pass "$d"; else fail "$d"; fi; }
 # stat FILE KEY: the sum of KEY over every process block in a UNLOAD_STATS_FILE.
 stat() { awk -v k="$2" '$1 == k { s += $2 } END { print s + 0 }' "$1" 2>/dev/null || echo 0; }
 
-# wait_server PROGRAM PID: until the server listens (perftest and ibv_rc_pingpong: TCP
-# 18515; perftest -R: an RDMA CM id on port 18515; rping: a fixed wait) or exits. A
-# fixed sleep is not enough under TCG when another guest shares the host's cores.
-wait_server() {
-	if [ "$1" = rping ]; then sleep "${SERVER_WAIT:-2}"; return; fi
+# wait_listen PORT PID: until a server listens on PORT, over TCP or on an RDMA CM id (which
+# ss(8) cannot see but rdma(8) can), or PID exits. A fixed sleep is not enough under TCG
+# when another guest shares the host's cores.
+wait_listen() {
 	for _ in $(seq 300); do
-		ss -ltnH 'sport = :18515' 2>/dev/null | grep -q . && return
-		# perftest -R listens on an RDMA CM id, which ss cannot see but rdma(8) can.
-		rdma res show cm_id 2>/dev/null | grep -q 'LISTEN.*:18515' && return
+		ss -ltnH "sport = :$1" 2>/dev/null | grep -q . && return
+		rdma res show cm_id 2>/dev/null | grep -q "LISTEN.*:$1" && return
 		kill -0 "$2" 2>/dev/null || return
 		sleep 0.1
 	done
+}
+
+# wait_server PROGRAM PID: until the server listens (perftest, with or without -R, and
+# ibv_rc_pingpong: port 18515; rping: 7174) or exits.
+wait_server() {
+	local port=18515
+	[ "$1" = rping ] && port=7174
+	wait_listen "$port" "$2"
 }
 
 # perftest_clock_failed LOG...: perftest gave up before its report because it could not
@@ -36,10 +42,11 @@ wait_server() {
 # harness's clock, not a verbs failure: the writes and completions already happened.
 perftest_clock_failed() { grep -q "Correlation coefficient r^2: .* < 0.9" "$@" 2>/dev/null; }
 
-# perftest_cm_unheard LOG...: an rdma_cm client was rejected for want of a listener (reason
+# cm_unheard LOG...: an rdma_cm client was rejected for want of a listener (reason
 # 8, invalid service id): the server was not listening yet when wait_server gave up, on a
 # loaded host. Nothing was posted.
-perftest_cm_unheard() { grep -q "RDMA_CM_EVENT_REJECTED; error: 8\." "$@" 2>/dev/null; }
+# perftest words it "RDMA_CM_EVENT_REJECTED; error: 8.", rping "... REJECTED, error 8".
+cm_unheard() { grep -Eq "RDMA_CM_EVENT_REJECTED(;|,) error:? 8\b" "$@" 2>/dev/null; }
 
 # run_pair NAME MODE SERVER_CMD... -- CLIENT_CMD...: runs a server and a client under the
 # shim in MODE (- for the module's), both writing statistics to $WORK/NAME.stats; logs in
@@ -63,7 +70,7 @@ run_pair() {
 		env "${envs[@]}" timeout 120 "${cli[@]}" >"$WORK/$name.cli" 2>&1
 		crc=$?
 		local unheard=0
-		if [ $crc -ne 0 ] && perftest_cm_unheard "$WORK/$name.cli"; then
+		if [ $crc -ne 0 ] && cm_unheard "$WORK/$name.cli"; then
 			unheard=1
 			kill "$spid" 2>/dev/null  # it would wait for a client until its timeout
 		fi
@@ -79,9 +86,10 @@ run_pair() {
 	done
 	# Whole logs: stderr is unbuffered and stdout is not, so an error message sits above
 	# the last lines of output.
-	echo "--- $name: server rc=$src, client rc=$crc"
-	echo "--- server:"; cat "$WORK/$name.srv"
-	echo "--- client:"; cat "$WORK/$name.cli"
+	# Indented, so the failed-checks digest at the end of scripts/test carries them.
+	echo "    --- $name: server rc=$src, client rc=$crc"
+	echo "    --- server:"; sed 's/^/    /' "$WORK/$name.srv"
+	echo "    --- client:"; sed 's/^/    /' "$WORK/$name.cli"
 	return 1
 }
 
