@@ -111,8 +111,18 @@ def overhead(results):
         ratios = [data[(r, size, "shim")] / data[(r, size, "noshim")] for r in reps
                   if (r, size, "shim") in data and (r, size, "noshim") in data]
         if a and b and ratios:
-            out.append({"bytes": size, "noshim_us": a, "shim_us": b, "pairs": len(ratios),
-                        "overhead_pct": (med(ratios) - 1) * 100})
+            o = {"bytes": size, "noshim_us": a, "shim_us": b, "pairs": len(ratios),
+                 "overhead_pct": (med(ratios) - 1) * 100}
+            # A second shim in the same rotation (--baseline-shim): its own overhead, and
+            # this shim against it, pair by pair.
+            base = [(data[(r, size, "baseline")], r) for r in reps if (r, size, "baseline") in data]
+            if base:
+                o["baseline_us"] = med([t for t, _ in base])
+                o["baseline_overhead_pct"] = (med([t / data[(r, size, "noshim")] for t, r in base
+                                                   if (r, size, "noshim") in data] or [1]) - 1) * 100
+                o["vs_baseline_pct"] = (med([data[(r, size, "shim")] / t for t, r in base
+                                             if (r, size, "shim") in data] or [1]) - 1) * 100
+            out.append(o)
     return out
 
 
@@ -217,8 +227,12 @@ def table(rows, shim_overhead, policy=None, perftest_bw=None):
         lines.append("\nShim overhead in perftest ib_write_lat (mode=offload), median t_typical; overhead is the"
                      " median of the back-to-back pairs' ratios:")
         for o in shim_overhead:
-            lines.append(f"{o['bytes']:>8} B: {o['noshim_us']:.2f} us without, {o['shim_us']:.2f} us with:"
-                         f" {o['overhead_pct']:+.1f}% ({o['pairs']} pairs)")
+            line = (f"{o['bytes']:>8} B: {o['noshim_us']:.2f} us without, {o['shim_us']:.2f} us with:"
+                    f" {o['overhead_pct']:+.1f}% ({o['pairs']} pairs)")
+            if "baseline_us" in o:
+                line += (f"; baseline shim {o['baseline_us']:.2f} us: {o['baseline_overhead_pct']:+.1f}%,"
+                         f" this shim against it {o['vs_baseline_pct']:+.1f}%")
+            lines.append(line)
     if perftest_bw:
         lines.append("\nperftest ib_write_bw (defaults: tx depth 128, cq-mod 100), median MB/s and Mwrites/s"
                      " (median ratio to no shim):")

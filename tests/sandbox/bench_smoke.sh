@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The bench suite runs end to end (one small size, few iterations): every path yields a latency, the report and plots are written.
+# The bench suite runs end to end (one small size, few iterations): every path yields a latency, a baseline shim joins the overhead rotation, the report and plots are written.
 set -uo pipefail
 src=${UNLOAD_SOURCE_DIR:?} build=${UNLOAD_BUILD_DIR:?}
 out=$(mktemp -d)
-"$src/scripts/lib/bench-sweep" "$out" "$build" 1 1 "" || exit 1
+# The shim under test stands in as its own baseline: the rotation and report are what's checked.
+"$src/scripts/lib/bench-sweep" "$out" "$build" 1 1 "" all "$build/shim/libunload_shim.so" || exit 1
 /usr/bin/python3 "$src/scripts/lib/bench_report.py" "$out" >"$out/report.txt" || { echo "FAIL: bench_report"; exit 1; }
 sed 's/^/  | /' "$out/report.txt"
 /usr/bin/python3 - "$out" <<'PY'
@@ -28,6 +29,7 @@ for workload in ("PostToCompletion", "PingPong"):
         check(f"{workload} {r['bytes']} B: UNLOAD_PATH=direct went direct (share {sh.get('direct')})",
               (sh.get("direct") or 0) > 0.5)
 check("shim overhead measured with ib_write_lat", len(s["shim_overhead"]) > 0)
+check("the baseline shim measured beside it", all("vs_baseline_pct" in o for o in s["shim_overhead"]))
 for f in ("latency.png", "latency.svg", "table.txt"):
     check(f"{f} written", os.path.getsize(os.path.join(out, f)) > 0)
 sys.exit(1 if fails else 0)
