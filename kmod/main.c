@@ -287,5 +287,4 @@ module_exit(unload_exit);
 MODULE_LICENSE("GPL");
 MODULE_AUTHOR("unload");
 MODULE_DESCRIPTION("unload: kernel-assisted reversible RDMA offload");
-MODULE_SOFTDEP("pre: ib_core");
 MODULE_VERSION(UNLOAD_MODULE_VERSION);

@@ -227,8 +227,9 @@ wait $SPID $CPID 2>/dev/null
 for _ in $(seq 100); do [ "$(cat $SYS/stats/sessions)" = 0 ] && break; sleep 0.1; done
 check "ps -j after the program: []" bash -c "[ \"\$('$CTL' -j ps)\" = '[]' ]"
 "$CTL" set mode adaptive >/dev/null || fail "set mode adaptive"
-# rmmod, not modprobe -r: that would also try to remove ib_core (a softdep), in use by rxe.
-check "rmmod unload" rmmod unload
+# As an admin unloads a driver: modprobe -r leaves ib_core (a dependency rxe still uses).
+check "modprobe -r unload" modprobe -r unload
+check "the module is gone, ib_core stays" bash -c "! grep -q '^unload ' /proc/modules && grep -q '^ib_core ' /proc/modules"
 check "status after unload: exit 1" rc 1 "$CTL" status
 check "dkms remove" bash -c "dkms remove unload/$VER --all >/dev/null 2>&1"
 check "modinfo no longer finds the module" bash -c "! modinfo unload >/dev/null 2>&1"
