@@ -53,6 +53,26 @@ def med(values):
     return statistics.median(values) if values else None
 
 
+def median_ci(values, level=0.95):
+    """A distribution-free interval for the median of values: the order statistics
+    (k, n + 1 - k), k the largest with P(Binomial(n, 1/2) < k) <= (1 - level) / 2, so it
+    covers the median with at least `level` whatever the distribution (the pairs' ratios
+    are bimodal in TCG: no normal approximation). None when n is too small (n < 6 at 95 %)."""
+    xs = sorted(v for v in values if v is not None)
+    n, tail, k = len(xs), (1 - level) / 2, 0
+    cdf = 0.0  # P(X <= k - 1) as k grows
+    while k < n:
+        cdf_next = cdf + math.comb(n, k) / 2 ** n
+        if cdf_next > tail:
+            break
+        cdf, k = cdf_next, k + 1
+    return (xs[k - 1], xs[n - k]) if k >= 1 else None
+
+
+def pct(ratio):
+    return (ratio - 1) * 100
+
+
 def summarise(runs, floors):
     rows = []
     syscall = med(b["median_ns"] for b in floors.get(("Syscall", 0), []))
@@ -105,24 +125,32 @@ def overhead(results):
                 data[(int(parts[0]), int(parts[1]), parts[2])] = float(parts[3])
     out = []
     for size in sorted({s for (_, s, _) in data}):
-        reps = sorted({r for (r, s, _) in data if s == size})
-        a = med([data[(r, size, "noshim")] for r in reps if (r, size, "noshim") in data])
-        b = med([data[(r, size, "shim")] for r in reps if (r, size, "shim") in data])
-        ratios = [data[(r, size, "shim")] / data[(r, size, "noshim")] for r in reps
-                  if (r, size, "shim") in data and (r, size, "noshim") in data]
-        if a and b and ratios:
-            o = {"bytes": size, "noshim_us": a, "shim_us": b, "pairs": len(ratios),
-                 "overhead_pct": (med(ratios) - 1) * 100}
-            # A second shim in the same rotation (--baseline-shim): its own overhead, and
-            # this shim against it, pair by pair.
-            base = [(data[(r, size, "baseline")], r) for r in reps if (r, size, "baseline") in data]
-            if base:
-                o["baseline_us"] = med([t for t, _ in base])
-                o["baseline_overhead_pct"] = (med([t / data[(r, size, "noshim")] for t, r in base
-                                                   if (r, size, "noshim") in data] or [1]) - 1) * 100
-                o["vs_baseline_pct"] = (med([data[(r, size, "shim")] / t for t, r in base
-                                             if (r, size, "shim") in data] or [1]) - 1) * 100
-            out.append(o)
+        at = {v: {r: t for (r, s, vv), t in data.items() if s == size and vv == v}
+              for v in ("noshim", "shim", "baseline")}
+
+        def ratios(num, den):
+            return [at[num][r] / at[den][r] for r in sorted(at[num]) if r in at[den]]
+
+        shim_r = ratios("shim", "noshim")
+        if not shim_r:
+            continue
+        o = {"bytes": size, "noshim_us": med(at["noshim"].values()),
+             "shim_us": med(at["shim"].values()), "pairs": len(shim_r),
+             "overhead_pct": pct(med(shim_r))}
+        ci = median_ci(shim_r)
+        if ci:
+            o["overhead_ci_pct"] = [pct(ci[0]), pct(ci[1])]
+        # A second shim in the same rotation (--baseline-shim): its own overhead, and this
+        # shim against it, pair by pair.
+        base_r, vs_r = ratios("baseline", "noshim"), ratios("shim", "baseline")
+        if at["baseline"] and base_r and vs_r:
+            o["baseline_us"] = med(at["baseline"].values())
+            o["baseline_overhead_pct"] = pct(med(base_r))
+            o["vs_baseline_pct"] = pct(med(vs_r))
+            ci = median_ci(vs_r)
+            if ci:
+                o["vs_baseline_ci_pct"] = [pct(ci[0]), pct(ci[1])]
+        out.append(o)
     return out
 
 
@@ -225,13 +253,17 @@ def table(rows, shim_overhead, policy=None, perftest_bw=None):
                          f"  {r.get('adaptive_chose', '-'):>14}  {f'{floor:.2f}x' if floor else '-':>12}")
     if shim_overhead:
         lines.append("\nShim overhead in perftest ib_write_lat (mode=offload), median t_typical; overhead is the"
-                     " median of the back-to-back pairs' ratios:")
+                     " median of the back-to-back pairs' ratios, [its 95% interval] where there are 6 pairs or more:")
+
+        def ci(o, key):
+            return f" [{o[key][0]:+.1f}, {o[key][1]:+.1f}]" if key in o else ""
+
         for o in shim_overhead:
             line = (f"{o['bytes']:>8} B: {o['noshim_us']:.2f} us without, {o['shim_us']:.2f} us with:"
-                    f" {o['overhead_pct']:+.1f}% ({o['pairs']} pairs)")
+                    f" {o['overhead_pct']:+.1f}%{ci(o, 'overhead_ci_pct')} ({o['pairs']} pairs)")
             if "baseline_us" in o:
                 line += (f"; baseline shim {o['baseline_us']:.2f} us: {o['baseline_overhead_pct']:+.1f}%,"
-                         f" this shim against it {o['vs_baseline_pct']:+.1f}%")
+                         f" this shim against it {o['vs_baseline_pct']:+.1f}%{ci(o, 'vs_baseline_ci_pct')}")
             lines.append(line)
     if perftest_bw:
         lines.append("\nperftest ib_write_bw (defaults: tx depth 128, cq-mod 100), median MB/s and Mwrites/s"

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""scripts/lib/bench_report.py's shim-overhead figures: the median of the pairs' ratios,
+its distribution-free interval, the baseline shim's comparison, failed runs left out.
+
+  bench_report_test.py SOURCE_DIR
+"""
+
+import math
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(sys.argv[1], "scripts", "lib"))
+import bench_report as br  # noqa: E402
+
+fails = 0
+
+
+def check(ok, what):
+    global fails
+    print("%s: %s" % ("ok" if ok else "FAIL", what))
+    fails += not ok
+
+
+def binom_below(n, k):
+    """P(Binomial(n, 1/2) < k), summed directly."""
+    return sum(math.comb(n, i) for i in range(k)) / 2 ** n
+
+
+# The interval's order statistics are the widest-k ones that keep 2.5 % in each tail.
+for n in range(1, 41):
+    xs = [float(i) for i in range(1, n + 1)]
+    ci = br.median_ci(xs[::-1])  # unsorted input
+    best = max((k for k in range(1, n // 2 + 1) if binom_below(n, k) <= 0.025), default=0)
+    want = (xs[best - 1], xs[n - best]) if best else None
+    if ci != want:
+        check(False, f"median_ci n={n}: {ci}, want {want}")
+        break
+else:
+    check(True, "median_ci takes order statistics (k, n+1-k) with the binomial tail <= 2.5 % (n = 1..40)")
+check(br.median_ci([1.0] * 5) is None, "no interval from 5 values (none reaches 95 %)")
+check(br.median_ci([3.0, 1.0, 2.0, 9.0, 5.0, 4.0, 7.0, 8.0, 6.0, 10.0]) == (2.0, 9.0),
+      "10 values: the 2nd and 9th smallest")
+
+# A results directory: 10 repetitions of three variants at 8 B, 3 at 64 B, failed runs.
+with tempfile.TemporaryDirectory() as d:
+    rows = []
+    for r in range(1, 11):
+        no = 10.0 + (r % 2) * 2  # the bimodal guest: 10 or 12 us
+        rows += [(r, 8, "noshim", no), (r, 8, "shim", no * (1 + r / 1000)),
+                 (r, 8, "baseline", no * (1 + r / 500))]
+    rows += [(r, 64, v, 20.0) for r in range(1, 4) for v in ("noshim", "shim")]
+    rows += [(11, 8, "shim", float("inf")), (12, 8, "noshim", float("nan"))]
+    with open(os.path.join(d, "write_lat.tsv"), "w") as f:
+        f.writelines("%d\t%d\t%s\t%s\n" % row for row in rows)
+    ovh = {o["bytes"]: o for o in br.overhead(d)}
+    o8, o64 = ovh.get(8, {}), ovh.get(64, {})
+    check(o8.get("pairs") == 10, f"8 B: 10 pairs, the failed runs left out ({o8.get('pairs')})")
+    check(abs(o8.get("overhead_pct", 0) - 0.55) < 1e-9,
+          f"8 B: overhead is the median ratio, +0.55 % ({o8.get('overhead_pct')})")
+    lo, hi = o8.get("overhead_ci_pct", (None, None))
+    check(lo is not None and abs(lo - 0.2) < 1e-9 and abs(hi - 0.9) < 1e-9,
+          f"8 B: interval [+0.2, +0.9] % ({lo}, {hi})")
+    check(abs(o8.get("baseline_overhead_pct", 0) - 1.1) < 1e-9, "8 B: the baseline's own overhead, +1.1 %")
+    vs = o8.get("vs_baseline_pct")
+    want = sorted((1 + r / 1000) / (1 + r / 500) for r in range(1, 11))
+    check(vs is not None and abs(vs - ((want[4] + want[5]) / 2 - 1) * 100) < 1e-9,
+          f"8 B: this shim against the baseline, pair by pair ({vs})")
+    check("vs_baseline_ci_pct" in o8 and o8["vs_baseline_ci_pct"][1] < 0,
+          "8 B: this shim against the baseline has an interval, below zero here")
+    check(o64.get("pairs") == 3 and "overhead_ci_pct" not in o64 and "baseline_us" not in o64,
+          "64 B: 3 pairs, no interval, no baseline")
+    text = br.table([], list(ovh.values()))
+    check("+0.6% [+0.2, +0.9] (10 pairs)" in text, "the table prints the interval:\n" + text)
+
+sys.exit(1 if fails else 0)
