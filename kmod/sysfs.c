@@ -36,7 +36,7 @@ struct unload_tunable_attr {
 	size_t offset;		/* offsetof(struct unload_tunables, field) */
 	u32 min;
 	u32 max;
-	u32 def;		/* = unload::policy::kDefaultTunables */
+	u32 def;		/* the value at load */
 };
 
 #define to_tunable(a) container_of(a, struct unload_tunable_attr, kattr)
@@ -103,36 +103,22 @@ static ssize_t mode_store(struct kobject *kobj, struct kobj_attribute *attr,
 		.kattr = __ATTR(_name, 0644, tunable_show, tunable_store),	\
 		.offset = offsetof(struct unload_tunables, _name),		\
 		.min = _min, .max = _max, .def = _def,				\
-	}
+	};
 
-/* Ranges and defaults: docs/sysfs.md; defaults = policy's kDefaultTunables. */
-UNLOAD_TUNABLE(enabled, 0, 1, 1);
-UNLOAD_TUNABLE(threshold_bytes, 0, 1U << 31, 1024);
-UNLOAD_TUNABLE(inline_max, 0, 1U << 16, 256);
-UNLOAD_TUNABLE(stage_max, 0, 1U << 30, 64 * 1024);
-UNLOAD_TUNABLE(direct_max, 0, 1U << 31, 1U << 30);
-UNLOAD_TUNABLE(explore_shift, 0, 31, 5);
-UNLOAD_TUNABLE(hysteresis_pct, 0, 1000, 10);
-UNLOAD_TUNABLE(cpu_budget_pct, 0, 100, 50);
+/* Ranges and defaults: the UAPI's list (documented in docs/sysfs.md). */
+UNLOAD_TUNABLE_RANGES(UNLOAD_TUNABLE)
 
 static struct kobj_attribute unload_attr_mode = __ATTR(mode, 0644, mode_show, mode_store);
 
+#define UNLOAD_TUNABLE_REF(_name, _min, _max, _def) &unload_attr_##_name,
 static struct unload_tunable_attr *const unload_tunables[] = {
-	&unload_attr_enabled, &unload_attr_threshold_bytes, &unload_attr_inline_max,
-	&unload_attr_stage_max, &unload_attr_direct_max, &unload_attr_explore_shift,
-	&unload_attr_hysteresis_pct, &unload_attr_cpu_budget_pct,
+	UNLOAD_TUNABLE_RANGES(UNLOAD_TUNABLE_REF)
 };
 
+#define UNLOAD_TUNABLE_FILE(_name, _min, _max, _def) &unload_attr_##_name.kattr.attr,
 static struct attribute *unload_tunable_attrs[] = {
-	&unload_attr_enabled.kattr.attr,
 	&unload_attr_mode.attr,
-	&unload_attr_threshold_bytes.kattr.attr,
-	&unload_attr_inline_max.kattr.attr,
-	&unload_attr_stage_max.kattr.attr,
-	&unload_attr_direct_max.kattr.attr,
-	&unload_attr_explore_shift.kattr.attr,
-	&unload_attr_hysteresis_pct.kattr.attr,
-	&unload_attr_cpu_budget_pct.kattr.attr,
+	UNLOAD_TUNABLE_RANGES(UNLOAD_TUNABLE_FILE)
 	NULL,
 };
 
@@ -338,7 +324,7 @@ int unload_sysfs_init(void)
 	unload_ctl->abi_version = UNLOAD_ABI_VERSION;
 	for (i = 0; i < ARRAY_SIZE(unload_tunables); i++)
 		*unload_tunable_slot(unload_tunables[i]->offset) = unload_tunables[i]->def;
-	unload_ctl->tunables.mode = UNLOAD_MODE_ADAPTIVE;
+	unload_ctl->tunables.mode = UNLOAD_MODE_DEFAULT;
 
 	unload_kobj = kobject_create_and_add("unload", kernel_kobj);
 	if (!unload_kobj) {

@@ -49,6 +49,7 @@ enum unload_mode {
 	UNLOAD_MODE_THRESHOLD = 2,	/* unload when length <= threshold_bytes */
 	UNLOAD_MODE_ADAPTIVE = 3,	/* learn per write class */
 	UNLOAD_MODE_COUNT = 4,
+	UNLOAD_MODE_DEFAULT = UNLOAD_MODE_ADAPTIVE,	/* the module's mode at load */
 };
 
 /*
@@ -76,6 +77,22 @@ struct unload_tunables {
 	__u32 hysteresis_pct;	/* adaptive switches only for a gain above this */
 	__u32 cpu_budget_pct;	/* share of wall time CPU paths may copy (100: no cap) */
 };
+
+/*
+ * The numeric tunables' ranges and defaults, as the module enforces them on a sysfs
+ * write: X(name, min, max, default) once each, in struct unload_tunables order. The one
+ * list the module, unloadctl and the runtime's defaults are checked against. `mode` is a
+ * word (enum unload_mode), default UNLOAD_MODE_DEFAULT.
+ */
+#define UNLOAD_TUNABLE_RANGES(X)				\
+	X(enabled,		0, 1,		1)		\
+	X(threshold_bytes,	0, 1U << 31,	1024)		\
+	X(inline_max,		0, 1U << 16,	256)		\
+	X(stage_max,		0, 1U << 30,	64 * 1024)	\
+	X(direct_max,		0, 1U << 31,	1U << 30)	\
+	X(explore_shift,	0, 31,		5)		\
+	X(hysteresis_pct,	0, 1000,	10)		\
+	X(cpu_budget_pct,	0, 100,		50)
 
 /*
  * The control page: one page, shared read-only by every session, rewritten by every

@@ -17,6 +17,12 @@ namespace unload::rt {
 Kmod g_kmod;
 
 static_assert(sizeof(unload_tunables) == sizeof(policy::Tunables), "control page tunables = policy::Tunables");
+// Without the module the runtime starts where the module does.
+#define UNLOAD_SAME_DEFAULT(name, min, max, def) \
+  static_assert(policy::kDefaultTunables.name == (def), #name ": policy default = the module's");
+UNLOAD_TUNABLE_RANGES(UNLOAD_SAME_DEFAULT)
+#undef UNLOAD_SAME_DEFAULT
+static_assert(policy::kDefaultTunables.mode == UNLOAD_MODE_DEFAULT, "mode: policy default = the module's");
 
 const char* kmod_open() {
   const int fd = open(UNLOAD_DEVICE_PATH, O_RDWR | O_CLOEXEC);

@@ -1,8 +1,10 @@
-// The tunables table mirrors kmod/sysfs.c (UNLOAD_TUNABLE lines and mode_store); the
-// sandbox test tests/tools/unloadctl_test.sh checks every range against the module.
+// The tunables as the module takes them: the UAPI's ranges and defaults, one list for
+// both, plus mode (a word).
 #include "tunables.hpp"
 
 #include <array>
+
+#include "unload.h"
 
 namespace unload::ctl {
 
@@ -10,17 +12,13 @@ namespace {
 
 constexpr std::array<std::string_view, 4> kModeWords = {"offload", "unload", "threshold", "adaptive"};
 
-constexpr std::array<Tunable, 9> kTunables = {{
-    {"enabled", false, 0, 1, 1},
-    {"mode", true, 0, 3, 3},
-    {"threshold_bytes", false, 0, 1u << 31, 1024},
-    {"inline_max", false, 0, 1u << 16, 256},
-    {"stage_max", false, 0, 1u << 30, 64 * 1024},
-    {"direct_max", false, 0, 1u << 31, 1u << 30},
-    {"explore_shift", false, 0, 31, 5},
-    {"hysteresis_pct", false, 0, 1000, 10},
-    {"cpu_budget_pct", false, 0, 100, 50},
-}};
+#define UNLOAD_CTL_TUNABLE(name, min, max, def) Tunable{#name, false, min, max, def},
+constexpr std::array kTunables = {
+    Tunable{"mode", true, 0, UNLOAD_MODE_COUNT - 1, UNLOAD_MODE_DEFAULT},
+    UNLOAD_TUNABLE_RANGES(UNLOAD_CTL_TUNABLE)
+};
+#undef UNLOAD_CTL_TUNABLE
+static_assert(kModeWords.size() == UNLOAD_MODE_COUNT, "a word per enum unload_mode");
 
 }  // namespace
 
