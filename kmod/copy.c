@@ -265,43 +265,42 @@ static bool unload_deny_is_violation(u32 deny)
 
 /*
  * The pair of the submission's last request, kept for the next request of the same
- * sender QP: the QPs' states, access and pairing are read from the RDMA core once per
- * submission (one ioctl, its requests back to back like a post list the NIC takes at
- * once) instead of once per write. Any refusal drops it, so the next request resolves
- * the pair again (and meets the poison of a violation).
+ * sender QP as a post list the NIC takes at once; from one submission to the next it is
+ * kept in the session and read again (pairs.c). Any refusal drops it, so the next
+ * request resolves the pair again (and meets the poison of a violation).
  */
 struct unload_pair_cache {
-	struct unload_pair pr;
-	u32 qpn, handle;
-	bool valid;
+	struct unload_pair_slot *slot;	/* locked while set */
 };
 
 static void unload_pair_cache_drop(struct unload_pair_cache *pc)
 {
-	if (pc->valid)
-		unload_pair_put(&pc->pr);
-	pc->valid = false;
+	if (pc->slot)
+		unload_pair_release(pc->slot);
+	pc->slot = NULL;
 }
 
-/*
- * The pair of req's sender QP, resolved and checked (or kept from the last request). The
- * cache holds what the resolution took even when it refused: the caller drops it then.
- */
-static u32 unload_pair_cache_get(struct unload_session *sess, struct unload_pair_cache *pc,
-				 const struct unload_direct_req *req)
+/* The pair of req's sender QP, checked (or kept from the last request); NULL on refusal. */
+static struct unload_pair *unload_pair_cache_get(struct unload_session *sess,
+						 struct unload_pair_cache *pc,
+						 const struct unload_direct_req *req, u32 *deny)
 {
-	u32 deny;
+	struct unload_pair_slot *slot = pc->slot;
 
-	if (pc->valid && pc->qpn == req->qp_num && pc->handle == req->qp_handle)
-		return UNLOAD_DENY_NONE;
+	*deny = UNLOAD_DENY_NONE;
+	if (slot && slot->valid && slot->qpn == req->qp_num && slot->handle == req->qp_handle)
+		return &slot->pr;
 	unload_pair_cache_drop(pc);
-	deny = unload_pair_get(sess, req->qp_num, req->qp_handle, &pc->pr);
-	pc->qpn = req->qp_num;
-	pc->handle = req->qp_handle;
-	pc->valid = true;
-	if (!deny && !(pc->pr.p.access & IB_ACCESS_REMOTE_WRITE))
-		deny = UNLOAD_DENY_ACCESS;	/* the responder QP must allow remote writes */
-	return deny;
+	slot = unload_pair_acquire(sess, req->qp_num, req->qp_handle, deny);
+	if (*deny) {
+		if (unload_deny_is_violation(*deny))
+			unload_pair_poison(sess, &slot->pr);
+		unload_pair_drop(slot);
+		unload_pair_release(slot);
+		return NULL;
+	}
+	pc->slot = slot;
+	return &slot->pr;
 }
 
 /*
@@ -340,10 +339,9 @@ static u32 unload_direct_one(struct unload_session *sess,
 		return deny;
 	src.seg = req->iov_count ? (*scratch)->seg : src.one;
 
-	deny = unload_pair_cache_get(sess, pc, req);
-	pr = &pc->pr;
-	if (deny)
-		goto out_refused;
+	pr = unload_pair_cache_get(sess, pc, req, &deny);
+	if (!pr)
+		return deny;	/* the slot is dropped and nothing else is held */
 	deny = unload_src_resolve(sess, pr, uiov, req->iov_count ? req->iov_count : 1, &src);
 	if (deny)
 		goto out_put_src;
@@ -366,10 +364,10 @@ out_put_region:
 	unload_region_put(r);
 out_put_src:
 	unload_src_put(&src);
-out_refused:
 	if (deny) {
 		if (unload_deny_is_violation(deny))
 			unload_pair_poison(sess, pr);
+		unload_pair_drop(pc->slot);
 		unload_pair_cache_drop(pc);
 	}
 	return deny;
@@ -380,7 +378,7 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 f
 {
 	struct unload_direct_req __user *u = u64_to_user_ptr(ureqs);
 	struct unload_scratch *scratch = NULL;
-	struct unload_pair_cache pc = { .valid = false };
+	struct unload_pair_cache pc = { .slot = NULL };
 	struct unload_direct_req req;
 	u32 i, ok = 0;
 	int ret = 0;

@@ -104,7 +104,16 @@ struct unload_dev {
 	struct ib_device *dev;		/* no reference: the entry lives between add/remove */
 	u32 mr_hint;			/* restrack id of the last MR found (scan start);
 					 * under unload_qp_lock */
+	struct ib_event_handler events;	/* GID table changes (kept pairs read GIDs once) */
 };
+
+atomic_t unload_gid_generation = ATOMIC_INIT(0);
+
+static void unload_dev_event(struct ib_event_handler *handler, struct ib_event *event)
+{
+	if (event->event == IB_EVENT_GID_CHANGE)
+		atomic_inc(&unload_gid_generation);
+}
 static DEFINE_XARRAY(unload_devs);
 
 /* Every registered QP by qpn; writers hold unload_qp_lock, readers RCU. */
@@ -129,11 +138,18 @@ int unload_device_added(struct ib_device *dev)
 	if (!ud)
 		return -ENOMEM;
 	ud->dev = dev;
+	INIT_IB_EVENT_HANDLER(&ud->events, dev, unload_dev_event);
+	ib_register_event_handler(&ud->events);
 	mutex_lock(&unload_qp_lock);
 	ret = xa_insert(&unload_devs, dev->index, ud, GFP_KERNEL);
 	mutex_unlock(&unload_qp_lock);
 	if (ret)
-		kfree(ud);
+		goto err_unregister_events;
+	return 0;
+
+err_unregister_events:
+	ib_unregister_event_handler(&ud->events);
+	kfree(ud);
 	return ret;
 }
 
@@ -596,34 +612,22 @@ static bool unload_gid_at(struct ib_device *dev, u32 port, u32 index, union ib_g
 	return port && !rdma_query_gid(dev, port, index, gid);
 }
 
-int unload_qp_view_get(struct unload_session *owner, struct ib_device *dev, u32 qpn,
-		       struct unload_qp_view *v)
+/*
+ * Read v's QP from the RDMA core now: state, destination, access and AV; the AV's source
+ * GID from the device's table only when read_gid (the AV changed, or a first reading).
+ */
+static int unload_qp_view_read(struct unload_qp_view *v, bool read_gid)
 {
-	struct rdma_restrack_entry *res;
 	struct ib_qp_init_attr init_attr;
 	struct ib_qp_attr attr;
-	struct ib_qp *qp;
 	int ret;
-
-	memset(v, 0, sizeof(*v));
-	res = rdma_restrack_get_byid(dev, RDMA_RESTRACK_QP, qpn);
-	if (IS_ERR(res))
-		return -ESRCH;
-	qp = container_of(res, struct ib_qp, res);
-	v->res = res;
-	v->qp = qp;
-	/* A user QP created by a thread of the opener's process. */
-	v->owned = qp->uobject && res->task && task_tgid(res->task) == owner->owner;
-	v->type = qp->qp_type;
 
 	/* init_attr is only filled (never read here); attr's fields read below are zeroed. */
 	memset(&attr, 0, sizeof(attr));
-	ret = ib_query_qp(qp, &attr, IB_QP_STATE | IB_QP_DEST_QPN | IB_QP_AV |
+	ret = ib_query_qp(v->qp, &attr, IB_QP_STATE | IB_QP_DEST_QPN | IB_QP_AV |
 			  IB_QP_ACCESS_FLAGS, &init_attr);
-	if (ret) {
-		unload_qp_view_put(v);
+	if (ret)
 		return ret;
-	}
 	v->state = attr.qp_state;
 	v->dest_qpn = attr.dest_qp_num;
 	v->access = attr.qp_access_flags;
@@ -631,11 +635,54 @@ int unload_qp_view_get(struct unload_session *owner, struct ib_device *dev, u32 
 		const struct ib_global_route *grh = rdma_ah_read_grh(&attr.ah_attr);
 		u32 port = rdma_ah_get_port_num(&attr.ah_attr);
 
+		v->port = port ? port : v->qp->port;
+		v->sgid_index = grh->sgid_index;
 		v->dgid = grh->dgid;
-		v->has_grh = unload_gid_at(dev, port ? port : qp->port, grh->sgid_index,
-					   &v->sgid);
+		if (read_gid)
+			v->has_grh = unload_gid_at(v->qp->device, v->port, v->sgid_index,
+						   &v->sgid);
+	} else {
+		v->has_grh = false;
 	}
 	return 0;
+}
+
+int unload_qp_view_get(struct unload_session *owner, struct ib_device *dev, u32 qpn,
+		       struct unload_qp_view *v)
+{
+	struct rdma_restrack_entry *res;
+	int ret;
+
+	memset(v, 0, sizeof(*v));
+	res = rdma_restrack_get_byid(dev, RDMA_RESTRACK_QP, qpn);
+	if (IS_ERR(res))
+		return -ESRCH;
+	v->res = res;
+	v->qp = container_of(res, struct ib_qp, res);
+	/* A user QP created by a thread of the opener's process. */
+	v->owned = v->qp->uobject && res->task && task_tgid(res->task) == owner->owner;
+	v->type = v->qp->qp_type;
+	ret = unload_qp_view_read(v, true);
+	if (ret)
+		unload_qp_view_put(v);
+	return ret;
+}
+
+/*
+ * Read a held view's QP again. *same_av: its AV (destination QPN, destination GID,
+ * source GID index, port, GRH) is what it was, so the source GID read then still
+ * stands unless the GID table changed (which the caller checks by generation).
+ */
+int unload_qp_view_reread(struct unload_qp_view *v, bool *same_av)
+{
+	const struct unload_qp_view was = *v;
+	int ret;
+
+	ret = unload_qp_view_read(v, false);
+	*same_av = !ret && v->has_grh == was.has_grh && v->dest_qpn == was.dest_qpn &&
+		   v->port == was.port && v->sgid_index == was.sgid_index &&
+		   !memcmp(&v->dgid, &was.dgid, sizeof(v->dgid));
+	return ret;
 }
 
 /* Does view p (a candidate peer) name the sender view s back exactly? */
@@ -713,31 +760,59 @@ static u32 unload_peer_resolve(struct unload_pair *pr)
 }
 
 /*
- * Resolve a request's sender QP (registered in sess: by handle, or by qpn when that is
- * unique in the session) and its peer,
- * from the RDMA core, now. On NONE pr holds references on both QPs, their devices and
- * the peer session (unload_pair_put); otherwise it may hold some.
+ * The device of the sender's registration in sess (by handle, or by qpn when that is
+ * unique in the session) and its poison; NULL when there is none. Under RCU: no
+ * reference on the device.
  */
-u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle, struct unload_pair *pr)
+static struct ib_device *unload_sender_reg(struct unload_session *sess, u32 qpn, u32 handle,
+					   bool *poisoned)
 {
 	struct ib_device *dev = NULL;
 	struct unload_qp *q;
 	unsigned int n = 0;
+
+	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, qpn) {
+		if (q->sess != sess || q->qpn != qpn || (handle && q->handle != handle))
+			continue;
+		n++;
+		dev = q->dev;
+		*poisoned = READ_ONCE(q->poisoned);
+	}
+	/* Two devices may number QPs alike: a request does not say which, so neither. */
+	return n == 1 ? dev : NULL;
+}
+
+/* Is pr's peer QP registered still (by its session, on its device)? *poisoned. RCU. */
+static bool unload_peer_reg(const struct unload_pair *pr, bool *poisoned)
+{
+	struct unload_qp *q;
+	bool found = false;
+
+	*poisoned = false;
+	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, pr->peer_qpn)
+		if (q->sess == pr->peer && q->dev == pr->peer_dev && q->qpn == pr->peer_qpn) {
+			found = true;
+			*poisoned |= READ_ONCE(q->poisoned);
+		}
+	return found;
+}
+
+/*
+ * Resolve a request's sender QP and its peer from the RDMA core, now. On NONE pr holds
+ * references on both QPs, their devices and the peer session (unload_pair_put);
+ * otherwise it may hold some.
+ */
+u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle, struct unload_pair *pr)
+{
+	struct ib_device *dev;
 	bool poisoned = false;
 	u32 deny;
 
 	memset(pr, 0, sizeof(*pr));
 	pr->qpn = qpn;
 	rcu_read_lock();
-	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, qpn) {
-		if (q->sess != sess || q->qpn != qpn || (handle && q->handle != handle))
-			continue;
-		n++;
-		dev = q->dev;
-		poisoned = READ_ONCE(q->poisoned);
-	}
-	/* Two devices may number QPs alike: a request does not say which, so neither. */
-	if (n != 1 || !ib_device_try_get(dev))
+	dev = unload_sender_reg(sess, qpn, handle, &poisoned);
+	if (dev && !ib_device_try_get(dev))
 		dev = NULL;
 	rcu_read_unlock();
 	if (!dev)
@@ -756,12 +831,37 @@ u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle, struct unl
 		return deny;
 	/* The peer's registration may carry the poison of an earlier violation. */
 	rcu_read_lock();
-	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, pr->peer_qpn)
-		if (q->sess == pr->peer && q->dev == pr->peer_dev && q->qpn == pr->peer_qpn &&
-		    READ_ONCE(q->poisoned))
-			deny = UNLOAD_DENY_POISONED;
+	unload_peer_reg(pr, &poisoned);
 	rcu_read_unlock();
-	return deny;
+	return poisoned ? UNLOAD_DENY_POISONED : UNLOAD_DENY_NONE;
+}
+
+/*
+ * Would unload_pair_get accept pr's pair now? pr holds the references of an accepted
+ * resolution, so both QPs are the same objects unless the RDMA core is deleting one
+ * (rdma_restrack_del clears `valid` before it waits for our references): read both
+ * again, check both registrations, and require the AVs unchanged, so the pairing (and
+ * the source GIDs read then) still stands. False: resolve again.
+ */
+bool unload_pair_still(struct unload_session *sess, u32 handle, struct unload_pair *pr)
+{
+	bool poisoned = false, peer_poisoned, registered, same_s, same_p;
+	struct ib_device *dev;
+
+	if (!READ_ONCE(pr->s.res->valid) || !READ_ONCE(pr->p.res->valid))
+		return false;
+	rcu_read_lock();
+	dev = unload_sender_reg(sess, pr->qpn, handle, &poisoned);
+	registered = unload_peer_reg(pr, &peer_poisoned);
+	rcu_read_unlock();
+	if (dev != pr->dev || poisoned || !registered || peer_poisoned)
+		return false;
+	if (unload_qp_view_reread(&pr->s, &same_s) || unload_qp_view_reread(&pr->p, &same_p) ||
+	    !same_s || !same_p)
+		return false;
+	return pr->s.state == IB_QPS_RTS &&
+	       (pr->p.state == IB_QPS_RTR || pr->p.state == IB_QPS_RTS) &&
+	       unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->peer_qpn);
 }
 
 /* A request of pr failed a check an RNIC makes: neither QP goes direct again. */
@@ -899,10 +999,13 @@ void unload_device_removed(struct ib_device *dev)
 	if (ud)
 		xa_erase(&unload_devs, dev->index);
 	mutex_unlock(&unload_qp_lock);
+	if (ud)
+		ib_unregister_event_handler(&ud->events);
 	kfree(ud);
 
 	mutex_lock(&unload_sessions_lock);
 	list_for_each_entry(sess, &unload_sessions, node) {
+		unload_pairs_forget(sess, dev, 0);	/* their references on dev */
 		mutex_lock(&sess->lock);
 		list_for_each_entry_safe(q, tmp, &sess->qps, snode)
 			if (q->dev == dev)
@@ -920,6 +1023,7 @@ void unload_device_removed(struct ib_device *dev)
 
 long unload_ioctl_unreg_qp(struct unload_session *sess, void __user *arg)
 {
+	struct unload_session *other;
 	struct unload_qp_reg req;
 	struct ib_device *dev;
 	struct unload_qp *q;
@@ -936,6 +1040,11 @@ long unload_ioctl_unreg_qp(struct unload_session *sess, void __user *arg)
 	if (q)
 		unload_qp_remove(q);
 	mutex_unlock(&sess->lock);
+	/* Pairs kept on it, in any session, would hold up its destroy until the reaper. */
+	mutex_lock(&unload_sessions_lock);
+	list_for_each_entry(other, &unload_sessions, node)
+		unload_pairs_forget(other, dev, req.qp_num);
+	mutex_unlock(&unload_sessions_lock);
 	ib_device_put(dev);
 	return q ? 0 : -ENOENT;
 }
@@ -1072,6 +1181,7 @@ static void unload_session_destroy(struct kref *ref)
 {
 	struct unload_session *sess = container_of(ref, struct unload_session, ref);
 
+	unload_pairs_free(sess);
 	put_page(sess->counters_page);
 	mmdrop(sess->mm);
 	put_cred(sess->cred);
@@ -1097,10 +1207,10 @@ struct unload_session *unload_session_create(struct file *file)
 	if (!sess)
 		return ERR_PTR(-ENOMEM);
 	sess->counters_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
-	if (!sess->counters_page) {
-		kmem_cache_free(unload_session_cache, sess);
-		return ERR_PTR(-ENOMEM);
-	}
+	if (!sess->counters_page)
+		goto err_free_session;
+	if (unload_pairs_init(sess))
+		goto err_free_counters;
 	sess->counters = page_address(sess->counters_page);
 	kref_init(&sess->ref);
 	mutex_init(&sess->lock);
@@ -1124,6 +1234,12 @@ struct unload_session *unload_session_create(struct file *file)
 	mutex_unlock(&unload_sessions_lock);
 	atomic_inc(&unload_nr_sessions);
 	return sess;
+
+err_free_counters:
+	put_page(sess->counters_page);
+err_free_session:
+	kmem_cache_free(unload_session_cache, sess);
+	return ERR_PTR(-ENOMEM);
 }
 
 /* The file is closed: release everything the session holds. */
@@ -1135,6 +1251,7 @@ void unload_session_release(struct unload_session *sess)
 	unsigned long idx;
 	unsigned int i;
 
+	unload_pairs_release(sess);
 	mutex_lock(&sess->lock);
 	sess->dead = true;
 	list_for_each_entry_safe(q, tmp, &sess->qps, snode)

@@ -2,7 +2,8 @@
 /*
  * unload.ko internals shared by its files: main.c (module, device, file ops),
  * sysfs.c (tunables, control page, statistics), session.c (sessions, QPs, regions,
- * arenas), copy.c (the direct copy engine) and list.c (the sessions list for tools).
+ * arenas), pairs.c (sender-peer pairs kept between submissions), copy.c (the direct
+ * copy engine) and list.c (the sessions list for tools).
  */
 #ifndef UNLOAD_KMOD_H
 #define UNLOAD_KMOD_H
@@ -18,6 +19,7 @@
 #include <linux/refcount.h>
 #include <linux/slab.h>
 #include <linux/types.h>
+#include <linux/workqueue.h>
 #include <linux/xarray.h>
 #include <rdma/ib_verbs.h>
 
@@ -70,6 +72,9 @@ struct unload_session {
 	DECLARE_HASHTABLE(targets, UNLOAD_REGION_HASH_BITS);	/* by (dev, rkey); RCU */
 	DECLARE_HASHTABLE(sources, UNLOAD_REGION_HASH_BITS);	/* by (dev, lkey); RCU */
 	struct xarray arenas;		/* arena id -> struct unload_arena_obj */
+
+	struct unload_pair_slot *pairs;	/* UNLOAD_PAIR_SLOTS, by sender qpn (pairs.c) */
+	struct delayed_work pair_reaper;	/* drops idle or dying pairs */
 };
 
 /* A QP registered by a session; hashed by qpn for peer lookups. */
@@ -167,11 +172,14 @@ struct unload_qp_view {
 	enum ib_qp_state state;
 	u32 dest_qpn;
 	int access;			/* IB_ACCESS_* of the QP (qp_access_flags) */
+	u32 port;			/* of its AV (the QP's port when the AV names none) */
+	u8 sgid_index;			/* of its AV */
 	union ib_gid sgid;		/* this side's GID (port, sgid_index of its AV) */
 	union ib_gid dgid;		/* destination GID */
 };
 int unload_qp_view_get(struct unload_session *owner, struct ib_device *dev, u32 qpn,
 		       struct unload_qp_view *v);
+int unload_qp_view_reread(struct unload_qp_view *v, bool *same_av);
 void unload_qp_view_put(struct unload_qp_view *v);
 
 /* The sender side of a request: its registered QP and the peer paired with it. */
@@ -184,7 +192,24 @@ struct unload_pair {
 	u32 qpn, peer_qpn;
 };
 u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle, struct unload_pair *pr);
+bool unload_pair_still(struct unload_session *sess, u32 handle, struct unload_pair *pr);
 void unload_pair_put(struct unload_pair *pr);
+extern atomic_t unload_gid_generation;	/* bumped by every GID table change */
+
+/*
+ * A sender QP's pair, kept from one submission to the next (pairs.c): the references a
+ * resolution took, and what was read then that a later submission need not read again.
+ */
+#define UNLOAD_PAIR_SLOTS	8
+struct unload_pair_slot {
+	struct mutex lock;		/* guards the rest; held while a submission uses
+					 * the pair */
+	bool valid;			/* pr holds its references */
+	u32 qpn, handle;		/* the sender's, as its requests name it */
+	int gid_generation;		/* unload_gid_generation when resolved */
+	unsigned long used;		/* jiffies of the last use */
+	struct unload_pair pr;
+};
 void unload_pair_poison(struct unload_session *sess, struct unload_pair *pr);
 
 struct unload_region *unload_region_find(struct unload_session *sess, bool target,
@@ -193,6 +218,16 @@ void unload_region_put(struct unload_region *r);
 struct ib_mr *unload_region_mr_get(struct unload_session *owner, struct unload_region *r,
 				   struct ib_device *dev);
 void unload_region_mr_put(struct ib_mr *mr);
+
+/* pairs.c */
+int unload_pairs_init(struct unload_session *sess);
+void unload_pairs_release(struct unload_session *sess);
+void unload_pairs_free(struct unload_session *sess);
+void unload_pairs_forget(struct unload_session *sess, struct ib_device *dev, u32 qpn);
+struct unload_pair_slot *unload_pair_acquire(struct unload_session *sess, u32 qpn,
+					     u32 handle, u32 *deny);
+void unload_pair_release(struct unload_pair_slot *slot);
+void unload_pair_drop(struct unload_pair_slot *slot);
 
 /* copy.c */
 long unload_ioctl_submit(struct unload_session *sess, void __user *arg);

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -392,6 +393,37 @@ int case_dereg_during_traffic() {
   return 0;
 }
 
+// Between two submissions, the responder QP drops REMOTE_WRITE from its access flags
+// (RTS -> RTS): the kept pair's access must be read anew.
+int case_responder_drops_remote_write() {
+  Frame f;
+  setup(&f, kRemote);
+  control(&f, "control");
+  ibv_qp_attr a{};
+  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
+  outcome("modify", ibv_modify_qp(f.r.qp, &a, IBV_QP_ACCESS_FLAGS) ? "failed" : "ok");
+  outcome("write", write1(f.s, f.src, f.src.mr->lkey, 0, f.t.mr->rkey, f.t.addr(), 64));
+  finish(&f);
+  return 0;
+}
+
+// Between two submissions, the responder QP is destroyed: the destroy must not wait on
+// the module's kept pair (a leaked reference would hang it). No write follows: rxe 6.1
+// never completes a write to a destroyed QP (no retry error within 120 s, either path).
+int case_responder_destroyed() {
+  Frame f;
+  setup(&f, kRemote);
+  control(&f, "control");
+  const auto t0 = std::chrono::steady_clock::now();
+  outcome("destroy", ibv_destroy_qp(f.r.qp) ? "failed" : "ok");
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - t0).count();
+  std::printf("info destroy took %lld ms\n", static_cast<long long>(ms));
+  outcome("sender_state", state_name(qp_state(f.s)));
+  outcome("target", digest(f.t));
+  return 0;
+}
+
 // Bounds edges: one write just outside (or wrapping around) the MR.
 int case_bounds(const std::string& edge) {
   Frame f;
@@ -479,6 +511,8 @@ int main(int argc, char** argv) {
   if (c == "two_devices") return case_two_devices();
   if (c == "rereg_drop_remote_write") return case_rereg_drop_remote_write();
   if (c == "dereg_during_traffic") return case_dereg_during_traffic();
+  if (c == "responder_drops_remote_write") return case_responder_drops_remote_write();
+  if (c == "responder_destroyed") return case_responder_destroyed();
   if (c.rfind("bounds:", 0) == 0) return case_bounds(c.substr(7));
   if (c == "rkey_sweep") return case_rkey_sweep(argc > 2 ? atoi(argv[2]) : 10000);
   if (c == "bad_lkey") return case_bad_lkey(false);

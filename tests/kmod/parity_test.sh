@@ -38,6 +38,8 @@ qp_no_remote_write access
 two_contexts pd
 rereg_drop_remote_write -
 dereg_during_traffic rkey
+responder_drops_remote_write access
+responder_destroyed -
 bounds:before_start bounds
 bounds:past_end bounds
 bounds:at_end bounds
