@@ -57,7 +57,11 @@ static void unload_pair_reap(struct work_struct *work)
 	for (i = 0; i < UNLOAD_PAIR_SLOTS; i++) {
 		struct unload_pair_slot *slot = &sess->pairs[i];
 
-		mutex_lock(&slot->lock);
+		/* In use: not idle, and a stalled submission must not stall a kworker. */
+		if (!mutex_trylock(&slot->lock)) {
+			kept = true;
+			continue;
+		}
 		if (slot->valid &&
 		    (time_after_eq(jiffies, slot->used + idle) || unload_pair_dying(slot)))
 			unload_pair_drop_locked(slot);
