@@ -280,27 +280,33 @@ static void unload_pair_cache_drop(struct unload_pair_cache *pc)
 	pc->slot = NULL;
 }
 
+/* A request on pc's pair was refused: poison it on a violation, drop it, release it. */
+static void unload_pair_cache_refuse(struct unload_session *sess, struct unload_pair_cache *pc,
+				     u32 deny)
+{
+	if (unload_deny_is_violation(deny))
+		unload_pair_poison(sess, &pc->slot->pr);
+	unload_pair_drop(pc->slot);
+	unload_pair_cache_drop(pc);
+}
+
 /* The pair of req's sender QP, checked (or kept from the last request); NULL on refusal. */
 static struct unload_pair *unload_pair_cache_get(struct unload_session *sess,
 						 struct unload_pair_cache *pc,
 						 const struct unload_direct_req *req, u32 *deny)
 {
-	struct unload_pair_slot *slot = pc->slot;
+	const struct unload_pair_slot *slot = pc->slot;
 
 	*deny = UNLOAD_DENY_NONE;
 	if (slot && slot->valid && slot->qpn == req->qp_num && slot->handle == req->qp_handle)
-		return &slot->pr;
+		return &pc->slot->pr;
 	unload_pair_cache_drop(pc);
-	slot = unload_pair_acquire(sess, req->qp_num, req->qp_handle, deny);
+	pc->slot = unload_pair_acquire(sess, req->qp_num, req->qp_handle, deny);
 	if (*deny) {
-		if (unload_deny_is_violation(*deny))
-			unload_pair_poison(sess, &slot->pr);
-		unload_pair_drop(slot);
-		unload_pair_release(slot);
+		unload_pair_cache_refuse(sess, pc, *deny);
 		return NULL;
 	}
-	pc->slot = slot;
-	return &slot->pr;
+	return &pc->slot->pr;
 }
 
 /*
@@ -364,12 +370,8 @@ out_put_region:
 	unload_region_put(r);
 out_put_src:
 	unload_src_put(&src);
-	if (deny) {
-		if (unload_deny_is_violation(deny))
-			unload_pair_poison(sess, pr);
-		unload_pair_drop(pc->slot);
-		unload_pair_cache_drop(pc);
-	}
+	if (deny)
+		unload_pair_cache_refuse(sess, pc, deny);
 	return deny;
 }
 

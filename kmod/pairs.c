@@ -145,23 +145,22 @@ struct unload_pair_slot *unload_pair_acquire(struct unload_session *sess, u32 qp
 
 	mutex_lock(&slot->lock);
 	slot->used = jiffies;
-	if (slot->valid && slot->qpn == qpn && slot->handle == handle &&
-	    slot->gid_generation == gid_generation && !unload_pair_dying(slot) &&
-	    unload_pair_still(sess, handle, &slot->pr) &&
-	    (slot->pr.p.access & IB_ACCESS_REMOTE_WRITE)) {
-		*deny = UNLOAD_DENY_NONE;
-		return slot;
+	*deny = UNLOAD_DENY_NONE;
+	if (!slot->valid || slot->qpn != qpn || slot->handle != handle ||
+	    slot->gid_generation != gid_generation || unload_pair_dying(slot) ||
+	    !unload_pair_still(sess, handle, &slot->pr)) {
+		unload_pair_drop_locked(slot);
+		*deny = unload_pair_get(sess, qpn, handle, &slot->pr);
+		slot->valid = true;
+		slot->qpn = qpn;
+		slot->handle = handle;
+		slot->gid_generation = gid_generation;
+		if (!*deny)
+			schedule_delayed_work(&sess->pair_reaper,
+					      msecs_to_jiffies(UNLOAD_PAIR_IDLE_MS));
 	}
-	unload_pair_drop_locked(slot);
-	*deny = unload_pair_get(sess, qpn, handle, &slot->pr);
-	slot->valid = true;
-	slot->qpn = qpn;
-	slot->handle = handle;
-	slot->gid_generation = gid_generation;
 	if (!*deny && !(slot->pr.p.access & IB_ACCESS_REMOTE_WRITE))
 		*deny = UNLOAD_DENY_ACCESS;	/* the responder QP must allow remote writes */
-	if (!*deny)
-		schedule_delayed_work(&sess->pair_reaper, msecs_to_jiffies(UNLOAD_PAIR_IDLE_MS));
 	return slot;
 }
 

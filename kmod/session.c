@@ -838,18 +838,15 @@ u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle, struct unl
 
 /*
  * Would unload_pair_get accept pr's pair now? pr holds the references of an accepted
- * resolution, so both QPs are the same objects unless the RDMA core is deleting one
- * (rdma_restrack_del clears `valid` before it waits for our references): read both
- * again, check both registrations, and require the AVs unchanged, so the pairing (and
- * the source GIDs read then) still stands. False: resolve again.
+ * resolution, and the caller has seen neither QP being deleted, so both are the same
+ * objects: read both again, check both registrations, and require the AVs unchanged, so
+ * the pairing (and the source GIDs read then) still stands. False: resolve again.
  */
 bool unload_pair_still(struct unload_session *sess, u32 handle, struct unload_pair *pr)
 {
 	bool poisoned = false, peer_poisoned, registered, same_s, same_p;
 	struct ib_device *dev;
 
-	if (!READ_ONCE(pr->s.res->valid) || !READ_ONCE(pr->p.res->valid))
-		return false;
 	rcu_read_lock();
 	dev = unload_sender_reg(sess, pr->qpn, handle, &poisoned);
 	registered = unload_peer_reg(pr, &peer_poisoned);
