@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/sandbox --hosts 2: both guests up with rxe0 on the link, both statuses and logs back, a kernel warning in either fails the run.
+# scripts/sandbox --hosts 2: both guests up with rxe0 on the link, both statuses and logs back, a kernel warning in either fails the run, a fault while booting boots both again.
 set -uo pipefail
 flavour=${1:?kernel flavour}
 sandbox=$(dirname "$0")/../../scripts/sandbox
@@ -25,6 +25,12 @@ done
 "$sandbox" --kernel "$flavour" --hosts 2 -- true :: sh -c 'echo "WARNING: two-host self-test" >/dev/kmsg' >/dev/null 2>&1
 rc=$?
 [ "$rc" -eq 126 ] && ok "a kernel WARNING on B -> sandbox exit 126" || bad "WARNING on B -> sandbox exit $rc"
+# B faulting while booting boots both again; the run passes.
+out=$(UNLOAD_SANDBOX_SELFTEST=boot-fault "$sandbox" --kernel "$flavour" --hosts 2 -- true :: true 2>&1)
+rc=$?
+[ "$rc" -eq 0 ] && echo "$out" | grep -q 'booting again (attempt 2 of 3)' &&
+	ok "B faults while booting -> both booted again, exit 0" ||
+	{ bad "B faults while booting -> sandbox exit $rc"; echo "$out" | tail -n 10 | sed 's/^/  | /'; }
 # A guest that panics powers its peer off instead of leaving it to wait for the timeout.
 out=$("$sandbox" --kernel "$flavour" --hosts 2 --timeout 280 -- sleep 600 :: sh -c 'echo c >/proc/sysrq-trigger' 2>&1)
 rc=$?
