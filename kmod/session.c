@@ -613,8 +613,9 @@ static bool unload_gid_at(struct ib_device *dev, u32 port, u32 index, union ib_g
 }
 
 /*
- * Read v's QP from the RDMA core now: state, destination, access and AV; the AV's source
- * GID from the device's table only when read_gid (the AV changed, or a first reading).
+ * Read v's QP from the RDMA core now: state, destination, access, AV and PSNs; the AV's
+ * source GID from the device's table only when read_gid (the AV changed, or a first
+ * reading).
  */
 static int unload_qp_view_read(struct unload_qp_view *v, bool read_gid)
 {
@@ -625,10 +626,12 @@ static int unload_qp_view_read(struct unload_qp_view *v, bool read_gid)
 	/* init_attr is only filled (never read here); attr's fields read below are zeroed. */
 	memset(&attr, 0, sizeof(attr));
 	ret = ib_query_qp(v->qp, &attr, IB_QP_STATE | IB_QP_DEST_QPN | IB_QP_AV |
-			  IB_QP_ACCESS_FLAGS, &init_attr);
+			  IB_QP_ACCESS_FLAGS | IB_QP_SQ_PSN | IB_QP_RQ_PSN, &init_attr);
 	if (ret)
 		return ret;
 	v->state = attr.qp_state;
+	v->sq_psn = attr.sq_psn & UNLOAD_PSN_MASK;
+	v->rq_psn = attr.rq_psn & UNLOAD_PSN_MASK;
 	v->dest_qpn = attr.dest_qp_num;
 	v->access = attr.qp_access_flags;
 	if (rdma_ah_get_ah_flags(&attr.ah_attr) & IB_AH_GRH) {
@@ -683,6 +686,23 @@ int unload_qp_view_reread(struct unload_qp_view *v, bool *same_av)
 		   v->port == was.port && v->sgid_index == was.sgid_index &&
 		   !memcmp(&v->dgid, &was.dgid, sizeof(v->dgid));
 	return ret;
+}
+
+/*
+ * Does the responder expect a PSN the sender has not sent yet? Then a NIC would take the
+ * sender's next request for a duplicate and not place it (rxe never completes it). That
+ * happens only when the responder was brought back to RTR with a receive PSN ahead of the
+ * sender's (a reset and reconnect between writes). The reverse, a responder behind, is
+ * also what rxe shows for a moment after a READ (its responder advances the expected PSN
+ * only after sending the last response), so it is not judged. PSNs are 24 bits and
+ * wrap: "ahead" is a distance in (0, 2^23).
+ */
+static bool unload_responder_ahead(const struct unload_qp_view *s,
+				   const struct unload_qp_view *p)
+{
+	u32 d = (p->rq_psn - s->sq_psn) & UNLOAD_PSN_MASK;
+
+	return d != 0 && d < (UNLOAD_PSN_MASK + 1) / 2;
 }
 
 /* Does view p (a candidate peer) name the sender view s back exactly? */
@@ -745,7 +765,8 @@ static u32 unload_peer_resolve(struct unload_pair *pr)
 		if (!unload_qp_view_get(cand_sess, cand_dev, pr->s.dest_qpn, &pr->p)) {
 			if (pr->p.owned && pr->p.type == IB_QPT_RC &&
 			    (pr->p.state == IB_QPS_RTR || pr->p.state == IB_QPS_RTS) &&
-			    unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->s.dest_qpn)) {
+			    unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->s.dest_qpn) &&
+			    !unload_responder_ahead(&pr->s, &pr->p)) {
 				pr->peer = cand_sess;
 				pr->peer_dev = cand_dev;
 				pr->peer_qpn = pr->s.dest_qpn;
@@ -858,7 +879,8 @@ bool unload_pair_still(struct unload_session *sess, u32 handle, struct unload_pa
 		return false;
 	return pr->s.state == IB_QPS_RTS &&
 	       (pr->p.state == IB_QPS_RTR || pr->p.state == IB_QPS_RTS) &&
-	       unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->peer_qpn);
+	       unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->peer_qpn) &&
+	       !unload_responder_ahead(&pr->s, &pr->p);
 }
 
 /* A request of pr failed a check an RNIC makes: neither QP goes direct again. */

@@ -163,6 +163,8 @@ int unload_arena_mmap(struct unload_session *sess, struct vm_area_struct *vma, u
  * What the RDMA core says of a QP now (unload_qp_view_get), with a restrack reference
  * on it held until unload_qp_view_put: its PD pointer stays comparable meanwhile.
  */
+#define UNLOAD_PSN_MASK		0xffffffU	/* PSNs are 24 bits (BTH) */
+
 struct unload_qp_view {
 	struct rdma_restrack_entry *res;	/* the reference */
 	struct ib_qp *qp;
@@ -176,6 +178,8 @@ struct unload_qp_view {
 	u8 sgid_index;			/* of its AV */
 	union ib_gid sgid;		/* this side's GID (port, sgid_index of its AV) */
 	union ib_gid dgid;		/* destination GID */
+	u32 sq_psn;			/* next PSN it sends */
+	u32 rq_psn;			/* next PSN it expects */
 };
 int unload_qp_view_get(struct unload_session *owner, struct ib_device *dev, u32 qpn,
 		       struct unload_qp_view *v);

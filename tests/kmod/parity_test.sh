@@ -39,6 +39,7 @@ two_contexts pd
 rereg_drop_remote_write -
 dereg_during_traffic rkey
 responder_drops_remote_write access
+responder_reconnected_ahead peer_unpaired
 responder_destroyed -
 bounds:before_start bounds
 bounds:past_end bounds
