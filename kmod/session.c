@@ -705,13 +705,19 @@ static bool unload_responder_ahead(const struct unload_qp_view *s,
 	return d != 0 && d < (UNLOAD_PSN_MASK + 1) / 2;
 }
 
-/* Does view p (a candidate peer) name the sender view s back exactly? */
+/*
+ * Would view p (a candidate peer) take a write from the sender view s now, as a
+ * responder NIC judges its connection: receiving (RTR or RTS), naming s back exactly,
+ * and not expecting a PSN s has not sent?
+ */
 static bool unload_views_paired(const struct unload_qp_view *s, u32 qpn,
 				const struct unload_qp_view *p, u32 peer_qpn)
 {
-	return s->has_grh && p->has_grh && s->dest_qpn == peer_qpn && p->dest_qpn == qpn &&
+	return (p->state == IB_QPS_RTR || p->state == IB_QPS_RTS) &&
+	       s->has_grh && p->has_grh && s->dest_qpn == peer_qpn && p->dest_qpn == qpn &&
 	       !memcmp(&p->sgid, &s->dgid, sizeof(p->sgid)) &&
-	       !memcmp(&p->dgid, &s->sgid, sizeof(p->dgid));
+	       !memcmp(&p->dgid, &s->sgid, sizeof(p->dgid)) &&
+	       !unload_responder_ahead(s, p);
 }
 
 void unload_pair_put(struct unload_pair *pr)
@@ -764,9 +770,7 @@ static u32 unload_peer_resolve(struct unload_pair *pr)
 		seen = i;
 		if (!unload_qp_view_get(cand_sess, cand_dev, pr->s.dest_qpn, &pr->p)) {
 			if (pr->p.owned && pr->p.type == IB_QPT_RC &&
-			    (pr->p.state == IB_QPS_RTR || pr->p.state == IB_QPS_RTS) &&
-			    unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->s.dest_qpn) &&
-			    !unload_responder_ahead(&pr->s, &pr->p)) {
+			    unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->s.dest_qpn)) {
 				pr->peer = cand_sess;
 				pr->peer_dev = cand_dev;
 				pr->peer_qpn = pr->s.dest_qpn;
@@ -878,9 +882,7 @@ bool unload_pair_still(struct unload_session *sess, u32 handle, struct unload_pa
 	    !same_s || !same_p)
 		return false;
 	return pr->s.state == IB_QPS_RTS &&
-	       (pr->p.state == IB_QPS_RTR || pr->p.state == IB_QPS_RTS) &&
-	       unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->peer_qpn) &&
-	       !unload_responder_ahead(&pr->s, &pr->p);
+	       unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->peer_qpn);
 }
 
 /* A request of pr failed a check an RNIC makes: neither QP goes direct again. */
