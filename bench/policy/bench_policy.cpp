@@ -1,4 +1,5 @@
-// Cost per call of Policy::decide and Policy::observe in each mode (goal: decide <= 20 ns).
+// Cost per call of Policy::decide and Policy::observe in each mode (goal: decide <= 20 ns),
+// and of a steady stream's decisions with and without reusing the settled one.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -106,6 +107,36 @@ void BM_Policy_DecideThenObserve(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// The steady state of a latency-bound program: one write class, one target page, the
+// runtime's protocol (a clock when asked, observe() when sampled). With reuse on, most
+// decisions reuse the settled one; reuse:0 makes every decision in full.
+void BM_Policy_DecideSettled(benchmark::State& state) {
+  const Policy::Reuse reuse = state.range(0) ? Policy::Reuse::on : Policy::Reuse::off;
+  const Tunables t = kDefaultTunables;
+  WriteFeatures f{};
+  f.length = 64;
+  f.sge_count = 1;
+  f.rkey = 0x42;
+  f.remote_addr = 0x10000;
+  f.peer_local = true;
+  f.eligible = PathSet::cpu_paths();
+  Policy policy(1, reuse);
+  uint64_t now = 1;
+  const auto step = [&] {
+    f.now_ns = policy.wants_clock() ? now : 0;
+    const Path p = policy.decide(f, t);
+    const uint64_t cost = p == Path::unload_direct ? 3000 : 10'000;
+    if (policy.sampled()) policy.observe(p, f, cost, is_cpu_path(p) ? cost : 0, p == Path::offload ? cost : 0);
+    now += cost;
+    return p;
+  };
+  for (int i = 0; i < 100'000; ++i) step();
+  for (auto _ : state) benchmark::DoNotOptimize(step());
+  state.SetItemsProcessed(state.iterations());
+  state.counters["reused_pct"] = 100.0 * static_cast<double>(policy.stats().reused) /
+                                 static_cast<double>(policy.stats().decisions);
+}
+
 void modes(benchmark::internal::Benchmark* b) {
   b->ArgName("mode");
   for (Mode m : {Mode::offload, Mode::unload, Mode::threshold, Mode::adaptive}) {
@@ -116,6 +147,7 @@ void modes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Policy_Decide)->Apply(modes);
 BENCHMARK(BM_Policy_Observe)->Apply(modes);
 BENCHMARK(BM_Policy_DecideThenObserve)->Apply(modes);
+BENCHMARK(BM_Policy_DecideSettled)->ArgName("reuse")->Arg(0)->Arg(1);
 
 }  // namespace
 

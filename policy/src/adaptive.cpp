@@ -1,6 +1,7 @@
 // Adaptive mode: per write class, keep a chosen path, leave it only for a clear and
 // fence-aware gain, and keep sampling the others.
 #include <bit>
+#include <cmath>
 
 #include "unload/policy.hpp"
 
@@ -25,11 +26,39 @@ Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
   ++stats_.decisions;
   sampled_ = --sample_countdown_ == 0;
   if (sampled_) sample_countdown_ = kSampleEvery;
+  if (settled_.live && settled_matches(f, t)) {
+    const bool hot = hotness_.touch(settled_.slots);
+    const bool explore_now = settled_.explores && explore_left_ == 1;
+    if (hot == settled_.hot && !explore_now) {
+      if (settled_.explores) {
+        --explore_left_;
+        if (f.now_ns != 0) budget_.refill(f.now_ns, t.cpu_budget_pct);
+      }
+      if (!sampled_) stats_.budget_waived_ns += settled_.waived_ns;
+      ++stats_.reused;
+      return settled_.path;
+    }
+    return decide_in_class(f, t, hot);
+  }
   // Every write counts toward hotness, including those only the NIC can take, or the
   // sketch would misjudge how hot a page is.
-  const bool hot = hotness_.touch(f.rkey, f.remote_addr >> kTargetPageShift);
+  return decide_in_class(f, t, hotness_.touch(f.rkey, f.remote_addr >> kTargetPageShift));
+}
+
+bool Policy::settled_matches(const WriteFeatures& f, const Tunables& t) const {
+  const Settled& s = settled_;
+  return f.length == s.length && f.rkey == s.rkey && (f.remote_addr >> kTargetPageShift) == s.page &&
+         f.sge_count == s.sge_count && f.eligible == s.eligible && f.peer_local == s.peer_local &&
+         f.nic_outstanding == s.nic_outstanding && t == s.t;
+}
+
+Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot) {
+  settled_.live = false;
   const PathSet eligible = effective_eligible(f, t);
-  if (eligible == PathSet(Path::offload)) return Path::offload;
+  if (eligible == PathSet(Path::offload)) {
+    if (reuse_ == Reuse::on) settle(f, t, hot, false, Path::offload, 0);
+    return Path::offload;
+  }
 
   budget_enforced_ = t.cpu_budget_pct < 100;
   hysteresis_pct_ = static_cast<uint32_t>(clamped_hysteresis_pct(t));
@@ -37,19 +66,69 @@ Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
   const bool cpu_allowed = budget_.allows_cpu(t.cpu_budget_pct);
 
   WriteClass& wc = class_of(f, hot);
-  const Path p = choose(wc, f, t, eligible, cpu_allowed);
+  bool settled = false;
+  const Path p = choose(wc, f, t, eligible, cpu_allowed, settled);
   if (is_cpu_path(p) && !cpu_allowed) {
     ++stats_.budget_denials;
     sampled_ = true;  // its wait is what the budget's charges are measured against
     return Path::offload;
   }
   // A write that will not be observed is charged what its path usually costs.
-  if (!sampled_ && is_cpu_path(p)) charge_cpu(wc, p, wc.estimate[index_of(p)].settled_ns());
+  const uint64_t usual_ns = is_cpu_path(p) ? wc.estimate[index_of(p)].settled_ns() : 0;
+  if (!sampled_ && usual_ns != 0) charge_cpu(wc, p, usual_ns);
+  if (!settled || reuse_ == Reuse::off) return p;
+
+  // Reused only while it draws nothing from a capped budget (the wait waives it all):
+  // then the balance only grows, and every later decision would see it positive too.
+  uint64_t waived_ns = 0;
+  if (budget_enforced_ && usual_ns != 0) {
+    if (usual_ns > wc.nic_wait.settled_ns()) return p;
+    waived_ns = usual_ns;
+  }
+  settle(f, t, hot, true, p, waived_ns);
   return p;
 }
 
+void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool explores, Path p,
+                    uint64_t waived_ns) {
+  Settled& s = settled_;
+  s.t = t;
+  s.page = f.remote_addr >> kTargetPageShift;
+  s.length = f.length;
+  s.sge_count = f.sge_count;
+  s.rkey = f.rkey;
+  s.slots = HotnessSketch::slots_of(f.rkey, s.page);
+  s.eligible = f.eligible;
+  s.peer_local = f.peer_local;
+  s.nic_outstanding = f.nic_outstanding;
+  s.hot = hot;
+  s.explores = explores;
+  s.path = p;
+  s.waived_ns = waived_ns;
+  s.live = true;
+}
+
+// Exploration's draw, once per decision that reaches it: true with probability
+// 2^-explore_shift. Drawn as the gap to the next success (geometric), so the decisions in
+// between cost a decrement and a settled decision can be reused up to the next one.
+bool Policy::explore_due(uint32_t explore_shift) {
+  const auto gap = [this](uint32_t shift) -> uint64_t {
+    if (shift == 0 || shift >= 64) return UINT64_MAX;  // never
+    const double u = (static_cast<double>(prng_.next() >> 11) + 1.0) * 0x1p-53;  // (0, 1]
+    const double misses = std::floor(std::log(u) / std::log1p(-std::ldexp(1.0, -static_cast<int>(shift))));
+    return misses < 1e18 ? static_cast<uint64_t>(misses) + 1 : UINT64_MAX;
+  };
+  if (explore_shift != explore_shift_) {
+    explore_shift_ = explore_shift;
+    explore_left_ = gap(explore_shift);
+  }
+  if (--explore_left_ != 0) return false;
+  explore_left_ = gap(explore_shift);
+  return true;
+}
+
 Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t,
-                    PathSet eligible, bool cpu_allowed) {
+                    PathSet eligible, bool cpu_allowed, bool& settled) {
   // Paths this write may take other than the class's choice: never a direct write that
   // would have to fence behind the QP's NIC requests just to take a sample, never a CPU
   // path the budget forbids.
@@ -120,15 +199,14 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t,
   // flat rate would spend 10% when the alternatives are 4x dearer (same-host writes: the
   // NIC crossing PCIe twice against one memcpy). Paths within 2x, the ones a change could
   // plausibly make cheaper, keep the full rate.
-  const uint64_t draw = prng_.next();
-  if (prng_.one_in_pow2(draw, t.explore_shift)) {
+  if (explore_due(t.explore_shift)) {
     const PathSet others = explorable.without(chosen);
     if (!others.empty()) {
       const unsigned i = first_path_from(others, (wc.explored_last + 1u) % kPathCount);
       wc.explored_last = static_cast<uint8_t>(i);
       const uint64_t chosen_ns = wc.estimate[index_of(chosen)].settled_ns();
       const uint64_t other_ns = wc.estimate[i].settled_ns();
-      const uint64_t coin = draw & 0xFFFF;  // independent of the high bits one_in_pow2 used
+      const uint64_t coin = prng_.next() & 0xFFFF;
       if (other_ns <= 2 * chosen_ns || coin * (other_ns - chosen_ns) < 0x10000 * chosen_ns) {
         ++stats_.explorations;
         sampled_ = true;
@@ -136,6 +214,7 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t,
       }
     }
   }
+  settled = true;
   return chosen;
 }
 

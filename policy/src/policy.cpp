@@ -5,10 +5,11 @@
 
 namespace unload::policy {
 
-Policy::Policy(uint64_t seed) : prng_(seed) {}
+Policy::Policy(uint64_t seed, Reuse reuse) : prng_(seed), reuse_(reuse) {}
 
 Path Policy::decide(const WriteFeatures& f, const Tunables& t) {
   sampled_ = true;
+  if (t.enabled == 0 || mode_of(t) != Mode::adaptive) settled_.live = false;
   if (t.enabled == 0) return Path::offload;
   switch (mode_of(t)) {
     case Mode::offload:
@@ -28,6 +29,7 @@ Path Policy::decide(const WriteFeatures& f, const Tunables& t) {
 
 void Policy::observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns,
                      uint64_t nic_wait_ns) {
+  settled_.live = false;  // the estimates a reused decision rests on are about to change
   WriteClass& wc = class_of(f, is_hot(f));
   // The wait matters only to a capped budget: uncapped, skip the cost of estimating it.
   if (path == Path::offload && budget_enforced_) wc.nic_wait.add(nic_wait_ns);

@@ -29,6 +29,7 @@ namespace unload::policy {
 // What the policy did, for sysfs-style statistics and for tests.
 struct PolicyStats {
   uint64_t decisions = 0;       // adaptive decisions
+  uint64_t reused = 0;          // ... that reused the settled decision before them
   uint64_t warmups = 0;         // ... taken to fill a path's first estimate
   uint64_t explorations = 0;    // ... sent to a non-chosen path at random
   uint64_t trials = 0;          // ... sent to a path whose last sample looked better
@@ -59,7 +60,11 @@ class Policy {
   // that really became cheaper fills its recent window in one go.
   static constexpr uint8_t kTrialWrites = 8;
 
-  explicit Policy(uint64_t seed = 0x756E6C6F6164ULL);
+  // Whether a decision may reuse the work of the one before it (see decide()). Off only
+  // to show, in tests and benchmarks, that reusing it changes no decision.
+  enum class Reuse : bool { off, on };
+
+  explicit Policy(uint64_t seed = 0x756E6C6F6164ULL, Reuse reuse = Reuse::on);
 
   // Adaptive observes one settled decision in kSampleEvery: timing every write (two clock
   // reads and observe()) cost more than the policy saves on a small write, and a class's
@@ -70,6 +75,15 @@ class Policy {
   // The path for this write. Always one of effective_eligible(f, t). f.now_ns may be 0
   // when wants_clock() was false: the CPU budget then refills at the next decision that
   // has a clock.
+  //
+  // A settled decision is reused: when an adaptive decision kept its class's chosen path
+  // with nothing pending (no warm-up, trial or exploration, a CPU budget it does not
+  // draw on), the next write with the same features, target page and tunables takes the
+  // same path after counting what the full decision counts (hotness, the sample and
+  // exploration countdowns, statistics) and skipping what cannot have changed (the
+  // class's lookup, the estimate scans, the switch test). Only observe() changes a
+  // class's estimates, and it ends the reuse. Decisions, samples and statistics are
+  // exactly those of Reuse::off (tests/policy/settled_test.cpp).
   Path decide(const WriteFeatures& f, const Tunables& t);
 
   // Whether the next decision needs f.now_ns (a periodic sample, or an empty CPU budget
@@ -125,9 +139,32 @@ class Policy {
     uint8_t explored_last = 0;  // exploration's round-robin cursor
   };
 
+  // The last adaptive decision, while the next may reuse it (decide()).
+  struct Settled {
+    Tunables t;
+    uint64_t page = 0;
+    uint32_t length = 0;
+    uint32_t sge_count = 0;
+    uint32_t rkey = 0;
+    HotnessSketch::Slots slots{};
+    PathSet eligible;
+    bool peer_local = false;
+    bool nic_outstanding = false;
+    bool hot = false;
+    bool explores = false;     // its decisions count down to an exploration
+    Path path = Path::offload;
+    bool live = false;
+    uint64_t waived_ns = 0;    // what an unsampled decision adds to budget_waived_ns
+  };
+
+  bool settled_matches(const WriteFeatures& f, const Tunables& t) const;
   Path decide_adaptive(const WriteFeatures& f, const Tunables& t);
+  Path decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot);
   Path choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet eligible,
-              bool cpu_allowed);
+              bool cpu_allowed, bool& settled);
+  bool explore_due(uint32_t explore_shift);
+  void settle(const WriteFeatures& f, const Tunables& t, bool hot, bool explores, Path p,
+              uint64_t waived_ns);
   void charge_cpu(WriteClass& wc, Path path, uint64_t cpu_ns);
   WriteClass& class_of(const WriteFeatures& f, bool hot) { return classes_[class_index(f, hot)]; }
   const WriteClass& class_of(const WriteFeatures& f, bool hot) const {
@@ -144,6 +181,12 @@ class Policy {
   uint32_t hysteresis_pct_ = 0;   // the last adaptive decision's, for observe()
   uint8_t sample_countdown_ = 1;  // adaptive decisions until the next periodic sample
   bool sampled_ = true;           // the last decision's write is to be observed
+  // Decisions at exploration's draw point until the next one explores: a geometric
+  // countdown, drawn anew after each, for explore_shift_ (the tunable it was drawn for).
+  uint64_t explore_left_ = 0;
+  uint32_t explore_shift_ = UINT32_MAX;
+  Settled settled_;
+  Reuse reuse_;
 };
 
 }  // namespace unload::policy

@@ -26,11 +26,23 @@ class HotnessSketch {
   static constexpr unsigned kWidth = 1024;  // power of two
   static constexpr unsigned kHotCount = 8;
 
-  // Counts one write to (rkey, page) and says whether that page is hot.
-  bool touch(uint32_t rkey, uint64_t page) {
+  // Where (rkey, page) is counted, so that repeated touches of one page need not hash it
+  // again (the policy's settled decision, policy.hpp).
+  struct Slots {
+    uint16_t row0;
+    uint16_t row1;
+    bool operator==(const Slots&) const = default;
+  };
+  static Slots slots_of(uint32_t rkey, uint64_t page) {
     const uint64_t h = hash(rkey, page);
-    uint16_t& a = rows_[0][h & kMask];
-    uint16_t& b = rows_[1][(h >> 32) & kMask];
+    return {static_cast<uint16_t>(h & kMask), static_cast<uint16_t>((h >> 32) & kMask)};
+  }
+
+  // Counts one write to (rkey, page) and says whether that page is hot.
+  bool touch(uint32_t rkey, uint64_t page) { return touch(slots_of(rkey, page)); }
+  bool touch(Slots s) {
+    uint16_t& a = rows_[0][s.row0];
+    uint16_t& b = rows_[1][s.row1];
     if (a != UINT16_MAX) ++a;
     if (b != UINT16_MAX) ++b;
     const bool hot = (a < b ? a : b) >= kHotCount;
@@ -39,18 +51,18 @@ class HotnessSketch {
     cursor_ = (cursor_ + 1) & kMask;
     return hot;
   }
-
   bool is_hot(uint32_t rkey, uint64_t page) const { return count(rkey, page) >= kHotCount; }
 
   unsigned count(uint32_t rkey, uint64_t page) const {
-    const uint64_t h = hash(rkey, page);
-    const uint16_t a = rows_[0][h & kMask];
-    const uint16_t b = rows_[1][(h >> 32) & kMask];
+    const Slots s = slots_of(rkey, page);
+    const uint16_t a = rows_[0][s.row0];
+    const uint16_t b = rows_[1][s.row1];
     return a < b ? a : b;
   }
 
  private:
   static constexpr unsigned kMask = kWidth - 1;
+  static_assert(kWidth <= 1u << 16, "Slots hold a row index in 16 bits");
 
   // Two independent-enough 32-bit halves of one 64-bit mix, one per row.
   static uint64_t hash(uint32_t rkey, uint64_t page) {

@@ -19,13 +19,6 @@ class Prng {
     return state_ * 0x2545F4914F6CDD1DULL;
   }
 
-  // True with probability 2^-shift; shift 0 means never.
-  constexpr bool one_in_pow2(uint64_t draw, uint32_t shift) const {
-    if (shift == 0) return false;
-    if (shift >= 64) return false;
-    return (draw >> (64 - shift)) == 0;
-  }
-
  private:
   // splitmix64 spreads any seed (including 0, which xorshift cannot leave) over the state.
   static constexpr uint64_t splitmix(uint64_t x) {

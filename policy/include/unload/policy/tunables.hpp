@@ -26,6 +26,8 @@ struct Tunables {
   uint32_t explore_shift;    // adaptive explores at rate 2^-explore_shift (0: never)
   uint32_t hysteresis_pct;   // adaptive switches only for a predicted gain above this
   uint32_t cpu_budget_pct;   // adaptive: share of wall time CPU paths may copy (>=100: no cap)
+
+  bool operator==(const Tunables&) const = default;
 };
 
 // The defaults the kmod and the kmod-less runtime start from.

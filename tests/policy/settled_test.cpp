@@ -1,0 +1,115 @@
+// Reusing a settled decision changes nothing: the same stream gives the same paths, samples, clock requests and statistics with reuse on and off, and reuse does happen.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace unload::policy {
+namespace {
+
+using testing::tunables_in;
+using testing::write_of;
+
+// What one decision showed the runtime.
+struct Seen {
+  bool wanted_clock;
+  Path path;
+  bool sampled;
+  bool operator==(const Seen&) const = default;
+};
+
+// A program as the runtime drives the policy: runs of writes to one page, sometimes
+// another page, length or eligibility, NIC requests outstanding now and then, and the
+// tunables changed while it runs. Costs are noise-free per path, with a 2x step on direct
+// halfway; offloaded writes report a wait as a latency-bound program's do.
+struct Stream {
+  uint64_t seed;
+  uint32_t compute_ns;  // > 0: the program computes between writes and waits little
+
+  std::vector<Seen> run(Policy& policy) const {
+    Prng rng(seed);
+    Tunables t = tunables_in(Mode::adaptive);
+    WriteFeatures f = write_of(64, PathSet::cpu_paths(), true);
+    std::vector<Seen> seen;
+    uint64_t now = 1;
+    for (uint64_t i = 0; i < 40'000; ++i) {
+      const uint64_t r = rng.next();
+      if (r % 64 == 0) f.remote_addr = (rng.next() % 4) << kTargetPageShift;
+      if (r % 512 == 1) f.length = r % 1024 < 512 ? 64 : 4096;
+      if (r % 1024 == 2) f.eligible = f.eligible == PathSet() ? PathSet::cpu_paths() : PathSet();
+      f.nic_outstanding = r % 256 == 3;
+      if (i == 10'000) t.direct_max = 32;
+      if (i == 12'000) t.direct_max = kDefaultTunables.direct_max;
+      if (i == 15'000) t.explore_shift = 3;
+      if (i == 18'000) t.mode = static_cast<uint32_t>(Mode::unload);
+      if (i == 18'100) t.mode = static_cast<uint32_t>(Mode::adaptive);
+      if (i == 25'000) t.cpu_budget_pct = 100;
+
+      const bool wanted = policy.wants_clock();
+      f.now_ns = wanted ? now : 0;
+      const Path p = policy.decide(f, t);
+      seen.push_back({wanted, p, policy.sampled()});
+      const uint64_t direct_ns = i < 20'000 ? 3000 : 6000;
+      const uint64_t cost = p == Path::offload ? 10'000 : p == Path::unload_direct ? direct_ns : 7000;
+      const uint64_t wait = p == Path::offload && cost > compute_ns ? cost - compute_ns : 0;
+      if (policy.sampled()) policy.observe(p, f, cost, is_cpu_path(p) ? cost : 0, wait);
+      now += cost + compute_ns;
+    }
+    return seen;
+  }
+};
+
+void expect_same_stats(const PolicyStats& a, const PolicyStats& b) {
+  EXPECT_EQ(a.decisions, b.decisions);
+  EXPECT_EQ(a.warmups, b.warmups);
+  EXPECT_EQ(a.explorations, b.explorations);
+  EXPECT_EQ(a.trials, b.trials);
+  EXPECT_EQ(a.switches, b.switches);
+  EXPECT_EQ(a.budget_denials, b.budget_denials);
+  EXPECT_EQ(a.budget_charged_ns, b.budget_charged_ns);
+  EXPECT_EQ(a.budget_waived_ns, b.budget_waived_ns);
+}
+
+void expect_reuse_changes_nothing(const Stream& s) {
+  Policy reusing(s.seed, Policy::Reuse::on);
+  Policy full(s.seed, Policy::Reuse::off);
+  const std::vector<Seen> a = s.run(reusing);
+  const std::vector<Seen> b = s.run(full);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i], b[i]) << "decision " << i << ": path " << name_of(a[i].path) << " against "
+                          << name_of(b[i].path);
+  }
+  expect_same_stats(reusing.stats(), full.stats());
+  EXPECT_EQ(full.stats().reused, 0u);
+  // Most writes repeat the one before: most decisions must have been reused.
+  EXPECT_GT(reusing.stats().reused, reusing.stats().decisions / 2);
+}
+
+TEST(policy_settled, ReuseChangesNoDecisionOfALatencyBoundProgram) {
+  for (uint64_t seed : {1, 2, 3}) expect_reuse_changes_nothing({seed, 0});
+}
+
+TEST(policy_settled, ReuseChangesNoDecisionOfAProgramThatComputes) {
+  // Its CPU writes are charged to the budget: those decisions are never reused.
+  for (uint64_t seed : {4, 5}) expect_reuse_changes_nothing({seed, 20'000});
+}
+
+TEST(policy_settled, ATunableChangeTakesEffectAtTheNextWrite) {
+  Policy policy;
+  Tunables t = tunables_in(Mode::adaptive);
+  t.cpu_budget_pct = 100;
+  WriteFeatures f = write_of(64, PathSet::cpu_paths(), true);
+  for (int i = 0; i < 2000; ++i) {
+    const Path p = policy.decide(f, t);
+    if (policy.sampled()) policy.observe(p, f, p == Path::unload_direct ? 1000 : 5000);
+  }
+  ASSERT_EQ(policy.decide(f, t), Path::unload_direct);
+  ASSERT_GT(policy.stats().reused, 0u);
+  t.direct_max = 0;
+  EXPECT_NE(policy.decide(f, t), Path::unload_direct);
+}
+
+}  // namespace
+}  // namespace unload::policy
