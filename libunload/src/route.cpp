@@ -176,13 +176,15 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
     out.path = eligible.contains(forced) ? forced : Path::offload;
   } else if (eligible != PathSet(Path::offload)) {
     if (policy::Policy* pol = thread_policy()) {
-      // Adaptive times only the writes it samples (policy.hpp, kSampleEvery), from after
-      // its decision, so that every sample measures the path alone.
+      // Adaptive times only the writes it samples (policy.hpp, kSampleEvery), from the
+      // clock its decision read when it asked for one (it does before a periodic sample),
+      // else from after the decision: a clock read costs more than a decision under an
+      // emulator, and the decision's own tens of ns weigh the same on every path.
       const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
       const policy::WriteFeatures f =
           features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible, adaptive && pol->wants_clock());
       out.path = pol->decide(f, t);
-      if (adaptive && pol->sampled()) out.t0 = now_ns();
+      if (adaptive && pol->sampled()) out.t0 = f.now_ns ? f.now_ns : now_ns();
     }
   }
   if (out.path != out.preferred) out.why = why_not(q, r, sg, out.preferred, t, direct_why, copy_ok);

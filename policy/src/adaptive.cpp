@@ -26,30 +26,10 @@ Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
   ++stats_.decisions;
   sampled_ = --sample_countdown_ == 0;
   if (sampled_) sample_countdown_ = kSampleEvery;
-  if (settled_.live && settled_matches(f, t)) {
-    const bool hot = hotness_.touch(settled_.slots);
-    const bool explore_now = settled_.explores && explore_left_ == 1;
-    if (hot == settled_.hot && !explore_now) {
-      if (settled_.explores) {
-        --explore_left_;
-        if (f.now_ns != 0) budget_.refill(f.now_ns, t.cpu_budget_pct);
-      }
-      if (!sampled_) stats_.budget_waived_ns += settled_.waived_ns;
-      ++stats_.reused;
-      return settled_.path;
-    }
-    return decide_in_class(f, t, hot);
-  }
   // Every write counts toward hotness, including those only the NIC can take, or the
   // sketch would misjudge how hot a page is.
+  pay_touches();
   return decide_in_class(f, t, hotness_.touch(f.rkey, f.remote_addr >> kTargetPageShift));
-}
-
-bool Policy::settled_matches(const WriteFeatures& f, const Tunables& t) const {
-  const Settled& s = settled_;
-  return f.length == s.length && f.rkey == s.rkey && (f.remote_addr >> kTargetPageShift) == s.page &&
-         f.sge_count == s.sge_count && f.eligible == s.eligible && f.peer_local == s.peer_local &&
-         f.nic_outstanding == s.nic_outstanding && t == s.t;
 }
 
 Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot) {
@@ -89,6 +69,69 @@ Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot
   return p;
 }
 
+// The cheapest eligible path by settled estimate (unsampled paths cannot compete), and
+// its estimate in `ns`.
+Path Policy::cheapest_warm(const WriteClass& wc, PathSet eligible, uint64_t& ns) {
+  Path best = Path::offload;
+  ns = UINT64_MAX;
+  for (unsigned bits = eligible.bits(); bits != 0; bits &= bits - 1) {
+    const unsigned i = static_cast<unsigned>(std::countr_zero(bits));
+    const CostEstimate& e = wc.estimate[i];
+    if (e.warm() && e.settled_ns() < ns) {
+      ns = e.settled_ns();
+      best = static_cast<Path>(i);
+    }
+  }
+  return best;
+}
+
+// Whether a class with a choice leaves it for `best`: only for a gain above
+// hysteresis_pct, and, when going direct would have to fence behind NIC requests still in
+// flight on this QP, above the fence too. The fence waits for those requests to complete:
+// about one NIC write of this class, whose cost the offload estimate already tracks.
+bool Policy::switches_to(const WriteClass& wc, Path best, uint64_t best_ns, PathSet eligible,
+                         bool nic_outstanding, const Tunables& t) {
+  if (best == wc.chosen || !eligible.contains(wc.chosen)) return false;
+  const uint64_t chosen_ns = wc.estimate[index_of(wc.chosen)].settled_ns();
+  const uint64_t fence_ns =
+      needs_fence_after_nic(best) && nic_outstanding && !needs_fence_after_nic(wc.chosen)
+          ? wc.estimate[index_of(Path::offload)].settled_ns()
+          : 0;
+  return best_ns * (100 + clamped_hysteresis_pct(t)) + fence_ns * 100 < chosen_ns * 100;
+}
+
+// After observe() changed a class's estimates, a trial or the budget: whether the next
+// write that settled_matches() would still get the settled path from a full decision.
+// The warm-up is over for good (estimates stay warm) and exploration is counted down by
+// the reuse itself; what may have moved is the best path, the switch test, a trial and
+// the budget's charge.
+bool Policy::settled_still_holds() {
+  Settled& s = settled_;
+  if (!s.explores) return true;  // only the NIC was eligible: no estimate was consulted
+  const Tunables& t = s.t;
+  if (!budget_.allows_cpu(t.cpu_budget_pct)) return false;
+  WriteFeatures f{};
+  f.length = s.length;
+  f.eligible = s.eligible;
+  const PathSet eligible = effective_eligible(f, t);
+  PathSet explorable = eligible;
+  if (s.nic_outstanding) explorable = explorable.without(Path::unload_direct);
+  const WriteClass& wc = *s.cls;
+  uint64_t best_ns = 0;
+  const Path best = cheapest_warm(wc, eligible, best_ns);
+  if (switches_to(wc, best, best_ns, eligible, s.nic_outstanding, t)) return false;
+  const Path chosen = eligible.contains(wc.chosen) ? wc.chosen : best;
+  if (chosen != s.path) return false;
+  if (wc.trial_left != 0 && wc.trial_path != chosen && explorable.contains(wc.trial_path)) return false;
+  const uint64_t usual_ns = is_cpu_path(chosen) ? wc.estimate[index_of(chosen)].settled_ns() : 0;
+  s.waived_ns = 0;
+  if (t.cpu_budget_pct < 100 && usual_ns != 0) {
+    if (usual_ns > wc.nic_wait.settled_ns()) return false;
+    s.waived_ns = usual_ns;
+  }
+  return true;
+}
+
 void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool explores, Path p,
                     uint64_t waived_ns) {
   Settled& s = settled_;
@@ -102,6 +145,10 @@ void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool ex
   s.peer_local = f.peer_local;
   s.nic_outstanding = f.nic_outstanding;
   s.hot = hot;
+  s.touches_left = (hotness_.count(s.slots) + 1 >= HotnessSketch::kHotCount) == hot
+                       ? hotness_.steady_touches(s.slots)
+                       : 0;
+  s.cls = &class_of(f, hot);
   s.explores = explores;
   s.path = p;
   s.waived_ns = waived_ns;
@@ -146,37 +193,16 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t,
     }
   }
 
-  // The cheapest eligible path by settled estimate (unsampled paths cannot compete).
-  Path best = Path::offload;
-  uint64_t best_ns = UINT64_MAX;
-  for (unsigned bits = eligible.bits(); bits != 0; bits &= bits - 1) {
-    const unsigned i = static_cast<unsigned>(std::countr_zero(bits));
-    const CostEstimate& e = wc.estimate[i];
-    if (e.warm() && e.settled_ns() < best_ns) {
-      best_ns = e.settled_ns();
-      best = static_cast<Path>(i);
-    }
-  }
-
+  uint64_t best_ns = 0;
+  const Path best = cheapest_warm(wc, eligible, best_ns);
   if (!wc.has_chosen) {
     // The first choice has no incumbent to protect: take the cheapest outright.
     wc.chosen = best;
     wc.has_chosen = true;
-  } else if (best != wc.chosen && eligible.contains(wc.chosen)) {
-    // Switch only for a gain above hysteresis_pct, and, when going direct would have to
-    // fence behind NIC requests still in flight on this QP, above the fence too. The
-    // fence waits for those requests to complete: about one NIC write of this class,
-    // whose cost the offload estimate already tracks.
-    const uint64_t chosen_ns = wc.estimate[index_of(wc.chosen)].settled_ns();
-    const uint64_t fence_ns =
-        needs_fence_after_nic(best) && f.nic_outstanding && !needs_fence_after_nic(wc.chosen)
-            ? wc.estimate[index_of(Path::offload)].settled_ns()
-            : 0;
-    if (best_ns * (100 + clamped_hysteresis_pct(t)) + fence_ns * 100 < chosen_ns * 100) {
-      wc.chosen = best;
-      wc.trial_left = 0;
-      ++stats_.switches;
-    }
+  } else if (switches_to(wc, best, best_ns, eligible, f.nic_outstanding, t)) {
+    wc.chosen = best;
+    wc.trial_left = 0;
+    ++stats_.switches;
   }
   // A write the class's choice cannot take (e.g. longer than a cap inside the size class)
   // takes the cheapest path it can, without changing the class's choice.

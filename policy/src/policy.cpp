@@ -5,9 +5,9 @@
 
 namespace unload::policy {
 
-Policy::Policy(uint64_t seed, Reuse reuse) : prng_(seed), reuse_(reuse) {}
+Policy::Policy(uint64_t seed, Reuse reuse) : reuse_(reuse), prng_(seed) {}
 
-Path Policy::decide(const WriteFeatures& f, const Tunables& t) {
+Path Policy::decide_full(const WriteFeatures& f, const Tunables& t) {
   sampled_ = true;
   if (t.enabled == 0 || mode_of(t) != Mode::adaptive) settled_.live = false;
   if (t.enabled == 0) return Path::offload;
@@ -29,7 +29,14 @@ Path Policy::decide(const WriteFeatures& f, const Tunables& t) {
 
 void Policy::observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns,
                      uint64_t nic_wait_ns) {
-  settled_.live = false;  // the estimates a reused decision rests on are about to change
+  learn(path, f, cost_ns, cpu_ns, nic_wait_ns);
+  // Most samples confirm the choice: the reuse goes on unless this one moved it.
+  if (settled_.live) settled_.live = settled_still_holds();
+}
+
+void Policy::learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns,
+                   uint64_t nic_wait_ns) {
+  pay_touches();
   WriteClass& wc = class_of(f, is_hot(f));
   // The wait matters only to a capped budget: uncapped, skip the cost of estimating it.
   if (path == Path::offload && budget_enforced_) wc.nic_wait.add(nic_wait_ns);
@@ -92,6 +99,7 @@ unsigned Policy::class_index(const WriteFeatures& f, bool hot) {
 }
 
 bool Policy::is_hot(const WriteFeatures& f) const {
+  pay_touches();
   return hotness_.is_hot(f.rkey, f.remote_addr >> kTargetPageShift);
 }
 

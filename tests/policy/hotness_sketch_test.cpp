@@ -1,4 +1,4 @@
-// The hotness sketch: frequently written pages are hot, uniformly spread pages are not, a page cools once writes to it stop, and rkeys are told apart.
+// The hotness sketch: frequently written pages are hot, uniformly spread pages are not, a page cools once writes to it stop, rkeys are told apart, and steady_touches() never promises an answer a touch would not give.
 #include <gtest/gtest.h>
 
 #include "unload/policy/hotness_sketch.hpp"
@@ -47,6 +47,24 @@ TEST(policy_hotness_sketch, CountsSaturateInsteadOfWrapping) {
   HotnessSketch sketch;
   for (int i = 0; i < 200'000; ++i) sketch.touch(9, 9);
   EXPECT_TRUE(sketch.is_hot(9, 9));
+}
+
+TEST(policy_hotness_sketch, SteadyTouchesAnswerAsPromised) {
+  // Pages whose counts hover about the threshold, the sweep anywhere: every one of the
+  // promised touches must answer as count + 1 >= kHotCount says.
+  Prng rng(3);
+  HotnessSketch sketch;
+  uint64_t promised = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    for (int i = 0; i < 97; ++i) sketch.touch(1, rng.next() % 160);
+    const HotnessSketch::Slots s = HotnessSketch::slots_of(1, rng.next() % 160);
+    const bool hot = sketch.count(s) + 1 >= HotnessSketch::kHotCount;
+    const unsigned n = sketch.steady_touches(s);
+    HotnessSketch copy = sketch;
+    for (unsigned j = 1; j <= n; ++j) ASSERT_EQ(copy.touch(s), hot) << "trial " << trial << ", touch " << j << " of " << n;
+    promised += n;
+  }
+  EXPECT_GT(promised, 3000u);  // it does promise something
 }
 
 }  // namespace

@@ -82,9 +82,15 @@ class Policy {
   // same path after counting what the full decision counts (hotness, the sample and
   // exploration countdowns, statistics) and skipping what cannot have changed (the
   // class's lookup, the estimate scans, the switch test). Only observe() changes a
-  // class's estimates, and it ends the reuse. Decisions, samples and statistics are
-  // exactly those of Reuse::off (tests/policy/settled_test.cpp).
-  Path decide(const WriteFeatures& f, const Tunables& t);
+  // class's estimates; the reuse survives a sample that leaves the choice standing.
+  // Decisions, samples and statistics are exactly those of Reuse::off
+  // (tests/policy/settled_test.cpp).
+  //
+  // The reuse is inline: under an emulator, calls and returns cost more than the checks.
+  Path decide(const WriteFeatures& f, const Tunables& t) {
+    if (settled_.live && settled_matches(f, t)) return decide_settled(f, t);
+    return decide_full(f, t);
+  }
 
   // Whether the next decision needs f.now_ns (a periodic sample, or an empty CPU budget
   // that must refill to let a CPU path through). Only adaptive decisions use the clock.
@@ -151,42 +157,86 @@ class Policy {
     bool peer_local = false;
     bool nic_outstanding = false;
     bool hot = false;
+    const WriteClass* cls = nullptr;
     bool explores = false;     // its decisions count down to an exploration
     Path path = Path::offload;
     bool live = false;
-    uint64_t waived_ns = 0;    // what an unsampled decision adds to budget_waived_ns
+    uint32_t touches_left = 0;  // reuses whose hotness is known without the sketch
+    uint64_t waived_ns = 0;     // what an unsampled decision adds to budget_waived_ns
   };
 
-  bool settled_matches(const WriteFeatures& f, const Tunables& t) const;
+  bool settled_matches(const WriteFeatures& f, const Tunables& t) const {
+    const Settled& s = settled_;
+    return f.length == s.length && f.rkey == s.rkey && (f.remote_addr >> kTargetPageShift) == s.page &&
+           f.sge_count == s.sge_count && f.eligible == s.eligible && f.peer_local == s.peer_local &&
+           f.nic_outstanding == s.nic_outstanding && t == s.t;
+  }
+  // A write settled_matches(): count what a full decision counts, and take the settled
+  // path unless the page's hotness changed or exploration is due.
+  //
+  // The reuse leaves the sketch alone: its touches are owed and paid, in order, before
+  // anything else reads or touches the sketch (pay_touches()). Within touches_left its
+  // answer cannot change, so the write's class is known; beyond, the touch is made now.
+  Path decide_settled(const WriteFeatures& f, const Tunables& t) {
+    ++stats_.decisions;
+    sampled_ = --sample_countdown_ == 0;
+    if (sampled_) sample_countdown_ = kSampleEvery;
+    if (settled_.touches_left == 0 || (settled_.explores && explore_left_ == 1)) [[unlikely]] {
+      pay_touches();
+      return decide_in_class(f, t, hotness_.touch(settled_.slots));
+    }
+    --settled_.touches_left;
+    ++touches_owed_;
+    if (settled_.explores) {
+      --explore_left_;
+      if (f.now_ns != 0) budget_.refill(f.now_ns, t.cpu_budget_pct);
+    }
+    if (!sampled_) stats_.budget_waived_ns += settled_.waived_ns;
+    ++stats_.reused;
+    return settled_.path;
+  }
+  Path decide_full(const WriteFeatures& f, const Tunables& t);
   Path decide_adaptive(const WriteFeatures& f, const Tunables& t);
   Path decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot);
   Path choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet eligible,
               bool cpu_allowed, bool& settled);
   bool explore_due(uint32_t explore_shift);
+  static Path cheapest_warm(const WriteClass& wc, PathSet eligible, uint64_t& ns);
+  static bool switches_to(const WriteClass& wc, Path best, uint64_t best_ns, PathSet eligible,
+                          bool nic_outstanding, const Tunables& t);
+  bool settled_still_holds();
+  void learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns, uint64_t nic_wait_ns);
   void settle(const WriteFeatures& f, const Tunables& t, bool hot, bool explores, Path p,
               uint64_t waived_ns);
   void charge_cpu(WriteClass& wc, Path path, uint64_t cpu_ns);
+  void pay_touches() const {
+    for (; touches_owed_ != 0; --touches_owed_) hotness_.touch(settled_.slots);
+  }
   WriteClass& class_of(const WriteFeatures& f, bool hot) { return classes_[class_index(f, hot)]; }
   const WriteClass& class_of(const WriteFeatures& f, bool hot) const {
     return classes_[class_index(f, hot)];
   }
   static unsigned class_index(const WriteFeatures& f, bool hot);
 
-  WriteClass classes_[kClasses];
-  HotnessSketch hotness_;
-  CpuBudget budget_;
-  Prng prng_;
+  // What a reused decision reads and writes comes first, together: under an emulator that
+  // flushes its TLB at every syscall, each page a write touches costs a page walk.
+  Settled settled_;
   PolicyStats stats_;
-  bool budget_enforced_ = false;  // the last decision ran under a CPU cap
-  uint32_t hysteresis_pct_ = 0;   // the last adaptive decision's, for observe()
   uint8_t sample_countdown_ = 1;  // adaptive decisions until the next periodic sample
   bool sampled_ = true;           // the last decision's write is to be observed
+  bool budget_enforced_ = false;  // the last decision ran under a CPU cap
+  Reuse reuse_;
+  uint32_t hysteresis_pct_ = 0;   // the last adaptive decision's, for observe()
+  // Touches of settled_'s page the sketch has not had yet (decide_settled()).
+  mutable uint32_t touches_owed_ = 0;
   // Decisions at exploration's draw point until the next one explores: a geometric
   // countdown, drawn anew after each, for explore_shift_ (the tunable it was drawn for).
   uint64_t explore_left_ = 0;
   uint32_t explore_shift_ = UINT32_MAX;
-  Settled settled_;
-  Reuse reuse_;
+  CpuBudget budget_;
+  Prng prng_;
+  mutable HotnessSketch hotness_;
+  WriteClass classes_[kClasses];
 };
 
 }  // namespace unload::policy

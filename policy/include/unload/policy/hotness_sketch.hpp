@@ -51,14 +51,25 @@ class HotnessSketch {
     cursor_ = (cursor_ + 1) & kMask;
     return hot;
   }
-  bool is_hot(uint32_t rkey, uint64_t page) const { return count(rkey, page) >= kHotCount; }
-
-  unsigned count(uint32_t rkey, uint64_t page) const {
-    const Slots s = slots_of(rkey, page);
+  // How many more touches of `s` are certain to answer as touch(s) would answer now
+  // (hot if count(s) + 1 >= kHotCount): until the sweep halves one of its counters or its
+  // count reaches kHotCount. The policy defers that many touches of a settled write's page.
+  unsigned steady_touches(Slots s) const {
+    const unsigned to_row0 = (s.row0 - cursor_) & kMask;  // touches before each is halved
+    const unsigned to_row1 = (s.row1 - cursor_) & kMask;
+    unsigned n = (to_row0 < to_row1 ? to_row0 : to_row1) + 1;
+    const unsigned c = count(s);
+    if (c + 1 < kHotCount && kHotCount - 1 - c < n) n = kHotCount - 1 - c;
+    return n;
+  }
+  unsigned count(Slots s) const {
     const uint16_t a = rows_[0][s.row0];
     const uint16_t b = rows_[1][s.row1];
     return a < b ? a : b;
   }
+  bool is_hot(uint32_t rkey, uint64_t page) const { return count(rkey, page) >= kHotCount; }
+
+  unsigned count(uint32_t rkey, uint64_t page) const { return count(slots_of(rkey, page)); }
 
  private:
   static constexpr unsigned kMask = kWidth - 1;
