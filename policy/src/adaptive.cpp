@@ -58,13 +58,8 @@ Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot
   if (!sampled_ && usual_ns != 0) charge_cpu(wc, p, usual_ns);
   if (!settled || reuse_ == Reuse::off) return p;
 
-  // Reused only while it draws nothing from a capped budget (the wait waives it all):
-  // then the balance only grows, and every later decision would see it positive too.
   uint64_t waived_ns = 0;
-  if (budget_enforced_ && usual_ns != 0) {
-    if (usual_ns > wc.nic_wait.settled_ns()) return p;
-    waived_ns = usual_ns;
-  }
+  if (!waives_all(wc, p, budget_enforced_, waived_ns)) return p;
   settle(f, t, hot, true, p, waived_ns);
   return p;
 }
@@ -122,13 +117,24 @@ bool Policy::settled_still_holds() {
   if (switches_to(wc, best, best_ns, eligible, s.nic_outstanding, t)) return false;
   const Path chosen = eligible.contains(wc.chosen) ? wc.chosen : best;
   if (chosen != s.path) return false;
-  if (wc.trial_left != 0 && wc.trial_path != chosen && explorable.contains(wc.trial_path)) return false;
-  const uint64_t usual_ns = is_cpu_path(chosen) ? wc.estimate[index_of(chosen)].settled_ns() : 0;
-  s.waived_ns = 0;
-  if (t.cpu_budget_pct < 100 && usual_ns != 0) {
-    if (usual_ns > wc.nic_wait.settled_ns()) return false;
-    s.waived_ns = usual_ns;
-  }
+  if (trial_due(wc, chosen, explorable)) return false;
+  return waives_all(wc, chosen, t.cpu_budget_pct < 100, s.waived_ns);
+}
+
+// Whether the class's trial takes this write instead of `chosen`.
+bool Policy::trial_due(const WriteClass& wc, Path chosen, PathSet explorable) {
+  return wc.trial_left != 0 && wc.trial_path != chosen && explorable.contains(wc.trial_path);
+}
+
+// A decision is reused only while it draws nothing from a capped budget (the wait waives
+// all of its usual cost): then the balance only grows, and every later decision would see
+// it positive too. `waived_ns`: what each unsampled reuse adds to budget_waived_ns.
+bool Policy::waives_all(const WriteClass& wc, Path p, bool budget_capped, uint64_t& waived_ns) {
+  const uint64_t usual_ns = is_cpu_path(p) ? wc.estimate[index_of(p)].settled_ns() : 0;
+  waived_ns = 0;
+  if (!budget_capped || usual_ns == 0) return true;
+  if (usual_ns > wc.nic_wait.settled_ns()) return false;
+  waived_ns = usual_ns;
   return true;
 }
 
@@ -144,7 +150,6 @@ void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool ex
   s.eligible = f.eligible;
   s.peer_local = f.peer_local;
   s.nic_outstanding = f.nic_outstanding;
-  s.hot = hot;
   s.touches_left = (hotness_.count(s.slots) + 1 >= HotnessSketch::kHotCount) == hot
                        ? hotness_.steady_touches(s.slots)
                        : 0;
@@ -208,7 +213,7 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t,
   // takes the cheapest path it can, without changing the class's choice.
   const Path chosen = eligible.contains(wc.chosen) ? wc.chosen : best;
 
-  if (wc.trial_left != 0 && wc.trial_path != chosen && explorable.contains(wc.trial_path)) {
+  if (trial_due(wc, chosen, explorable)) {
     --wc.trial_left;
     ++stats_.trials;
     sampled_ = true;

@@ -156,7 +156,6 @@ class Policy {
     PathSet eligible;
     bool peer_local = false;
     bool nic_outstanding = false;
-    bool hot = false;
     const WriteClass* cls = nullptr;
     bool explores = false;     // its decisions count down to an exploration
     Path path = Path::offload;
@@ -205,6 +204,8 @@ class Policy {
   static bool switches_to(const WriteClass& wc, Path best, uint64_t best_ns, PathSet eligible,
                           bool nic_outstanding, const Tunables& t);
   bool settled_still_holds();
+  static bool trial_due(const WriteClass& wc, Path chosen, PathSet explorable);
+  static bool waives_all(const WriteClass& wc, Path p, bool budget_capped, uint64_t& waived_ns);
   void learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns, uint64_t nic_wait_ns);
   void settle(const WriteFeatures& f, const Tunables& t, bool hot, bool explores, Path p,
               uint64_t waived_ns);

@@ -31,7 +31,6 @@ class HotnessSketch {
   struct Slots {
     uint16_t row0;
     uint16_t row1;
-    bool operator==(const Slots&) const = default;
   };
   static Slots slots_of(uint32_t rkey, uint64_t page) {
     const uint64_t h = hash(rkey, page);
