@@ -94,31 +94,28 @@ static void unload_src_put(struct unload_src *src)
  * are process addresses: the region maps them one to one onto the MR's iova range, so
  * the bounds are the region's. On a refusal the caller still puts what was resolved.
  */
-static u32 unload_src_resolve(struct unload_session *sess, struct unload_pair *pr,
+static u32 unload_src_resolve(struct unload_session *sess, struct unload_pair_slot *slot,
 			      const struct unload_iov *uiov, unsigned int nr,
 			      struct unload_src *src)
 {
+	const struct unload_pair *pr = &slot->pr;
 	unsigned int i;
 
 	for (i = 0; i < nr; i++) {
 		const struct unload_iov *v = &uiov[i];
 		struct unload_region *r;
 		struct ib_mr *mr;
-		u32 deny = UNLOAD_DENY_NONE;
 
 		r = unload_region_find(sess, false, pr->dev, v->lkey);
 		if (!r)
 			return UNLOAD_DENY_SOURCE;
 		src->seg[src->nr++] = (struct unload_seg){ r, v->addr - r->addr, v->len };
-		mr = unload_region_mr_get(sess, r, pr->dev);
+		mr = unload_kept_mr_get(&slot->src, sess, r, pr->dev);
 		if (!mr)
 			return UNLOAD_DENY_LKEY;
 		if (mr->pd != pr->s.qp->pd || v->len > r->length || v->addr < r->addr ||
 		    v->addr - r->addr > r->length - v->len)
-			deny = UNLOAD_DENY_LKEY;	/* (r's length is the MR's, checked) */
-		unload_region_mr_put(mr);
-		if (deny)
-			return deny;
+			return UNLOAD_DENY_LKEY;	/* (r's length is the MR's, checked) */
 	}
 	return UNLOAD_DENY_NONE;
 }
@@ -208,44 +205,34 @@ static void unload_place(struct unload_region *r, u64 off, u64 len,
 }
 
 /*
- * The responder's checks on the peer's side, with the target MR held: on NONE *mrp
- * holds a restrack reference on the MR (ib_dereg_mr waits for it) and *off is the
- * offset into r.
+ * The responder's checks on the peer's side, with the target MR held by the slot (so
+ * ib_dereg_mr waits for the copy): on NONE *off is the offset into r.
  */
-static u32 unload_target_check(struct unload_pair *pr, struct unload_region *r,
-			       const struct unload_direct_req *req, struct ib_mr **mrp,
-			       u64 *off)
+static u32 unload_target_check(struct unload_pair_slot *slot, struct unload_region *r,
+			       const struct unload_direct_req *req, u64 *off)
 {
+	const struct unload_pair *pr = &slot->pr;
 	struct ib_mr *mr;
-	u32 deny;
 
-	mr = unload_region_mr_get(pr->peer, r, pr->peer_dev);
+	mr = unload_kept_mr_get(&slot->dst, pr->peer, r, pr->peer_dev);
 	if (!mr)
 		return UNLOAD_DENY_RKEY;	/* deregistered or replaced: an invalid rkey */
-	deny = UNLOAD_DENY_PD;
 	if (mr->pd != pr->p.qp->pd)
-		goto out_put_mr;
-	deny = UNLOAD_DENY_ACCESS;
+		return UNLOAD_DENY_PD;
 	if (!(r->access & UNLOAD_ACCESS_REMOTE_WRITE))
-		goto out_put_mr;
+		return UNLOAD_DENY_ACCESS;
 	/*
 	 * [remote_addr, remote_addr + length) inside [iova, iova + length) of the MR, and
 	 * of the pinned range (the same, as registered): no overflow on any input.
 	 */
-	deny = UNLOAD_DENY_BOUNDS;
 	if (req->length > mr->length || req->remote_addr < mr->iova ||
 	    req->remote_addr - mr->iova > mr->length - req->length)
-		goto out_put_mr;
+		return UNLOAD_DENY_BOUNDS;
 	if (req->length > r->length || req->remote_addr < r->iova ||
 	    req->remote_addr - r->iova > r->length - req->length)
-		goto out_put_mr;
+		return UNLOAD_DENY_BOUNDS;
 	*off = req->remote_addr - r->iova;
-	*mrp = mr;
 	return UNLOAD_DENY_NONE;
-
-out_put_mr:
-	unload_region_mr_put(mr);
-	return deny;
 }
 
 /* Reasons an RNIC answers with a NAK or a local error: the pair is poisoned after. */
@@ -323,7 +310,6 @@ static u32 unload_direct_one(struct unload_session *sess,
 	const struct unload_iov *uiov;
 	struct unload_region *r = NULL;
 	struct unload_iov one;
-	struct ib_mr *mr = NULL;
 	struct unload_pair *pr;
 	u32 deny, direct_max;
 	u64 off = 0;
@@ -348,19 +334,19 @@ static u32 unload_direct_one(struct unload_session *sess,
 	pr = unload_pair_cache_get(sess, pc, req, &deny);
 	if (!pr)
 		return deny;	/* the slot is dropped and nothing else is held */
-	deny = unload_src_resolve(sess, pr, uiov, req->iov_count ? req->iov_count : 1, &src);
+	deny = unload_src_resolve(sess, pc->slot, uiov, req->iov_count ? req->iov_count : 1,
+				  &src);
 	if (deny)
 		goto out_put_src;
 	deny = UNLOAD_DENY_RKEY;
 	r = unload_region_find(pr->peer, true, pr->peer_dev, req->rkey);
 	if (!r)
 		goto out_put_src;
-	deny = unload_target_check(pr, r, req, &mr, &off);
+	deny = unload_target_check(pc->slot, r, req, &off);
 	if (deny)
 		goto out_put_region;
 
 	unload_place(r, off, req->length, &src);
-	unload_region_mr_put(mr);
 	*result = 0;
 	/* The module counts its own copies, where userspace cannot write. */
 	atomic64_inc(&sess->direct_writes);

@@ -9,15 +9,19 @@
  * scratch when anything a resolution depends on moved. So every submission is still
  * checked against the RDMA core's state at that moment; what is kept are the objects'
  * identities and the source GIDs, whose table changes are counted
- * (unload_gid_generation).
+ * (unload_gid_generation). A slot also keeps the last source and target MR it checked
+ * (unload_kept_mr): a request naming the same one reads its fields again instead of
+ * looking it up in restrack.
  *
- * Kept references must not hold up the RDMA core: rdma_restrack_del (ibv_destroy_qp, a
- * process's exit, a device's removal) waits for every reference on the QP. So a slot is
- * dropped, in every session, when either of its QPs is unregistered (the shim does so
- * before ibv_destroy_qp), when a device of it goes, when a submission finds
- * one of its QPs being deleted, and by the reaper, which runs while any slot is kept and
- * drops those idle for UNLOAD_PAIR_IDLE_MS or being deleted: a destroy the program did
- * not announce (its exit) waits at most about that long.
+ * Kept references must not hold up the RDMA core: rdma_restrack_del (ibv_destroy_qp,
+ * ibv_dereg_mr, a process's exit, a device's removal) waits for every reference on the
+ * QP or MR. So a slot is dropped, in every session, when either of its QPs is
+ * unregistered (the shim does so before ibv_destroy_qp), when a device of it goes, when
+ * a submission finds one of its QPs being deleted, and by the reaper, which runs while
+ * any slot is kept and drops those idle for UNLOAD_PAIR_IDLE_MS or with a QP or MR being
+ * deleted: a destroy the program did not announce (its exit) waits at most about that
+ * long. A kept MR alone goes when its region is unregistered (before ibv_dereg_mr or a
+ * rereg) or is no longer the one a request names.
  */
 #include <linux/hash.h>
 #include <linux/jiffies.h>
@@ -30,20 +34,52 @@
 
 static_assert(UNLOAD_PAIR_SLOTS == 1 << UNLOAD_PAIR_SLOT_BITS);
 
+static void unload_kept_mr_put(struct unload_kept_mr *kept)
+{
+	if (kept->mr)
+		unload_region_mr_put(kept->mr);
+	kept->mr = NULL;
+}
+
+static bool unload_kept_mr_dying(const struct unload_kept_mr *kept)
+{
+	return kept->mr && !READ_ONCE(kept->mr->res.valid);
+}
+
+/*
+ * The live MR behind region r of owner on dev, as unload_region_mr_get finds it, held by
+ * kept (the caller does not put it): the last request's reference when it is the same
+ * MR, still live and as registered, else a fresh lookup. The caller holds the slot.
+ */
+struct ib_mr *unload_kept_mr_get(struct unload_kept_mr *kept, struct unload_session *owner,
+				 struct unload_region *r, struct ib_device *dev)
+{
+	if (kept->mr && kept->id == r->mr_id && dev == r->dev &&
+	    unload_region_mr_still(owner, r, kept->mr))
+		return kept->mr;
+	unload_kept_mr_put(kept);
+	kept->mr = unload_region_mr_get(owner, r, dev);
+	kept->id = r->mr_id;
+	return kept->mr;
+}
+
 /* Drop slot's references. The caller holds slot->lock. */
 static void unload_pair_drop_locked(struct unload_pair_slot *slot)
 {
 	lockdep_assert_held(&slot->lock);
+	unload_kept_mr_put(&slot->dst);
+	unload_kept_mr_put(&slot->src);
 	if (slot->valid)
 		unload_pair_put(&slot->pr);
 	slot->valid = false;
 }
 
-/* Is a QP of slot's pair being deleted by the RDMA core (which waits for us)? */
+/* Is a QP or a kept MR of slot being deleted by the RDMA core (which waits for us)? */
 static bool unload_pair_dying(const struct unload_pair_slot *slot)
 {
 	return !slot->pr.s.res || !READ_ONCE(slot->pr.s.res->valid) ||
-	       !slot->pr.p.res || !READ_ONCE(slot->pr.p.res->valid);
+	       !slot->pr.p.res || !READ_ONCE(slot->pr.p.res->valid) ||
+	       unload_kept_mr_dying(&slot->src) || unload_kept_mr_dying(&slot->dst);
 }
 
 static void unload_pair_reap(struct work_struct *work)
@@ -126,6 +162,23 @@ void unload_pairs_forget(struct unload_session *sess, struct ib_device *dev, u32
 			    (pr->peer_dev == dev && pr->peer_qpn == qpn)) :
 			   (pr->dev == dev || pr->peer_dev == dev)))
 			unload_pair_drop_locked(slot);
+		mutex_unlock(&slot->lock);
+	}
+}
+
+/* Drop what sess's pairs keep of MR mr_id on dev (its region is going: dereg or rereg). */
+void unload_pairs_forget_mr(struct unload_session *sess, struct ib_device *dev, u32 mr_id)
+{
+	unsigned int i;
+
+	for (i = 0; i < UNLOAD_PAIR_SLOTS; i++) {
+		struct unload_pair_slot *slot = &sess->pairs[i];
+
+		mutex_lock(&slot->lock);
+		if (slot->src.mr && slot->src.mr->device == dev && slot->src.id == mr_id)
+			unload_kept_mr_put(&slot->src);
+		if (slot->dst.mr && slot->dst.mr->device == dev && slot->dst.id == mr_id)
+			unload_kept_mr_put(&slot->dst);
 		mutex_unlock(&slot->lock);
 	}
 }

@@ -237,9 +237,34 @@ struct ib_mr *unload_region_mr_get(struct unload_session *owner, struct unload_r
 	return container_of(res, struct ib_mr, res);
 }
 
+/*
+ * Is mr, on which the caller holds a restrack reference, still the live MR behind r, as
+ * unload_region_mr_get would find it? A rereg in place may have changed what it checks.
+ */
+bool unload_region_mr_still(struct unload_session *owner, struct unload_region *r,
+			    struct ib_mr *mr)
+{
+	return mr->device == r->dev && READ_ONCE(mr->res.valid) &&
+	       unload_mr_matches(owner, &mr->res, r->lkey, r->rkey, r->iova, r->length);
+}
+
 void unload_region_mr_put(struct ib_mr *mr)
 {
 	rdma_restrack_put(&mr->res);
+}
+
+/*
+ * r is unpublished: drop the references any session's pairs keep on its MR, so the
+ * program's ibv_dereg_mr (or rereg), which comes next, does not wait for the reaper.
+ */
+void unload_region_mr_forget(struct unload_region *r)
+{
+	struct unload_session *other;
+
+	mutex_lock(&unload_sessions_lock);
+	list_for_each_entry(other, &unload_sessions, node)
+		unload_pairs_forget_mr(other, r->dev, r->mr_id);
+	mutex_unlock(&unload_sessions_lock);
 }
 
 /*
@@ -541,6 +566,7 @@ long unload_ioctl_dereg_region(struct unload_session *sess, void __user *arg)
 	mutex_unlock(&sess->lock);
 	if (!r)
 		return -ENOENT;
+	unload_region_mr_forget(r);
 	unload_region_retire(r);
 	return 0;
 }
@@ -1286,8 +1312,10 @@ void unload_session_release(struct unload_session *sess)
 		if (r)
 			unload_region_unpublish(sess, r);
 		mutex_unlock(&sess->lock);
-		if (r)
-			unload_region_retire(r);
+		if (!r)
+			continue;
+		unload_region_mr_forget(r);	/* the process's exit destroys the MR next */
+		unload_region_retire(r);
 	}
 	xa_for_each(&sess->arenas, idx, a) {
 		mutex_lock(&sess->lock);

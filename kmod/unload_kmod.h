@@ -205,6 +205,16 @@ extern atomic_t unload_gid_generation;	/* bumped by every GID table change */
  * resolution took, and what was read then that a later submission need not read again.
  */
 #define UNLOAD_PAIR_SLOTS	8
+
+/*
+ * An MR a slot keeps referenced from one request to the next, by its restrack id on the
+ * pair's device: the lookup is saved, never the checks (unload_kept_mr_get).
+ */
+struct unload_kept_mr {
+	struct ib_mr *mr;		/* a restrack reference, or NULL */
+	u32 id;				/* mr's restrack id */
+};
+
 struct unload_pair_slot {
 	struct mutex lock;		/* guards the rest; held while a submission uses
 					 * the pair */
@@ -213,6 +223,8 @@ struct unload_pair_slot {
 	int gid_generation;		/* unload_gid_generation when resolved */
 	unsigned long used;		/* jiffies of the last use */
 	struct unload_pair pr;
+	struct unload_kept_mr src;	/* the last source MR, on pr.dev */
+	struct unload_kept_mr dst;	/* the last target MR, on pr.peer_dev */
 };
 void unload_pair_poison(struct unload_session *sess, struct unload_pair *pr);
 
@@ -221,7 +233,10 @@ struct unload_region *unload_region_find(struct unload_session *sess, bool targe
 void unload_region_put(struct unload_region *r);
 struct ib_mr *unload_region_mr_get(struct unload_session *owner, struct unload_region *r,
 				   struct ib_device *dev);
+bool unload_region_mr_still(struct unload_session *owner, struct unload_region *r,
+			    struct ib_mr *mr);
 void unload_region_mr_put(struct ib_mr *mr);
+void unload_region_mr_forget(struct unload_region *r);
 
 /* pairs.c */
 int unload_pairs_init(struct unload_session *sess);
@@ -232,6 +247,9 @@ struct unload_pair_slot *unload_pair_acquire(struct unload_session *sess, u32 qp
 					     u32 handle, u32 *deny);
 void unload_pair_release(struct unload_pair_slot *slot);
 void unload_pair_drop(struct unload_pair_slot *slot);
+struct ib_mr *unload_kept_mr_get(struct unload_kept_mr *kept, struct unload_session *owner,
+				 struct unload_region *r, struct ib_device *dev);
+void unload_pairs_forget_mr(struct unload_session *sess, struct ib_device *dev, u32 mr_id);
 
 /* copy.c */
 long unload_ioctl_submit(struct unload_session *sess, void __user *arg);

@@ -12,6 +12,7 @@
 // in unload mode goes direct: the pair is live), the write under test, then the next
 // request. Recorded: the completion status of each, both QPs' states after, and a hash
 // and changed-byte count of every target block. Exit 0 ran, 2 usage, 77 skip.
+#include <dlfcn.h>
 #include <infiniband/verbs.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -398,6 +399,30 @@ int case_dereg_during_traffic() {
   return 0;
 }
 
+// The target MR is deregistered through libibverbs itself, past the shim, so the module
+// is not told: the destroy must not wait on the MR the module keeps for the pair beyond
+// its reaper (a leaked reference would hang it), and the next write meets an invalid rkey.
+int case_dereg_unannounced() {
+  Frame f;
+  setup(&f, kRemote);
+  control(&f, "control");
+  void* verbs = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+  auto* real_dereg = verbs ? reinterpret_cast<int (*)(ibv_mr*)>(dlvsym(verbs, "ibv_dereg_mr", "IBVERBS_1.1"))
+                           : nullptr;
+  if (!real_dereg) skip("libibverbs' own ibv_dereg_mr not found");
+  const uint32_t rkey = f.t.mr->rkey;
+  const auto t0 = std::chrono::steady_clock::now();
+  outcome("dereg", real_dereg(f.t.mr) ? "failed" : "ok");
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - t0).count();
+  std::printf("info dereg took %lld ms\n", static_cast<long long>(ms));
+  outcome("write", write1(f.s, f.src, f.src.mr->lkey, 0, rkey, f.t.addr(), 64));
+  outcome("sender_state", state_name(qp_state(f.s)));
+  outcome("responder_state", settled_state(f.r));
+  outcome("target", digest(f.t));
+  return 0;
+}
+
 // Between two submissions, the responder QP drops REMOTE_WRITE from its access flags
 // (RTS -> RTS): the kept pair's access must be read anew.
 int case_responder_drops_remote_write() {
@@ -534,6 +559,7 @@ int main(int argc, char** argv) {
   if (c == "two_devices") return case_two_devices();
   if (c == "rereg_drop_remote_write") return case_rereg_drop_remote_write();
   if (c == "dereg_during_traffic") return case_dereg_during_traffic();
+  if (c == "dereg_unannounced") return case_dereg_unannounced();
   if (c == "responder_drops_remote_write") return case_responder_drops_remote_write();
   if (c == "responder_reconnected_ahead") return case_responder_reconnected_ahead();
   if (c == "responder_destroyed") return case_responder_destroyed();

@@ -38,6 +38,7 @@ qp_no_remote_write access
 two_contexts pd
 rereg_drop_remote_write -
 dereg_during_traffic rkey
+dereg_unannounced rkey
 responder_drops_remote_write access
 responder_reconnected_ahead peer_unpaired
 responder_destroyed -
