@@ -194,7 +194,7 @@ int to_nic(Batch& b, ibv_send_wr* w, const Route& rt, Why fallback, ibv_send_wr*
 int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t) {
   const Why direct_why = list_direct_why(q, wr, t);
   Batch b(q);
-  DirectWrite run[kDirectRunMax];
+  DirectRun run;
   ibv_send_wr* origin[kDirectRunMax];
   ibv_send_wr* w = wr;
   Route rt;
@@ -208,7 +208,7 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
       continue;
     }
     int n = 0;
-    run[n] = {w->sg_list, w->wr_id, rt};
+    run.set(n, w->sg_list, w->wr_id, rt);
     origin[n++] = w;
     for (w = w->next; w && run[0].rt.req.sge_count <= 1 && n < kDirectRunMax; w = w->next) {
       rt = route(q, *w, t, direct_why);
@@ -216,13 +216,13 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
         routed = true;
         break;
       }
-      run[n] = {w->sg_list, w->wr_id, rt};
+      run.set(n, w->sg_list, w->wr_id, rt);
       origin[n++] = w;
     }
     if (int rc = b.flush(bad)) return rc;  // the requests before the run go first
     Why fallback = Why::none;
     // Not placed: the NIC takes them as built, and reports what it finds.
-    for (int i = place_direct(q, run, n, &fallback); i < n; ++i) {
+    for (int i = place_direct(q, run.data(), n, &fallback); i < n; ++i) {
       run[i].rt.path = Path::offload;
       if (int rc = to_nic(b, origin[i], run[i].rt, fallback, bad)) return rc;
     }
