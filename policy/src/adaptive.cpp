@@ -25,7 +25,7 @@ unsigned first_path_from(PathSet set, unsigned from) {
 Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
   ++stats_.decisions;
   sampled_ = --sample_countdown_ == 0;
-  if (sampled_) sample_countdown_ = kSampleEvery;
+  if (sampled_) sample_countdown_ = steady_ ? kSteadySampleEvery : kSampleEvery;
   // Every write counts toward hotness, including those only the NIC can take, or the
   // sketch would misjudge how hot a page is.
   pay_touches();
@@ -34,8 +34,10 @@ Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
 
 Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot) {
   settled_.live = false;
+  steady_ = false;
   const PathSet eligible = effective_eligible(f, t);
   if (eligible == PathSet(Path::offload)) {
+    steady_ = true;
     if (reuse_ == Reuse::on) settle(f, t, hot, false, Path::offload, 0);
     return Path::offload;
   }
@@ -56,11 +58,12 @@ Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot
   // A write that will not be observed is charged what its path usually costs.
   const uint64_t usual_ns = is_cpu_path(p) ? wc.estimate[index_of(p)].settled_ns() : 0;
   if (!sampled_ && usual_ns != 0) charge_cpu(wc, p, usual_ns);
-  if (!settled || reuse_ == Reuse::off) return p;
 
+  // Steady: what a reuse of this decision would be, so Reuse::off samples as Reuse::on does.
   uint64_t waived_ns = 0;
-  if (!waives_all(wc, p, budget_enforced_, waived_ns)) return p;
-  settle(f, t, hot, true, p, waived_ns);
+  if (!settled || !waives_all(wc, p, budget_enforced_, waived_ns)) return p;
+  steady_ = true;
+  if (reuse_ == Reuse::on) settle(f, t, hot, true, p, waived_ns);
   return p;
 }
 

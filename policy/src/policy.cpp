@@ -9,7 +9,7 @@ Policy::Policy(uint64_t seed, Reuse reuse) : reuse_(reuse), prng_(seed) {}
 
 Path Policy::decide_full(const WriteFeatures& f, const Tunables& t) {
   sampled_ = true;
-  if (t.enabled == 0 || mode_of(t) != Mode::adaptive) settled_.live = false;
+  if (t.enabled == 0 || mode_of(t) != Mode::adaptive) settled_.live = steady_ = false;
   if (t.enabled == 0) return Path::offload;
   switch (mode_of(t)) {
     case Mode::offload:

@@ -14,7 +14,11 @@
 // allocate it once per thread, not on the stack of a hot function.
 #pragma once
 
+#include <array>
+#include <bit>
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "unload/policy/cost_estimate.hpp"
 #include "unload/policy/cpu_budget.hpp"
@@ -66,11 +70,17 @@ class Policy {
 
   explicit Policy(uint64_t seed = 0x756E6C6F6164ULL, Reuse reuse = Reuse::on);
 
-  // Adaptive observes one settled decision in kSampleEvery: timing every write (two clock
-  // reads and observe()) cost more than the policy saves on a small write, and a class's
-  // chosen path still gets a sample every few writes. Warm-up, exploration, trial and
+  // Adaptive observes one decision in kSampleEvery, and one in kSteadySampleEvery while
+  // its decisions are steady (each kept its class's chosen path with nothing pending and
+  // drew nothing from a capped budget: what a reused decision is). Timing every write (two
+  // clock reads and observe()) cost more than the policy saves on a small write, and a
+  // sampled write is a slow one: at 1 in 8 it was the median write's main extra cost
+  // under an emulator. A steady class still gets a sample every 32 writes, and a sample far
+  // from its estimate samples the next writes, so a 2x step is followed within a few
+  // hundred decisions (tests/policy/sim_step_test.cpp). Warm-up, exploration, trial and
   // budget-denied decisions are always observed: they are what the policy learns from.
   static constexpr uint8_t kSampleEvery = 8;
+  static constexpr uint8_t kSteadySampleEvery = 32;
 
   // The path for this write. Always one of effective_eligible(f, t). f.now_ns may be 0
   // when wants_clock() was false: the CPU budget then refills at the next decision that
@@ -168,7 +178,17 @@ class Policy {
     const Settled& s = settled_;
     return f.length == s.length && f.rkey == s.rkey && (f.remote_addr >> kTargetPageShift) == s.page &&
            f.sge_count == s.sge_count && f.eligible == s.eligible && f.peer_local == s.peer_local &&
-           f.nic_outstanding == s.nic_outstanding && t == s.t;
+           f.nic_outstanding == s.nic_outstanding && same_tunables(t, s.t);
+  }
+  // t == u with one branch, where the field-wise == makes nine (and GCC turns a memcmp of
+  // them into a call).
+  static bool same_tunables(const Tunables& t, const Tunables& u) {
+    static_assert(std::has_unique_object_representations_v<Tunables>);
+    using Words = std::array<uint32_t, sizeof(Tunables) / sizeof(uint32_t)>;
+    const Words a = std::bit_cast<Words>(t), b = std::bit_cast<Words>(u);
+    uint32_t diff = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
+    return diff == 0;
   }
   // A write settled_matches(): count what a full decision counts, and take the settled
   // path unless the page's hotness changed or exploration is due.
@@ -179,7 +199,7 @@ class Policy {
   Path decide_settled(const WriteFeatures& f, const Tunables& t) {
     ++stats_.decisions;
     sampled_ = --sample_countdown_ == 0;
-    if (sampled_) sample_countdown_ = kSampleEvery;
+    if (sampled_) sample_countdown_ = kSteadySampleEvery;  // a reuse follows a steady decision
     if (settled_.touches_left == 0 || (settled_.explores && explore_left_ == 1)) [[unlikely]] {
       pay_touches();
       return decide_in_class(f, t, hotness_.touch(settled_.slots));
@@ -225,6 +245,7 @@ class Policy {
   PolicyStats stats_;
   uint8_t sample_countdown_ = 1;  // adaptive decisions until the next periodic sample
   bool sampled_ = true;           // the last decision's write is to be observed
+  bool steady_ = false;           // the last adaptive decision was steady (kSteadySampleEvery)
   bool budget_enforced_ = false;  // the last decision ran under a CPU cap
   Reuse reuse_;
   uint32_t hysteresis_pct_ = 0;   // the last adaptive decision's, for observe()
