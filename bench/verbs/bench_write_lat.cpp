@@ -1,16 +1,19 @@
 // RDMA WRITE latency and bandwidth per size, over a real verbs device, between a forked
 // client and server: post-to-completion and ping-pong half round trip (as perftest
 // ib_write_lat), streaming bandwidth (as ib_write_bw), a translation-pressure workload
-// (random target pages over a large footprint), and the floors (CPU copy, syscall) the
-// unload.direct path is compared with.
+// (random target pages over a large footprint), and the floors (CPU copy, syscall, an
+// empty submission to the module) the unload.direct path is compared with.
 //
 // The path is chosen outside: run under the shim with UNLOAD_MODE / UNLOAD_PATH (the
 // scripts/bench driver interleaves paths and repetitions); without the shim every write
 // is an offload. Own flags, before Google Benchmark's:
 //   --device=NAME  --gid=N  --footprint_mib=N  --iters_scale=F  --spin_yield=auto|0|1
 #include "rc_link.hpp"
+#include "unload.h"
 
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -382,6 +385,39 @@ void BM_Floor_Syscall(benchmark::State &state)
 	report(state, ns, 0);
 }
 
+// An empty submission to the module (UNLOAD_IOC_SUBMIT with no requests): what every
+// direct write pays to reach the module before its first check (the syscall, the LSM's
+// ioctl hook, the session, the header's copies), on a session of the benchmark's own.
+// Skipped without /dev/unload or with a module of another ABI.
+void BM_Floor_Submit(benchmark::State &state)
+{
+	const int fd = open(UNLOAD_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	unload_hello hello{};
+	hello.abi_version = UNLOAD_ABI_VERSION;
+	if (fd < 0 || ioctl(fd, UNLOAD_IOC_HELLO, &hello) != 0) {
+		state.SkipWithError(fd < 0 ? "no " UNLOAD_DEVICE_PATH : "the module speaks another ABI");
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	std::vector<double> ns;
+	ns.reserve(static_cast<size_t>(state.max_iterations));
+	for (auto _ : state) {
+		unload_submit s{};
+		auto t0 = Clock::now();
+		const int rc = ioctl(fd, UNLOAD_IOC_SUBMIT, &s);
+		auto dt = ns_since(t0);
+		if (rc != 0) {
+			state.SkipWithError("UNLOAD_IOC_SUBMIT failed");
+			break;
+		}
+		state.SetIterationTime(dt * 1e-9);
+		ns.push_back(dt);
+	}
+	close(fd);
+	report(state, ns, 0);
+}
+
 double p99_of(const std::vector<double> &v)
 {
 	std::vector<double> s(v);
@@ -425,6 +461,10 @@ void register_all()
 	register_sizes("BM_Write_RandomTarget", BM_Write_RandomTarget, 64 * 1024);
 	register_sizes("BM_Floor_Memcpy", BM_Floor_Memcpy, kMaxWrite);
 	benchmark::RegisterBenchmark("BM_Floor_Syscall", BM_Floor_Syscall)
+		->UseManualTime()
+		->Iterations(20000)
+		->ComputeStatistics("p99", p99_of);
+	benchmark::RegisterBenchmark("BM_Floor_Submit", BM_Floor_Submit)
 		->UseManualTime()
 		->Iterations(20000)
 		->ComputeStatistics("p99", p99_of);
