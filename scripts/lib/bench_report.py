@@ -3,7 +3,9 @@
 log-log plots of latency and bandwidth against size (PNG and SVG).
 
 Every figure is a median over repetitions of a per-repetition median (or p99) of per-write
-latencies; paths are compared as ratios measured in the same run, interleaved. Bandwidth
+latencies; paths are compared as ratios measured in the same run, interleaved. Adaptive
+against the best fixed path is also given as the median of run-by-run ratios (paired):
+TCG puts whole processes in a slow mode at random, which a ratio of medians inherits. Bandwidth
 rows are per write too: the median time per write over runs of 100 streamed writes, so
 bytes/s and writes/s are bytes / median and 1 / median.
 
@@ -41,6 +43,7 @@ def load(results):
             if not m or "median_ns" not in b:
                 continue
             kind, name, size = m.group(1), m.group(2), int(m.group(3) or 0)
+            b["_run"] = os.path.basename(path)[len(variant) + 1:-len(".json")]  # "3", "3.2"
             if kind == "Floor":
                 floors.setdefault((name, size), []).append(b)
             else:
@@ -67,6 +70,21 @@ def median_ci(values, level=0.95):
             break
         cdf, k = cdf_next, k + 1
     return (xs[k - 1], xs[n - k]) if k >= 1 else None
+
+
+def paired_ratios(num, den):
+    """num / den run by run, each run against the other variant's run of the same
+    repetition and alternation ("3.2" with "3.2"; a variant run once a repetition, "3",
+    stands for each of that repetition's alternations). TCG slows whole processes at
+    random, so two variants' medians over runs can each land in a different mode; two cheap
+    paths alike in that noise are compared by the median of these ratios instead."""
+    by_run = {b["_run"]: b["median_ns"] for b in den if b.get("median_ns")}
+    out = []
+    for b in num:
+        d = by_run.get(b["_run"]) or by_run.get(b["_run"].split(".")[0])
+        if d and b.get("median_ns"):
+            out.append(b["median_ns"] / d)
+    return out
 
 
 def pct(ratio):
@@ -110,6 +128,16 @@ def summarise(runs, floors):
             a = row["paths"].get("adaptive", {}).get("median_ns")
             if a and fixed:
                 row["adaptive_vs_best"] = a / min(fixed)
+                best = min((v for v in PATHS if row["paths"].get(v, {}).get("median_ns")),
+                           key=lambda v: row["paths"][v]["median_ns"])
+                pairs = paired_ratios(runs.get(("adaptive", workload, size), []),
+                                      runs.get((best, workload, size), []))
+                if pairs:
+                    row["adaptive_vs_best_paired"] = med(pairs)
+                    row["adaptive_vs_best_pairs"] = len(pairs)
+                    ci = median_ci(pairs)
+                    if ci:
+                        row["adaptive_vs_best_paired_ci"] = list(ci)
             copy = med(b["median_ns"] for b in floors.get(("Memcpy", size), []))
             if syscall is not None and copy is not None:
                 row["direct_floor_ns"] = syscall + copy
@@ -250,7 +278,7 @@ def table(rows, shim_overhead, policy=None, perftest_bw=None):
             continue
         lines.append(f"\n{workload}: median / p99 (speedup vs offload)")
         head = (f"{'bytes':>8} " + " ".join(f"{v:>24}" for v in VARIANTS) +
-                "  adaptive chose  adaptive/best  direct/floor  direct/entry")
+                "  adaptive chose  adaptive/best  (paired [95%])  direct/floor  direct/entry")
         lines.append(head)
         for r in sel:
             cells = []
@@ -264,8 +292,12 @@ def table(rows, shim_overhead, policy=None, perftest_bw=None):
             floor = r.get("direct_vs_floor")
             entry = r.get("direct_vs_entry")
             best = r.get("adaptive_vs_best")
+            paired = r.get("adaptive_vs_best_paired")
+            ci = r.get("adaptive_vs_best_paired_ci")
+            paired_s = (f"{paired:.3f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")) if paired else "-"
             lines.append(f"{r['bytes']:>8} " + " ".join(cells) +
                          f"  {r.get('adaptive_chose', '-'):>14}  {f'{best:.3f}x' if best else '-':>13}"
+                         f"  {paired_s:>15}"
                          f"  {f'{floor:.2f}x' if floor else '-':>12}  {f'{entry:.2f}x' if entry else '-':>12}")
     if shim_overhead:
         lines.append("\nShim overhead in perftest ib_write_lat (mode=offload), median t_typical; overhead is the"

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """scripts/lib/bench_report.py's shim-overhead figures: the median of the pairs' ratios,
-its distribution-free interval, the baseline shim's comparison, failed runs left out.
+its distribution-free interval, the baseline shim's comparison, failed runs left out;
+and adaptive against the best path, run by run.
 
   bench_report_test.py SOURCE_DIR
 """
@@ -41,6 +42,26 @@ else:
 check(br.median_ci([1.0] * 5) is None, "no interval from 5 values (none reaches 95 %)")
 check(br.median_ci([3.0, 1.0, 2.0, 9.0, 5.0, 4.0, 7.0, 8.0, 6.0, 10.0]) == (2.0, 9.0),
       "10 values: the 2nd and 9th smallest")
+
+# Adaptive against direct run by run: a run pairs with the same repetition and alternation,
+# a NIC path's one run a repetition with each alternation, and unpaired runs are left out.
+def bench(run, ns):
+    return {"_run": run, "median_ns": ns}
+
+
+direct = [bench("1", 100.0), bench("1.2", 140.0), bench("2", 140.0), bench("2.2", 100.0)]
+adaptive = [bench("1", 103.0), bench("1.2", 144.2), bench("2", 144.2), bench("2.2", 103.0),
+            bench("3", 50.0)]
+r = br.paired_ratios(adaptive, direct)
+check(len(r) == 4 and all(abs(x - 1.03) < 1e-9 for x in r),
+      f"paired: each run against its own pair, the unpaired one left out ({r})")
+check(abs(br.med(adaptive_ns := [b["median_ns"] for b in adaptive[:4]]) / br.med(
+    [b["median_ns"] for b in direct]) - 1.03) < 1e-9 and len(adaptive_ns) == 4,
+      "the fixture's medians agree when both land in the same mode")
+offload = [bench("1", 400.0), bench("2", 800.0)]
+r = br.paired_ratios(direct, offload)
+check(sorted(r) == [0.125, 0.175, 0.25, 0.35],
+      f"paired: a variant run once a repetition stands for each alternation ({sorted(r)})")
 
 # A results directory: 10 repetitions of three variants at 8 B, 3 at 64 B, failed runs.
 with tempfile.TemporaryDirectory() as d:
