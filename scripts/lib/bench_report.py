@@ -5,8 +5,8 @@ log-log plots of latency and bandwidth against size (PNG and SVG).
 Every figure is a median over repetitions of a per-repetition median (or p99) of per-write
 latencies; paths are compared as ratios measured in the same run, interleaved. Adaptive
 against the best fixed path is also given as the median of run-by-run ratios (paired):
-TCG puts whole processes in a slow mode at random, which a ratio of medians inherits. Bandwidth
-rows are per write too: the median time per write over runs of 100 streamed writes, so
+TCG puts whole processes in a slow mode at random, which a ratio of medians inherits.
+Bandwidth rows are per write too: the median time per write over runs of 100 streamed writes, so
 bytes/s and writes/s are bytes / median and 1 / median.
 
     bench_report.py RESULTS_DIR
@@ -123,13 +123,11 @@ def summarise(runs, floors):
             if ad:
                 row["adaptive_chose"] = max(PATHS, key=lambda p: ad.get(p) or 0)
             # Adaptive against the best fixed path of this row: the "within 5 %".
-            fixed = [e["median_ns"] for v, e in row["paths"].items()
-                     if v in PATHS and e.get("median_ns")]
+            fixed = [v for v in PATHS if row["paths"].get(v, {}).get("median_ns")]
             a = row["paths"].get("adaptive", {}).get("median_ns")
             if a and fixed:
-                row["adaptive_vs_best"] = a / min(fixed)
-                best = min((v for v in PATHS if row["paths"].get(v, {}).get("median_ns")),
-                           key=lambda v: row["paths"][v]["median_ns"])
+                best = min(fixed, key=lambda v: row["paths"][v]["median_ns"])
+                row["adaptive_vs_best"] = a / row["paths"][best]["median_ns"]
                 pairs = paired_ratios(runs.get(("adaptive", workload, size), []),
                                       runs.get((best, workload, size), []))
                 if pairs:
