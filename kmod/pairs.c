@@ -18,10 +18,10 @@
  * QP or MR. So a slot is dropped, in every session, when either of its QPs is
  * unregistered (the shim does so before ibv_destroy_qp), when a device of it goes, when
  * a submission finds one of its QPs being deleted, and by the reaper, which runs while
- * any slot is kept and drops those idle for UNLOAD_PAIR_IDLE_MS or with a QP or MR being
- * deleted: a destroy the program did not announce (its exit) waits at most about that
- * long. A kept MR alone goes when its region is unregistered (before ibv_dereg_mr or a
- * rereg) or is no longer the one a request names.
+ * any slot is kept and drops those idle for pair_idle_ms (a sysfs tunable) or with a QP
+ * or MR being deleted: a destroy the program did not announce (its exit) waits at most
+ * about that long. A kept MR alone goes when its region is unregistered (before
+ * ibv_dereg_mr or a rereg) or is no longer the one a request names.
  */
 #include <linux/hash.h>
 #include <linux/jiffies.h>
@@ -30,7 +30,6 @@
 #include "unload_kmod.h"
 
 #define UNLOAD_PAIR_SLOT_BITS	3	/* 1 << bits == UNLOAD_PAIR_SLOTS */
-#define UNLOAD_PAIR_IDLE_MS	10
 
 static_assert(UNLOAD_PAIR_SLOTS == 1 << UNLOAD_PAIR_SLOT_BITS);
 
@@ -86,7 +85,7 @@ static void unload_pair_reap(struct work_struct *work)
 {
 	struct unload_session *sess = container_of(to_delayed_work(work),
 						   struct unload_session, pair_reaper);
-	unsigned long idle = msecs_to_jiffies(UNLOAD_PAIR_IDLE_MS);
+	unsigned long idle = msecs_to_jiffies(READ_ONCE(unload_pair_idle_ms));
 	bool kept = false;
 	unsigned int i;
 
@@ -210,7 +209,7 @@ struct unload_pair_slot *unload_pair_acquire(struct unload_session *sess, u32 qp
 		slot->gid_generation = gid_generation;
 		if (!*deny)
 			schedule_delayed_work(&sess->pair_reaper,
-					      msecs_to_jiffies(UNLOAD_PAIR_IDLE_MS));
+					      msecs_to_jiffies(READ_ONCE(unload_pair_idle_ms)));
 	}
 	if (!*deny && !(slot->pr.p.access & IB_ACCESS_REMOTE_WRITE))
 		*deny = UNLOAD_DENY_ACCESS;	/* the responder QP must allow remote writes */

@@ -64,17 +64,21 @@ static ssize_t tunable_show(struct kobject *kobj, struct kobj_attribute *attr, c
 	return sysfs_emit(buf, "%u\n", READ_ONCE(*unload_tunable_slot(to_tunable(attr)->offset)));
 }
 
+/* A sysfs write of a numeric tunable: decimal only, as docs/sysfs.md says, in range. */
+static int unload_tunable_parse(const char *buf, u32 min, u32 max, u32 *val)
+{
+	if (kstrtou32(buf, 10, val) || *val < min || *val > max)
+		return -EINVAL;
+	return 0;
+}
+
 static ssize_t tunable_store(struct kobject *kobj, struct kobj_attribute *attr,
 			     const char *buf, size_t count)
 {
 	struct unload_tunable_attr *t = to_tunable(attr);
 	u32 val;
-	int ret;
 
-	ret = kstrtou32(buf, 10, &val);	/* decimal only, as docs/sysfs.md says */
-	if (ret)
-		return -EINVAL;
-	if (val < t->min || val > t->max)
+	if (unload_tunable_parse(buf, t->min, t->max, &val))
 		return -EINVAL;
 	unload_tunable_publish(t->offset, val);
 	return count;
@@ -110,6 +114,43 @@ UNLOAD_TUNABLE_RANGES(UNLOAD_TUNABLE)
 
 static struct kobj_attribute unload_attr_mode = __ATTR(mode, 0644, mode_show, mode_store);
 
+/* A module tunable: a word of the module's own, which no process maps. */
+struct unload_module_tunable_attr {
+	struct kobj_attribute kattr;
+	u32 *value;
+	u32 min;
+	u32 max;
+};
+
+#define to_module_tunable(a) container_of(a, struct unload_module_tunable_attr, kattr)
+
+static ssize_t module_tunable_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", READ_ONCE(*to_module_tunable(attr)->value));
+}
+
+static ssize_t module_tunable_store(struct kobject *kobj, struct kobj_attribute *attr,
+				    const char *buf, size_t count)
+{
+	struct unload_module_tunable_attr *t = to_module_tunable(attr);
+	u32 val;
+
+	if (unload_tunable_parse(buf, t->min, t->max, &val))
+		return -EINVAL;
+	WRITE_ONCE(*t->value, val);	/* a lone word: its readers need no more */
+	return count;
+}
+
+#define UNLOAD_MODULE_TUNABLE(_name, _min, _max, _def)				\
+	u32 unload_##_name = _def;						\
+	static struct unload_module_tunable_attr unload_attr_##_name = {	\
+		.kattr = __ATTR(_name, 0644, module_tunable_show, module_tunable_store), \
+		.value = &unload_##_name,					\
+		.min = _min, .max = _max,					\
+	};
+
+UNLOAD_MODULE_TUNABLE_RANGES(UNLOAD_MODULE_TUNABLE)
+
 #define UNLOAD_TUNABLE_REF(_name, _min, _max, _def) &unload_attr_##_name,
 static struct unload_tunable_attr *const unload_tunables[] = {
 	UNLOAD_TUNABLE_RANGES(UNLOAD_TUNABLE_REF)
@@ -119,6 +160,7 @@ static struct unload_tunable_attr *const unload_tunables[] = {
 static struct attribute *unload_tunable_attrs[] = {
 	&unload_attr_mode.attr,
 	UNLOAD_TUNABLE_RANGES(UNLOAD_TUNABLE_FILE)
+	UNLOAD_MODULE_TUNABLE_RANGES(UNLOAD_TUNABLE_FILE)
 	NULL,
 };
 

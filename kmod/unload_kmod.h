@@ -136,6 +136,8 @@ extern atomic64_t unload_denied[UNLOAD_DENY_COUNT];
 extern atomic64_t unload_direct_submissions;	/* submissions that ran a request */
 extern atomic64_t unload_pinned_pages;
 extern atomic_t unload_nr_sessions;
+/* The module's own tunables (UNLOAD_MODULE_TUNABLE_RANGES); read them with READ_ONCE. */
+extern u32 unload_pair_idle_ms;
 int unload_sysfs_init(void);
 void unload_sysfs_exit(void);
 

@@ -29,6 +29,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace ub = unload::bench;
@@ -193,7 +194,8 @@ bool warm_up(size_t remote_off, uint32_t bytes)
 	return true;
 }
 
-void BM_Write_PostToCompletion(benchmark::State &state)
+// Post-to-completion writes of range(0) bytes, each after `gap` of quiet (0: back to back).
+void post_to_completion(benchmark::State &state, std::chrono::milliseconds gap)
 {
 	const auto bytes = static_cast<uint32_t>(state.range(0));
 	std::vector<double> ns;
@@ -205,12 +207,27 @@ void BM_Write_PostToCompletion(benchmark::State &state)
 	const PathCounts before = path_counts();
 	uint8_t tag = 0;
 	for (auto _ : state) {
+		if (gap.count())
+			std::this_thread::sleep_for(gap);
 		g_link.buf[kOut + bytes - 1] = ++tag;
 		if (!timed_write(state, ns, kIn, bytes, tag))
 			break;
 	}
 	report_paths(state, before);
 	report(state, ns, bytes);
+}
+
+void BM_Write_PostToCompletion(benchmark::State &state)
+{
+	post_to_completion(state, std::chrono::milliseconds(0));
+}
+
+// One write after gap_ms of quiet: a program that writes now and then. The module drops
+// a sender's kept resolution of its peer after pair_idle_ms unused (docs/sysfs.md), so a
+// gap longer than that times a fresh resolution in every direct write.
+void BM_Write_Sparse(benchmark::State &state)
+{
+	post_to_completion(state, std::chrono::milliseconds(state.range(1)));
 }
 
 // The client's half of ib_write_lat's loop: write, then spin on our own target's last
@@ -459,6 +476,15 @@ void register_all()
 	register_sizes("BM_Write_PingPong", BM_Write_PingPong, kMaxWrite);
 	register_bandwidth(kMaxWrite, ub::kMaxSendWr);
 	register_sizes("BM_Write_RandomTarget", BM_Write_RandomTarget, 64 * 1024);
+	// 1 ms: inside the module's default pair_idle_ms; 20 ms: beyond it. Not in the sweep,
+	// a run being mostly sleep: --benchmark_filter=BM_Write_Sparse runs it (docs/perf).
+	for (int64_t gap_ms : {1, 20})
+		benchmark::RegisterBenchmark("BM_Write_Sparse", BM_Write_Sparse)
+			->ArgNames({"bytes", "gap_ms"})
+			->Args({8, gap_ms})
+			->Iterations(100)
+			->UseManualTime()
+			->ComputeStatistics("p99", p99_of);
 	register_sizes("BM_Floor_Memcpy", BM_Floor_Memcpy, kMaxWrite);
 	benchmark::RegisterBenchmark("BM_Floor_Syscall", BM_Floor_Syscall)
 		->UseManualTime()
@@ -493,7 +519,7 @@ void add_context()
 	}
 	for (const char *t : {"enabled", "mode", "threshold_bytes", "inline_max", "stage_max",
 			      "direct_max", "explore_shift", "hysteresis_pct",
-			      "cpu_budget_pct"}) {
+			      "cpu_budget_pct", "pair_idle_ms"}) {
 		std::string v = read_line(std::string("/sys/kernel/unload/") + t);
 		benchmark::AddCustomContext(std::string("unload.") + t, v.empty() ? "-" : v);
 	}

@@ -95,8 +95,20 @@ struct unload_tunables {
 	X(cpu_budget_pct,	0, 100,		50)
 
 /*
+ * The module's own tunables: sysfs files beside those above, read by the module alone,
+ * so not in the control page. X(name, min, max, default), as above.
+ *   pair_idle_ms: a sender's kept resolution of its peer (design.md, section 4) unused
+ *   this long is dropped; the next write resolves afresh. It is also about the longest
+ *   an ibv_destroy_qp or ibv_dereg_mr the shim did not see coming (a process's exit)
+ *   waits for the module's references.
+ */
+#define UNLOAD_MODULE_TUNABLE_RANGES(X)				\
+	X(pair_idle_ms,		1, 1000,	10)
+
+/*
  * The control page: one page, shared read-only by every session, rewritten by every
- * successful write of a sysfs tunable. Read it like a seqcount:
+ * successful sysfs write of a tunable in UNLOAD_TUNABLE_RANGES or mode. Read it like a
+ * seqcount:
  *
  *   do {
  *       s = __atomic_load_n(&ctl->seq, __ATOMIC_ACQUIRE);

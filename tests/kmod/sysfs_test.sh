@@ -20,7 +20,8 @@ stage_max 0 1073741824 65536
 direct_max 0 2147483648 1073741824
 explore_shift 0 31 5
 hysteresis_pct 0 1000 10
-cpu_budget_pct 0 100 50"
+cpu_budget_pct 0 100 50
+pair_idle_ms 1 1000 10"
 
 long=$(printf '9%.0s' {1..5000})
 while read -r n min max def; do
@@ -33,7 +34,9 @@ while read -r n min max def; do
 	check "roundtrip.$n" $ok "min $min max $max mid default"
 	echo $def >$R/$n
 	bad=0 total=0
-	for x in $'\n' "abc" "-1" "$((max + 1))" "1.5" "0x" "0x1" "18446744073709551616" \
+	below=()
+	[ "$min" -eq 0 ] || below=("$((min - 1))")
+	for x in "${below[@]}" $'\n' "abc" "-1" "$((max + 1))" "1.5" "0x" "0x1" "18446744073709551616" \
 		"99999999999999999999999" "12abc" " " "1 2" "$long"; do
 		total=$((total + 1))
 		if printf '%s' "$x" >$R/$n 2>/dev/null; then bad=$((bad + 1)); continue; fi

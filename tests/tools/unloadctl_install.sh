@@ -115,7 +115,7 @@ step "set: the tool's ranges are the module's, bad values change nothing"
 py "$WORK/status.json" >"$WORK/ranges" <<<'import json,sys
 for t in json.load(open(sys.argv[1]))["tunables"]:
     if "min" in t: print(t["name"], t["min"], t["max"])'
-check "status -j lists 8 numeric tunables" test "$(wc -l <"$WORK/ranges")" -eq 8
+check "status -j lists 9 numeric tunables" test "$(wc -l <"$WORK/ranges")" -eq 9
 while read -r name min max <&3; do
 	before=$(cat $SYS/$name)
 	check "set $name $((max + 1)): exit 2, unchanged" rc 2 "$CTL" set "$name" $((max + 1))

@@ -10,7 +10,7 @@ namespace {
 
 TEST(UnloadctlTunables, EveryModuleTunableIsKnown) {
   for (const char* n : {"enabled", "mode", "threshold_bytes", "inline_max", "stage_max", "direct_max",
-                        "explore_shift", "hysteresis_pct", "cpu_budget_pct"})
+                        "explore_shift", "hysteresis_pct", "cpu_budget_pct", "pair_idle_ms"})
     EXPECT_NE(find_tunable(n), nullptr) << n;
   EXPECT_EQ(find_tunable("frobnicate"), nullptr);
   EXPECT_EQ(find_tunable(""), nullptr);

@@ -1,5 +1,5 @@
 // The tunables as the module takes them: the UAPI's ranges and defaults, one list for
-// both, plus mode (a word).
+// both, plus mode (a word), then the module's own (not in the control page).
 #include "tunables.hpp"
 
 #include <array>
@@ -16,6 +16,7 @@ constexpr std::array<std::string_view, 4> kModeWords = {"offload", "unload", "th
 constexpr std::array kTunables = {
     Tunable{"mode", true, 0, UNLOAD_MODE_COUNT - 1, UNLOAD_MODE_DEFAULT},
     UNLOAD_TUNABLE_RANGES(UNLOAD_CTL_TUNABLE)
+    UNLOAD_MODULE_TUNABLE_RANGES(UNLOAD_CTL_TUNABLE)
 };
 #undef UNLOAD_CTL_TUNABLE
 static_assert(kModeWords.size() == UNLOAD_MODE_COUNT, "a word per enum unload_mode");

@@ -18,8 +18,8 @@ struct Tunable {
 
 // The mode words, in enum unload_mode order.
 std::span<const std::string_view> mode_words();
-// Every tunable of the module: mode, then the UAPI's list in its order; nullptr when
-// `name` is not one.
+// Every tunable of the module: mode, then the UAPI's lists in their order (the control
+// page's, then the module's own); find_tunable gives nullptr when `name` is not one.
 std::span<const Tunable> tunables();
 const Tunable* find_tunable(std::string_view name);
 
