@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "rc_qp.hpp"
+
 namespace {
 
 [[noreturn]] void skip(const char* why) {
@@ -102,37 +104,15 @@ Qp make_qp(Dev* d, ibv_pd* pd) {
 // RESET -> INIT (with these access flags) -> RTR -> RTS, to the peer's QPN and GID; both
 // directions start at PSN 0x100 unless rq_psn says otherwise.
 void connect(Qp* q, const Qp& peer, int access, uint32_t rq_psn = 0x100) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = access;
-  if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-    die("modify INIT");
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = peer.qp->qp_num;
-  a.rq_psn = rq_psn;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.dgid = peer.dev->gid;
-  a.ah_attr.grh.sgid_index = static_cast<uint8_t>(q->dev->gid_index);
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = 1;
-  if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    die("modify RTR");
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.sq_psn = 0x100;
-  a.max_rd_atomic = 1;
-  if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                   IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-    die("modify RTS");
+  unload::test::RcPath p;
+  p.dest_qpn = peer.qp->qp_num;
+  p.dgid = peer.dev->gid;
+  p.sgid_index = q->dev->gid_index;
+  p.rq_psn = rq_psn;
+  p.sq_psn = 0x100;
+  if (unload::test::rc_to_init(q->qp, access)) die("modify INIT");
+  if (unload::test::rc_to_rtr(q->qp, p)) die("modify RTR");
+  if (unload::test::rc_to_rts(q->qp, p)) die("modify RTS");
 }
 
 constexpr int kRemote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;

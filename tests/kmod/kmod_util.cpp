@@ -1,5 +1,7 @@
 #include "kmod_util.hpp"
 
+#include "rc_qp.hpp"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -185,44 +187,19 @@ void rc_open(Rc* rc, ibv_context* ctx, ibv_pd* pd) {
 }
 
 void rc_init_only(Rc* rc, int access) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.pkey_index = 0;
-  a.port_num = 1;
-  a.qp_access_flags = access;
-  if (ibv_modify_qp(rc->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-    die("modify INIT");
+  if (unload::test::rc_to_init(rc->qp, access)) die("modify INIT");
 }
 
 void rc_connect(Rc* rc, const Wire& peer, int access) {
   rc_init_only(rc, access);
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = peer.qpn;
-  a.rq_psn = peer.psn;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  memcpy(a.ah_attr.grh.dgid.raw, peer.gid, 16);
-  a.ah_attr.grh.sgid_index = static_cast<uint8_t>(rc->gid_index);
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = 1;
-  if (ibv_modify_qp(rc->qp, &a,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                        IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    die("modify RTR");
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.sq_psn = rc->wire.psn;
-  a.max_rd_atomic = 1;
-  if (ibv_modify_qp(rc->qp, &a,
-                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-    die("modify RTS");
+  unload::test::RcPath p;
+  p.dest_qpn = peer.qpn;
+  memcpy(p.dgid.raw, peer.gid, 16);
+  p.sgid_index = rc->gid_index;
+  p.rq_psn = peer.psn;
+  p.sq_psn = rc->wire.psn;
+  if (unload::test::rc_to_rtr(rc->qp, p)) die("modify RTR");
+  if (unload::test::rc_to_rts(rc->qp, p)) die("modify RTS");
 }
 
 void rc_close(Rc* rc) {

@@ -56,6 +56,8 @@
 #include <thread>
 #include <vector>
 
+#include "rc_qp.hpp"
+
 #undef ibv_reg_mr
 
 namespace {
@@ -139,37 +141,15 @@ ibv_qp* make_qp(Env& e, ibv_cq* scq, ibv_cq* rcq, uint32_t depth) {
 }
 
 void connect(Env& e, ibv_qp* qp, uint32_t dest) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.pkey_index = 0;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE;
-  if (V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) die("INIT");
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = dest;
-  a.rq_psn = 0;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.dgid = e.gid;
-  a.ah_attr.grh.sgid_index = static_cast<uint8_t>(e.gid_index);
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = 1;
-  if (V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    die("RTR");
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.sq_psn = 0;
-  a.max_rd_atomic = 1;
-  if (V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                              IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-    die("RTS");
+  unload::test::RcPath p;
+  p.dest_qpn = dest;
+  p.dgid = e.gid;
+  p.sgid_index = e.gid_index;
+  if (unload::test::rc_to_init(qp, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE,
+                               V.modify_qp))
+    die("INIT");
+  if (unload::test::rc_to_rtr(qp, p, V.modify_qp)) die("RTR");
+  if (unload::test::rc_to_rts(qp, p, V.modify_qp)) die("RTS");
 }
 
 ibv_mr* reg(Env& e, void* p, size_t len, int access) {

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "rc_qp.hpp"
+
 namespace {
 
 // Where both sides map their buffer: a fixed address makes the RETH VA the same each run.
@@ -209,12 +211,7 @@ int main(int argc, char** argv) {
   full_io(fd, &me, sizeof me, true);
   full_io(fd, &peer, sizeof peer, false);
 
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-    die("modify to INIT");
+  if (unload::test::rc_to_init(qp, IBV_ACCESS_REMOTE_WRITE)) die("modify to INIT");
   if (server) {
     // Every immediate's receive is posted before the client may write (no RNR on the wire).
     for (size_t i = 0; i < lay.imms; ++i) {
@@ -223,33 +220,19 @@ int main(int argc, char** argv) {
       if (ibv_post_recv(qp, &rw, &bad)) die("ibv_post_recv");
     }
   }
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = pa.active_mtu;
-  a.dest_qp_num = peer.qpn;
-  a.rq_psn = peer.psn;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  std::memcpy(a.ah_attr.grh.dgid.raw, peer.gid, 16);
-  a.ah_attr.grh.sgid_index = uint8_t(gid_index);
-  a.ah_attr.grh.hop_limit = 64;
-  a.ah_attr.port_num = 1;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    die("modify to RTR");
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = kPsn;
+  unload::test::RcPath path;
+  path.dest_qpn = peer.qpn;
+  std::memcpy(path.dgid.raw, peer.gid, 16);
+  path.sgid_index = gid_index;
+  path.mtu = pa.active_mtu;
+  path.rq_psn = peer.psn;
+  path.sq_psn = kPsn;
+  path.hop_limit = 64;
   // A long retransmission timeout (4.3 s): a TCG guest on a shared host can be slow to
   // ack, and a retransmission is a timing artefact on the wire, not a difference.
-  a.timeout = 20;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
-    die("modify to RTS");
+  path.timeout = 20;
+  if (unload::test::rc_to_rtr(qp, path)) die("modify to RTR");
+  if (unload::test::rc_to_rts(qp, path)) die("modify to RTS");
   // Both QPs are ready before the first write.
   char go = 1;
   full_io(fd, &go, 1, true);
