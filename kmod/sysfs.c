@@ -30,10 +30,14 @@ static const char *const unload_mode_names[UNLOAD_MODE_COUNT] = {
 	[UNLOAD_MODE_ADAPTIVE] = "adaptive",
 };
 
-/* A numeric tunable: its slot in struct unload_tunables and its range. */
+/*
+ * A numeric tunable and its range: a slot of struct unload_tunables in the control page,
+ * or, for the module's own (UNLOAD_MODULE_TUNABLE_RANGES), a word no process maps.
+ */
 struct unload_tunable_attr {
 	struct kobj_attribute kattr;
 	size_t offset;		/* offsetof(struct unload_tunables, field) */
+	u32 *word;		/* the module's own: its word (offset unused) */
 	u32 min;
 	u32 max;
 	u32 def;		/* the value at load */
@@ -44,6 +48,11 @@ struct unload_tunable_attr {
 static u32 *unload_tunable_slot(size_t offset)
 {
 	return (u32 *)((char *)&unload_ctl->tunables + offset);
+}
+
+static u32 *unload_tunable_value(const struct unload_tunable_attr *t)
+{
+	return t->word ?: unload_tunable_slot(t->offset);
 }
 
 /* Publish one new value under the control page's sequence counter. */
@@ -61,15 +70,7 @@ static void unload_tunable_publish(size_t offset, u32 val)
 
 static ssize_t tunable_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
 {
-	return sysfs_emit(buf, "%u\n", READ_ONCE(*unload_tunable_slot(to_tunable(attr)->offset)));
-}
-
-/* A sysfs write of a numeric tunable: decimal only, as docs/sysfs.md says, in range. */
-static int unload_tunable_parse(const char *buf, u32 min, u32 max, u32 *val)
-{
-	if (kstrtou32(buf, 10, val) || *val < min || *val > max)
-		return -EINVAL;
-	return 0;
+	return sysfs_emit(buf, "%u\n", READ_ONCE(*unload_tunable_value(to_tunable(attr))));
 }
 
 static ssize_t tunable_store(struct kobject *kobj, struct kobj_attribute *attr,
@@ -78,9 +79,14 @@ static ssize_t tunable_store(struct kobject *kobj, struct kobj_attribute *attr,
 	struct unload_tunable_attr *t = to_tunable(attr);
 	u32 val;
 
-	if (unload_tunable_parse(buf, t->min, t->max, &val))
+	if (kstrtou32(buf, 10, &val))	/* decimal only, as docs/sysfs.md says */
 		return -EINVAL;
-	unload_tunable_publish(t->offset, val);
+	if (val < t->min || val > t->max)
+		return -EINVAL;
+	if (t->word)
+		WRITE_ONCE(*t->word, val);	/* a lone word: its readers need no more */
+	else
+		unload_tunable_publish(t->offset, val);
 	return count;
 }
 
@@ -112,44 +118,17 @@ static ssize_t mode_store(struct kobject *kobj, struct kobj_attribute *attr,
 /* Ranges and defaults: the UAPI's list (documented in docs/sysfs.md). */
 UNLOAD_TUNABLE_RANGES(UNLOAD_TUNABLE)
 
-static struct kobj_attribute unload_attr_mode = __ATTR(mode, 0644, mode_show, mode_store);
-
-/* A module tunable: a word of the module's own, which no process maps. */
-struct unload_module_tunable_attr {
-	struct kobj_attribute kattr;
-	u32 *value;
-	u32 min;
-	u32 max;
-};
-
-#define to_module_tunable(a) container_of(a, struct unload_module_tunable_attr, kattr)
-
-static ssize_t module_tunable_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
-{
-	return sysfs_emit(buf, "%u\n", READ_ONCE(*to_module_tunable(attr)->value));
-}
-
-static ssize_t module_tunable_store(struct kobject *kobj, struct kobj_attribute *attr,
-				    const char *buf, size_t count)
-{
-	struct unload_module_tunable_attr *t = to_module_tunable(attr);
-	u32 val;
-
-	if (unload_tunable_parse(buf, t->min, t->max, &val))
-		return -EINVAL;
-	WRITE_ONCE(*t->value, val);	/* a lone word: its readers need no more */
-	return count;
-}
-
 #define UNLOAD_MODULE_TUNABLE(_name, _min, _max, _def)				\
 	u32 unload_##_name = _def;						\
-	static struct unload_module_tunable_attr unload_attr_##_name = {	\
-		.kattr = __ATTR(_name, 0644, module_tunable_show, module_tunable_store), \
-		.value = &unload_##_name,					\
-		.min = _min, .max = _max,					\
+	static struct unload_tunable_attr unload_attr_##_name = {		\
+		.kattr = __ATTR(_name, 0644, tunable_show, tunable_store),	\
+		.word = &unload_##_name,					\
+		.min = _min, .max = _max, .def = _def,				\
 	};
 
 UNLOAD_MODULE_TUNABLE_RANGES(UNLOAD_MODULE_TUNABLE)
+
+static struct kobj_attribute unload_attr_mode = __ATTR(mode, 0644, mode_show, mode_store);
 
 #define UNLOAD_TUNABLE_REF(_name, _min, _max, _def) &unload_attr_##_name,
 static struct unload_tunable_attr *const unload_tunables[] = {

@@ -477,7 +477,7 @@ void register_all()
 	register_bandwidth(kMaxWrite, ub::kMaxSendWr);
 	register_sizes("BM_Write_RandomTarget", BM_Write_RandomTarget, 64 * 1024);
 	// 1 ms: inside the module's default pair_idle_ms; 20 ms: beyond it. Not in the sweep,
-	// a run being mostly sleep: --benchmark_filter=BM_Write_Sparse runs it (docs/perf).
+	// a run being mostly sleep: --benchmark_filter=BM_Write_Sparse runs it (README, Benchmarks).
 	for (int64_t gap_ms : {1, 20})
 		benchmark::RegisterBenchmark("BM_Write_Sparse", BM_Write_Sparse)
 			->ArgNames({"bytes", "gap_ms"})
@@ -517,9 +517,10 @@ void add_context()
 		const char *v = getenv(env);
 		benchmark::AddCustomContext(env, v ? v : "");
 	}
-	for (const char *t : {"enabled", "mode", "threshold_bytes", "inline_max", "stage_max",
-			      "direct_max", "explore_shift", "hysteresis_pct",
-			      "cpu_budget_pct", "pair_idle_ms"}) {
+#define UNLOAD_BENCH_TUNABLE(name, min, max, def) #name,
+	for (const char *t : {"mode", UNLOAD_TUNABLE_RANGES(UNLOAD_BENCH_TUNABLE)
+				  UNLOAD_MODULE_TUNABLE_RANGES(UNLOAD_BENCH_TUNABLE)}) {
+#undef UNLOAD_BENCH_TUNABLE
 		std::string v = read_line(std::string("/sys/kernel/unload/") + t);
 		benchmark::AddCustomContext(std::string("unload.") + t, v.empty() ? "-" : v);
 	}
