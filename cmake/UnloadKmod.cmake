@@ -15,7 +15,7 @@ if(UNLOAD_KDIR)
   set(UNLOAD_KDIR_host ${UNLOAD_KDIR})
 else()
   execute_process(
-    COMMAND bash -c ". '${PROJECT_SOURCE_DIR}/scripts/lib/kernels.sh' && for f in $UNLOAD_KERNEL_FLAVOURS; do d=$(kernel_build_dir $f 2>/dev/null) && [ -d \"$d\" ] && echo \"$f=$d\"; done; true"
+    COMMAND bash -c ". '${PROJECT_SOURCE_DIR}/scripts/lib/host/kernels.sh' && for f in $UNLOAD_KERNEL_FLAVOURS; do d=$(kernel_build_dir $f 2>/dev/null) && [ -d \"$d\" ] && echo \"$f=$d\"; done; true"
     OUTPUT_VARIABLE found OUTPUT_STRIP_TRAILING_WHITESPACE)
   string(REPLACE "\n" ";" found "${found}")
   foreach(entry IN LISTS found)

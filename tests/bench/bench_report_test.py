@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/lib/bench_report.py's shim-overhead figures: the median of the pairs' ratios,
+"""scripts/lib/python/bench_report.py's shim-overhead figures: the median of the pairs' ratios,
 its distribution-free interval, the baseline shim's comparison, failed runs left out;
 and adaptive against the best path, run by run.
 
@@ -11,7 +11,7 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(sys.argv[1], "scripts", "lib"))
+sys.path.insert(0, os.path.join(sys.argv[1], "scripts", "lib", "python"))
 import bench_report as br  # noqa: E402
 
 fails = 0

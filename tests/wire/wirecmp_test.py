@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/wirecmp finds planted differences (payload byte, PSN gap, bad ICRC) and nothing else.
 
-Captures are built here with scripts/lib/roce.py's packet writer; the ICRC computation is
+Captures are built here with scripts/lib/python/roce.py's packet writer; the ICRC computation is
 first checked against a frame rxe sent in the two-host sandbox (rxe drops a packet whose
 ICRC it does not agree with, so every frame it sent and its peer acked has a valid one).
 
@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 src = sys.argv[1]
-sys.path.insert(0, os.path.join(src, "scripts", "lib"))
+sys.path.insert(0, os.path.join(src, "scripts", "lib", "python"))
 import roce  # noqa: E402
 
 WIRECMP = os.path.join(src, "scripts", "wirecmp")

@@ -25,7 +25,7 @@ initramfs_build() {
 	root=$(mktemp -d)
 	mkdir -p "$root"/{bin,dev,proc,sys,modules,host,newroot,rw}
 	cp /bin/busybox "$root/bin/busybox"
-	cp "$(dirname "${BASH_SOURCE[0]}")/sandbox-init" "$root/init"
+	cp "$(dirname "${BASH_SOURCE[0]}")/../guest/sandbox-init" "$root/init"
 	chmod +x "$root/init"
 	for m in $initramfs_modules; do
 		while read -r p; do
