@@ -126,15 +126,16 @@ void BM_Policy_DecideSettled(benchmark::State& state) {
     f.now_ns = policy.wants_clock() ? now : 0;
     const Path p = policy.decide(f, t);
     const uint64_t cost = p == Path::unload_direct ? 3000 : 10'000;
-    if (policy.sampled()) policy.observe(p, f, cost, is_cpu_path(p) ? cost : 0, p == Path::offload ? cost : 0);
+    if (policy.sampled())
+      policy.observe(p, f, cost, is_cpu_path(p) ? cost : 0, p == Path::offload ? cost : 0);
     now += cost;
     return p;
   };
   for (int i = 0; i < 100'000; ++i) step();
   for (auto _ : state) benchmark::DoNotOptimize(step());
   state.SetItemsProcessed(state.iterations());
-  state.counters["reused_pct"] = 100.0 * static_cast<double>(policy.stats().reused) /
-                                 static_cast<double>(policy.stats().decisions);
+  state.counters["reused_pct"] =
+      100.0 * static_cast<double>(policy.stats().reused) / static_cast<double>(policy.stats().decisions);
 }
 
 void modes(benchmark::internal::Benchmark* b) {

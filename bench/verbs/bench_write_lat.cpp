@@ -13,12 +13,12 @@
 
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,9 +46,9 @@ constexpr size_t kFootprint = 2 * kMaxWrite;
 
 enum class Op : uint32_t { pingpong = 1, stop = 2 };
 struct Command {
-	Op op;
-	uint32_t bytes;
-	uint64_t iters;
+  Op op;
+  uint32_t bytes;
+  uint64_t iters;
 };
 
 ub::RcLink g_link;
@@ -57,22 +57,21 @@ size_t g_footprint = 64u << 20;
 double g_iters_scale = 1.0;
 
 // Fewer iterations for big writes: under TCG a 1 MiB write takes milliseconds.
-int64_t iters_for(size_t bytes)
-{
-	double n = 4000.0 * 64.0 / (64.0 + static_cast<double>(bytes) / 64.0);
-	return std::max<int64_t>(20, static_cast<int64_t>(n * g_iters_scale));
+int64_t iters_for(size_t bytes) {
+  double n = 4000.0 * 64.0 / (64.0 + static_cast<double>(bytes) / 64.0);
+  return std::max<int64_t>(20, static_cast<int64_t>(n * g_iters_scale));
 }
 
-double ns_since(Clock::time_point t0)
-{
-	return std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+double ns_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
 }
 
-volatile uint8_t *byte_at(size_t off) { return g_link.buf + off; }
+volatile uint8_t* byte_at(size_t off) {
+  return g_link.buf + off;
+}
 
-uint8_t load_acquire(size_t off)
-{
-	return __atomic_load_n(g_link.buf + off, __ATOMIC_ACQUIRE);
+uint8_t load_acquire(size_t off) {
+  return __atomic_load_n(g_link.buf + off, __ATOMIC_ACQUIRE);
 }
 
 // Spin until the byte at `off` becomes `tag`. With fewer CPUs than spinners plus the
@@ -80,103 +79,86 @@ uint8_t load_acquire(size_t off)
 // the next scheduler tick; yielding between loads hands it the CPU.
 bool g_spin_yield = false;
 
-void spin_until(size_t off, uint8_t tag)
-{
-	while (load_acquire(off) != tag)
-		if (g_spin_yield)
-			sched_yield();
+void spin_until(size_t off, uint8_t tag) {
+  while (load_acquire(off) != tag)
+    if (g_spin_yield) sched_yield();
 }
 
 // Completions are drained as we go so the send queue never fills; the program's own
 // completion count must come out exact, so any error completion aborts the run.
 struct Drain {
-	int outstanding = 0;
-	bool ok = true;
-	void after_post()
-	{
-		++outstanding;
-		ibv_wc wc[16];
-		do {
-			int n = ibv_poll_cq(g_link.cq, 16, wc);
-			if (n < 0) {
-				ok = false;
-				return;
-			}
-			for (int i = 0; i < n; i++)
-				ok &= wc[i].status == IBV_WC_SUCCESS;
-			outstanding -= n;
-		} while (outstanding >= 64);
-	}
-	void finish()
-	{
-		if (outstanding > 0)
-			ok &= ub::poll_n(g_link, outstanding) == 0;
-		outstanding = 0;
-	}
+  int outstanding = 0;
+  bool ok = true;
+  void after_post() {
+    ++outstanding;
+    ibv_wc wc[16];
+    do {
+      int n = ibv_poll_cq(g_link.cq, 16, wc);
+      if (n < 0) {
+        ok = false;
+        return;
+      }
+      for (int i = 0; i < n; i++) ok &= wc[i].status == IBV_WC_SUCCESS;
+      outstanding -= n;
+    } while (outstanding >= 64);
+  }
+  void finish() {
+    if (outstanding > 0) ok &= ub::poll_n(g_link, outstanding) == 0;
+    outstanding = 0;
+  }
 };
 
 // Writes per path so far, from the module's statistics (all -1 without the module):
 // the share each path took in a benchmark shows what the adaptive policy chose.
 struct PathCounts {
-	double n[4] = {-1, -1, -1, -1};
+  double n[4] = {-1, -1, -1, -1};
 };
 
-PathCounts path_counts()
-{
-	static const char *const names[4] = {"offload", "inline", "stage", "direct"};
-	PathCounts c;
-	for (int i = 0; i < 4; i++) {
-		std::ifstream f(std::string("/sys/kernel/unload/stats/writes_") + names[i]);
-		double v;
-		if (f >> v)
-			c.n[i] = v;
-	}
-	return c;
+PathCounts path_counts() {
+  static const char* const names[4] = {"offload", "inline", "stage", "direct"};
+  PathCounts c;
+  for (int i = 0; i < 4; i++) {
+    std::ifstream f(std::string("/sys/kernel/unload/stats/writes_") + names[i]);
+    double v;
+    if (f >> v) c.n[i] = v;
+  }
+  return c;
 }
 
-void report_paths(benchmark::State &state, const PathCounts &before)
-{
-	static const char *const names[4] = {"offload", "inline", "stage", "direct"};
-	PathCounts after = path_counts();
-	double total = 0;
-	for (int i = 0; i < 4; i++)
-		total += after.n[i] - before.n[i];
-	if (before.n[0] < 0 || total <= 0)
-		return;
-	for (int i = 0; i < 4; i++)
-		state.counters[std::string("share_") + names[i]] =
-			(after.n[i] - before.n[i]) / total;
+void report_paths(benchmark::State& state, const PathCounts& before) {
+  static const char* const names[4] = {"offload", "inline", "stage", "direct"};
+  PathCounts after = path_counts();
+  double total = 0;
+  for (int i = 0; i < 4; i++) total += after.n[i] - before.n[i];
+  if (before.n[0] < 0 || total <= 0) return;
+  for (int i = 0; i < 4; i++)
+    state.counters[std::string("share_") + names[i]] = (after.n[i] - before.n[i]) / total;
 }
 
-void report(benchmark::State &state, std::vector<double> &ns, size_t bytes)
-{
-	if (ns.empty())
-		return;
-	std::sort(ns.begin(), ns.end());
-	state.counters["median_ns"] = ns[ns.size() / 2];
-	state.counters["p99_ns"] = ns[std::min(ns.size() - 1, ns.size() * 99 / 100)];
-	if (bytes)
-	state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
+void report(benchmark::State& state, std::vector<double>& ns, size_t bytes) {
+  if (ns.empty()) return;
+  std::sort(ns.begin(), ns.end());
+  state.counters["median_ns"] = ns[ns.size() / 2];
+  state.counters["p99_ns"] = ns[std::min(ns.size() - 1, ns.size() * 99 / 100)];
+  if (bytes) state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
 }
 
 // Post one signaled write to the peer's buffer at `remote_off` and wait for its
 // completion: one timed iteration of the post-to-completion benchmarks. False (and the
 // benchmark skipped) when the write failed.
-bool timed_write(benchmark::State &state, std::vector<double> &ns, size_t remote_off,
-		 uint32_t bytes, uint64_t wr_id)
-{
-	auto t0 = Clock::now();
-	int rc = ub::post_write(g_link, kOut, remote_off, bytes, true, false, wr_id);
-	if (!rc)
-		rc = ub::poll_n(g_link, 1);
-	double dt = ns_since(t0);
-	if (rc) {
-		state.SkipWithError("write failed");
-		return false;
-	}
-	state.SetIterationTime(dt * 1e-9);
-	ns.push_back(dt);
-	return true;
+bool timed_write(benchmark::State& state, std::vector<double>& ns, size_t remote_off, uint32_t bytes,
+                 uint64_t wr_id) {
+  auto t0 = Clock::now();
+  int rc = ub::post_write(g_link, kOut, remote_off, bytes, true, false, wr_id);
+  if (!rc) rc = ub::poll_n(g_link, 1);
+  double dt = ns_since(t0);
+  if (rc) {
+    state.SkipWithError("write failed");
+    return false;
+  }
+  state.SetIterationTime(dt * 1e-9);
+  ns.push_back(dt);
+  return true;
 }
 
 // Untimed writes before the timed ones of each latency benchmark, for a steady state:
@@ -186,96 +168,86 @@ bool timed_write(benchmark::State &state, std::vector<double> &ns, size_t remote
 constexpr int kWarmupWrites = 40;
 
 // kWarmupWrites untimed post-to-completion writes; false when one failed.
-bool warm_up(size_t remote_off, uint32_t bytes)
-{
-	for (int i = 0; i < kWarmupWrites; i++)
-		if (ub::post_write(g_link, kOut, remote_off, bytes, true, false, 0) || ub::poll_n(g_link, 1))
-			return false;
-	return true;
+bool warm_up(size_t remote_off, uint32_t bytes) {
+  for (int i = 0; i < kWarmupWrites; i++)
+    if (ub::post_write(g_link, kOut, remote_off, bytes, true, false, 0) || ub::poll_n(g_link, 1))
+      return false;
+  return true;
 }
 
 // Post-to-completion writes of range(0) bytes, each after `gap` of quiet (0: back to back).
-void post_to_completion(benchmark::State &state, std::chrono::milliseconds gap)
-{
-	const auto bytes = static_cast<uint32_t>(state.range(0));
-	std::vector<double> ns;
-	ns.reserve(static_cast<size_t>(state.max_iterations));
-	if (!warm_up(kIn, bytes)) {
-		state.SkipWithError("write failed");
-		return;
-	}
-	const PathCounts before = path_counts();
-	uint8_t tag = 0;
-	for (auto _ : state) {
-		if (gap.count())
-			std::this_thread::sleep_for(gap);
-		g_link.buf[kOut + bytes - 1] = ++tag;
-		if (!timed_write(state, ns, kIn, bytes, tag))
-			break;
-	}
-	report_paths(state, before);
-	report(state, ns, bytes);
+void post_to_completion(benchmark::State& state, std::chrono::milliseconds gap) {
+  const auto bytes = static_cast<uint32_t>(state.range(0));
+  std::vector<double> ns;
+  ns.reserve(static_cast<size_t>(state.max_iterations));
+  if (!warm_up(kIn, bytes)) {
+    state.SkipWithError("write failed");
+    return;
+  }
+  const PathCounts before = path_counts();
+  uint8_t tag = 0;
+  for (auto _ : state) {
+    if (gap.count()) std::this_thread::sleep_for(gap);
+    g_link.buf[kOut + bytes - 1] = ++tag;
+    if (!timed_write(state, ns, kIn, bytes, tag)) break;
+  }
+  report_paths(state, before);
+  report(state, ns, bytes);
 }
 
-void BM_Write_PostToCompletion(benchmark::State &state)
-{
-	post_to_completion(state, std::chrono::milliseconds(0));
+void BM_Write_PostToCompletion(benchmark::State& state) {
+  post_to_completion(state, std::chrono::milliseconds(0));
 }
 
 // One write after gap_ms of quiet: a program that writes now and then. The module drops
 // a sender's kept resolution of its peer after pair_idle_ms unused (docs/sysfs.md), so a
 // gap longer than that times a fresh resolution in every direct write.
-void BM_Write_Sparse(benchmark::State &state)
-{
-	post_to_completion(state, std::chrono::milliseconds(state.range(1)));
+void BM_Write_Sparse(benchmark::State& state) {
+  post_to_completion(state, std::chrono::milliseconds(state.range(1)));
 }
 
 // The client's half of ib_write_lat's loop: write, then spin on our own target's last
 // byte until the server's reply lands there.
-void BM_Write_PingPong(benchmark::State &state)
-{
-	const auto bytes = static_cast<uint32_t>(state.range(0));
-	Command c{Op::pingpong, bytes, static_cast<uint64_t>(state.max_iterations + kWarmupWrites)};
-	if (ub::sock_send(g_sock, &c, sizeof(c))) {
-		state.SkipWithError("server gone");
-		return;
-	}
-	std::vector<double> ns;
-	ns.reserve(static_cast<size_t>(state.max_iterations));
-	Drain drain;
-	uint8_t tag = 0;
-	const size_t last = kIn + bytes - 1;
-	// One round trip: false when the post failed.
-	auto ping = [&] {
-		tag = static_cast<uint8_t>(tag % 255 + 1);
-		g_link.buf[kOut + bytes - 1] = tag;
-		if (ub::post_write(g_link, kOut, kIn, bytes, true, false, tag))
-			return false;
-		drain.after_post();
-		spin_until(last, tag);
-		return true;
-	};
-	bool ok = true;
-	for (int i = 0; i < kWarmupWrites && ok; i++)
-		ok = ping();
-	const PathCounts before = path_counts();
-	for (auto _ : state) {
-		auto t0 = Clock::now();
-		if (!ok || !ping()) {
-			state.SkipWithError("post failed");
-			break;
-		}
-		auto rtt = ns_since(t0);
-		state.SetIterationTime(rtt * 0.5e-9);
-		ns.push_back(rtt * 0.5);
-	}
-	drain.finish();
-	if (!drain.ok)
-		state.SkipWithError("error completion");
-	char done = 0;
-	ub::sock_recv(g_sock, &done, 1);
-	report_paths(state, before);
-	report(state, ns, bytes);
+void BM_Write_PingPong(benchmark::State& state) {
+  const auto bytes = static_cast<uint32_t>(state.range(0));
+  Command c{Op::pingpong, bytes, static_cast<uint64_t>(state.max_iterations + kWarmupWrites)};
+  if (ub::sock_send(g_sock, &c, sizeof(c))) {
+    state.SkipWithError("server gone");
+    return;
+  }
+  std::vector<double> ns;
+  ns.reserve(static_cast<size_t>(state.max_iterations));
+  Drain drain;
+  uint8_t tag = 0;
+  const size_t last = kIn + bytes - 1;
+  // One round trip: false when the post failed.
+  auto ping = [&] {
+    tag = static_cast<uint8_t>(tag % 255 + 1);
+    g_link.buf[kOut + bytes - 1] = tag;
+    if (ub::post_write(g_link, kOut, kIn, bytes, true, false, tag)) return false;
+    drain.after_post();
+    spin_until(last, tag);
+    return true;
+  };
+  bool ok = true;
+  for (int i = 0; i < kWarmupWrites && ok; i++) ok = ping();
+  const PathCounts before = path_counts();
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    if (!ok || !ping()) {
+      state.SkipWithError("post failed");
+      break;
+    }
+    auto rtt = ns_since(t0);
+    state.SetIterationTime(rtt * 0.5e-9);
+    ns.push_back(rtt * 0.5);
+  }
+  drain.finish();
+  if (!drain.ok) state.SkipWithError("error completion");
+  char done = 0;
+  ub::sock_recv(g_sock, &done, 1);
+  report_paths(state, before);
+  report(state, ns, bytes);
 }
 
 // ib_write_bw's loop: keep `depth` writes in flight and signal one in kModeration (its
@@ -285,370 +257,343 @@ void BM_Write_PingPong(benchmark::State &state)
 // full. The passive peer never posts, as in every bandwidth test.
 constexpr uint32_t kModeration = 100;
 
-void BM_Write_Bandwidth(benchmark::State &state)
-{
-	const auto bytes = static_cast<uint32_t>(state.range(0));
-	const auto depth = static_cast<uint64_t>(state.range(1));
-	const uint64_t mod = std::min<uint64_t>(kModeration, depth);
-	std::vector<double> ns;
-	ns.reserve(static_cast<size_t>(state.max_iterations));
-	const PathCounts before = path_counts();
-	uint64_t posted = 0;   // writes posted
-	uint64_t retired = 0;  // writes a polled signaled completion covers: a multiple of mod
-	auto fill = [&] {
-		for (; posted - retired < depth; ++posted)
-			if (ub::post_write(g_link, kOut, kIn, bytes, (posted + 1) % mod == 0, false,
-					   posted))
-				return false;
-		return true;
-	};
-	auto retire = [&] {
-		ibv_wc wc;
-		int n;
-		while ((n = ibv_poll_cq(g_link.cq, 1, &wc)) == 0) {
-		}
-		if (n < 0 || wc.status != IBV_WC_SUCCESS)
-			return false;
-		retired += mod;
-		return true;
-	};
-	bool ok = fill();
-	auto last = Clock::now();
-	for (auto _ : state) {
-		if (!ok || !(ok = retire() && fill())) {
-			state.SkipWithError("write failed");
-			break;
-		}
-		const auto now = Clock::now();
-		const double dt = std::chrono::duration<double, std::nano>(now - last).count();
-		last = now;
-		state.SetIterationTime(dt * 1e-9);
-		ns.push_back(dt / static_cast<double>(mod));
-	}
-	// Leave the queue empty for the next benchmark: the signaled writes still out, then
-	// one more signaled write to retire the unsignaled tail.
-	while (ok && retired + mod <= posted)
-		ok = retire();
-	if (ok && posted > retired)
-		ok = ub::post_write(g_link, kOut, kIn, bytes, true, false, posted) == 0 &&
-		     ub::poll_n(g_link, 1) == 0;
-	if (!ok)
-		state.SkipWithError("write failed");
-	report_paths(state, before);
-	report(state, ns, 0);
-	const auto writes = state.iterations() * static_cast<int64_t>(mod);
-	state.SetBytesProcessed(writes * bytes);
-	state.SetItemsProcessed(writes);  // items_per_second: writes/s
-	if (!ns.empty()) {
-		const double median = state.counters["median_ns"];
-		state.counters["median_writes_per_s"] = 1e9 / median;
-		state.counters["median_bytes_per_s"] = 1e9 * bytes / median;
-	}
-	state.counters["depth"] = static_cast<double>(depth);
-	state.counters["moderation"] = static_cast<double>(mod);
+void BM_Write_Bandwidth(benchmark::State& state) {
+  const auto bytes = static_cast<uint32_t>(state.range(0));
+  const auto depth = static_cast<uint64_t>(state.range(1));
+  const uint64_t mod = std::min<uint64_t>(kModeration, depth);
+  std::vector<double> ns;
+  ns.reserve(static_cast<size_t>(state.max_iterations));
+  const PathCounts before = path_counts();
+  uint64_t posted = 0;   // writes posted
+  uint64_t retired = 0;  // writes a polled signaled completion covers: a multiple of mod
+  auto fill = [&] {
+    for (; posted - retired < depth; ++posted)
+      if (ub::post_write(g_link, kOut, kIn, bytes, (posted + 1) % mod == 0, false, posted)) return false;
+    return true;
+  };
+  auto retire = [&] {
+    ibv_wc wc;
+    int n;
+    while ((n = ibv_poll_cq(g_link.cq, 1, &wc)) == 0) {
+    }
+    if (n < 0 || wc.status != IBV_WC_SUCCESS) return false;
+    retired += mod;
+    return true;
+  };
+  bool ok = fill();
+  auto last = Clock::now();
+  for (auto _ : state) {
+    if (!ok || !(ok = retire() && fill())) {
+      state.SkipWithError("write failed");
+      break;
+    }
+    const auto now = Clock::now();
+    const double dt = std::chrono::duration<double, std::nano>(now - last).count();
+    last = now;
+    state.SetIterationTime(dt * 1e-9);
+    ns.push_back(dt / static_cast<double>(mod));
+  }
+  // Leave the queue empty for the next benchmark: the signaled writes still out, then
+  // one more signaled write to retire the unsignaled tail.
+  while (ok && retired + mod <= posted) ok = retire();
+  if (ok && posted > retired)
+    ok = ub::post_write(g_link, kOut, kIn, bytes, true, false, posted) == 0 && ub::poll_n(g_link, 1) == 0;
+  if (!ok) state.SkipWithError("write failed");
+  report_paths(state, before);
+  report(state, ns, 0);
+  const auto writes = state.iterations() * static_cast<int64_t>(mod);
+  state.SetBytesProcessed(writes * bytes);
+  state.SetItemsProcessed(writes);  // items_per_second: writes/s
+  if (!ns.empty()) {
+    const double median = state.counters["median_ns"];
+    state.counters["median_writes_per_s"] = 1e9 / median;
+    state.counters["median_bytes_per_s"] = 1e9 * bytes / median;
+  }
+  state.counters["depth"] = static_cast<double>(depth);
+  state.counters["moderation"] = static_cast<double>(mod);
 }
 
 // Post-to-completion at random page-aligned offsets over a large target footprint:
 // on a real NIC the target's translation cache misses; rxe has no such cache.
-void BM_Write_RandomTarget(benchmark::State &state)
-{
-	const auto bytes = static_cast<uint32_t>(state.range(0));
-	const size_t pages = (g_footprint - bytes) / 4096;
-	std::mt19937_64 rng(42);
-	std::vector<double> ns;
-	ns.reserve(static_cast<size_t>(state.max_iterations));
-	if (!warm_up(kFootprint, bytes)) {
-		state.SkipWithError("write failed");
-		return;
-	}
-	for (auto _ : state) {
-		size_t off = kFootprint + (rng() % pages) * 4096;
-		if (!timed_write(state, ns, off, bytes, 1))
-			break;
-	}
-	state.counters["footprint_mib"] = static_cast<double>(g_footprint >> 20);
-	report(state, ns, bytes);
+void BM_Write_RandomTarget(benchmark::State& state) {
+  const auto bytes = static_cast<uint32_t>(state.range(0));
+  const size_t pages = (g_footprint - bytes) / 4096;
+  std::mt19937_64 rng(42);
+  std::vector<double> ns;
+  ns.reserve(static_cast<size_t>(state.max_iterations));
+  if (!warm_up(kFootprint, bytes)) {
+    state.SkipWithError("write failed");
+    return;
+  }
+  for (auto _ : state) {
+    size_t off = kFootprint + (rng() % pages) * 4096;
+    if (!timed_write(state, ns, off, bytes, 1)) break;
+  }
+  state.counters["footprint_mib"] = static_cast<double>(g_footprint >> 20);
+  report(state, ns, bytes);
 }
 
 // The physical floor of a CPU copy of this size in this environment.
-void BM_Floor_Memcpy(benchmark::State &state)
-{
-	const auto bytes = static_cast<size_t>(state.range(0));
-	std::vector<double> ns;
-	ns.reserve(static_cast<size_t>(state.max_iterations));
-	for (auto _ : state) {
-		auto t0 = Clock::now();
-		memcpy(g_link.buf + kIn, g_link.buf + kOut, bytes);
-		benchmark::ClobberMemory();
-		auto dt = ns_since(t0);
-		state.SetIterationTime(dt * 1e-9);
-		ns.push_back(dt);
-	}
-	report(state, ns, bytes);
+void BM_Floor_Memcpy(benchmark::State& state) {
+  const auto bytes = static_cast<size_t>(state.range(0));
+  std::vector<double> ns;
+  ns.reserve(static_cast<size_t>(state.max_iterations));
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    memcpy(g_link.buf + kIn, g_link.buf + kOut, bytes);
+    benchmark::ClobberMemory();
+    auto dt = ns_since(t0);
+    state.SetIterationTime(dt * 1e-9);
+    ns.push_back(dt);
+  }
+  report(state, ns, bytes);
 }
 
 // The cost of entering and leaving the kernel once, the other half of the direct floor.
-void BM_Floor_Syscall(benchmark::State &state)
-{
-	std::vector<double> ns;
-	ns.reserve(static_cast<size_t>(state.max_iterations));
-	for (auto _ : state) {
-		auto t0 = Clock::now();
-		benchmark::DoNotOptimize(syscall(SYS_getppid));
-		auto dt = ns_since(t0);
-		state.SetIterationTime(dt * 1e-9);
-		ns.push_back(dt);
-	}
-	report(state, ns, 0);
+void BM_Floor_Syscall(benchmark::State& state) {
+  std::vector<double> ns;
+  ns.reserve(static_cast<size_t>(state.max_iterations));
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    benchmark::DoNotOptimize(syscall(SYS_getppid));
+    auto dt = ns_since(t0);
+    state.SetIterationTime(dt * 1e-9);
+    ns.push_back(dt);
+  }
+  report(state, ns, 0);
 }
 
 // An empty submission to the module (UNLOAD_IOC_SUBMIT with no requests): what every
 // direct write pays to reach the module before its first check (the syscall, the LSM's
 // ioctl hook, the session, the header's copies), on a session of the benchmark's own.
 // Skipped without /dev/unload or with a module of another ABI.
-void BM_Floor_Submit(benchmark::State &state)
-{
-	const int fd = open(UNLOAD_DEVICE_PATH, O_RDWR | O_CLOEXEC);
-	unload_hello hello{};
-	hello.abi_version = UNLOAD_ABI_VERSION;
-	if (fd < 0 || ioctl(fd, UNLOAD_IOC_HELLO, &hello) != 0) {
-		state.SkipWithError(fd < 0 ? "no " UNLOAD_DEVICE_PATH : "the module speaks another ABI");
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	std::vector<double> ns;
-	ns.reserve(static_cast<size_t>(state.max_iterations));
-	for (auto _ : state) {
-		unload_submit s{};
-		auto t0 = Clock::now();
-		const int rc = ioctl(fd, UNLOAD_IOC_SUBMIT, &s);
-		auto dt = ns_since(t0);
-		if (rc != 0) {
-			state.SkipWithError("UNLOAD_IOC_SUBMIT failed");
-			break;
-		}
-		state.SetIterationTime(dt * 1e-9);
-		ns.push_back(dt);
-	}
-	close(fd);
-	report(state, ns, 0);
+void BM_Floor_Submit(benchmark::State& state) {
+  const int fd = open(UNLOAD_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+  unload_hello hello{};
+  hello.abi_version = UNLOAD_ABI_VERSION;
+  if (fd < 0 || ioctl(fd, UNLOAD_IOC_HELLO, &hello) != 0) {
+    state.SkipWithError(fd < 0 ? "no " UNLOAD_DEVICE_PATH : "the module speaks another ABI");
+    if (fd >= 0) close(fd);
+    return;
+  }
+  std::vector<double> ns;
+  ns.reserve(static_cast<size_t>(state.max_iterations));
+  for (auto _ : state) {
+    unload_submit s{};
+    auto t0 = Clock::now();
+    const int rc = ioctl(fd, UNLOAD_IOC_SUBMIT, &s);
+    auto dt = ns_since(t0);
+    if (rc != 0) {
+      state.SkipWithError("UNLOAD_IOC_SUBMIT failed");
+      break;
+    }
+    state.SetIterationTime(dt * 1e-9);
+    ns.push_back(dt);
+  }
+  close(fd);
+  report(state, ns, 0);
 }
 
-double p99_of(const std::vector<double> &v)
-{
-	std::vector<double> s(v);
-	std::sort(s.begin(), s.end());
-	return s.empty() ? 0 : s[std::min(s.size() - 1, s.size() * 99 / 100)];
+double p99_of(const std::vector<double>& v) {
+  std::vector<double> s(v);
+  std::sort(s.begin(), s.end());
+  return s.empty() ? 0 : s[std::min(s.size() - 1, s.size() * 99 / 100)];
 }
 
 // 8 B, then powers of 4 from 64 B. Iterations() holds for a whole registration, so each
 // size is its own registration with its own count.
 template <class Fn>
-void register_sizes(const char *name, Fn fn, size_t max_bytes)
-{
-	for (size_t s = 8; s <= max_bytes; s = s == 8 ? 64 : s * 4)
-		benchmark::RegisterBenchmark(name, fn)
-			->ArgName("bytes")
-			->Arg(static_cast<int64_t>(s))
-			->Iterations(iters_for(s))
-			->UseManualTime()
-			->ComputeStatistics("p99", p99_of);
+void register_sizes(const char* name, Fn fn, size_t max_bytes) {
+  for (size_t s = 8; s <= max_bytes; s = s == 8 ? 64 : s * 4)
+    benchmark::RegisterBenchmark(name, fn)
+        ->ArgName("bytes")
+        ->Arg(static_cast<int64_t>(s))
+        ->Iterations(iters_for(s))
+        ->UseManualTime()
+        ->ComputeStatistics("p99", p99_of);
 }
 
 // Runs of kModeration writes: an eighth of the latency benchmarks' iterations, since each
 // is a hundred writes (a 1 MiB run is 100 MiB: seconds under TCG), but at least three to
 // take a median of.
-void register_bandwidth(size_t max_bytes, int64_t depth)
-{
-	for (size_t s = 8; s <= max_bytes; s = s == 8 ? 64 : s * 4)
-		benchmark::RegisterBenchmark("BM_Write_Bandwidth", BM_Write_Bandwidth)
-			->ArgNames({"bytes", "depth"})
-			->Args({static_cast<int64_t>(s), depth})
-			->Iterations(std::max<int64_t>(3, iters_for(s) / 8))
-			->UseManualTime()
-			->ComputeStatistics("p99", p99_of);
+void register_bandwidth(size_t max_bytes, int64_t depth) {
+  for (size_t s = 8; s <= max_bytes; s = s == 8 ? 64 : s * 4)
+    benchmark::RegisterBenchmark("BM_Write_Bandwidth", BM_Write_Bandwidth)
+        ->ArgNames({"bytes", "depth"})
+        ->Args({static_cast<int64_t>(s), depth})
+        ->Iterations(std::max<int64_t>(3, iters_for(s) / 8))
+        ->UseManualTime()
+        ->ComputeStatistics("p99", p99_of);
 }
 
-void register_all()
-{
-	register_sizes("BM_Write_PostToCompletion", BM_Write_PostToCompletion, kMaxWrite);
-	register_sizes("BM_Write_PingPong", BM_Write_PingPong, kMaxWrite);
-	register_bandwidth(kMaxWrite, ub::kMaxSendWr);
-	register_sizes("BM_Write_RandomTarget", BM_Write_RandomTarget, 64 * 1024);
-	// 1 ms: inside the module's default pair_idle_ms; 20 ms: beyond it. Not in the sweep,
-	// a run being mostly sleep: --benchmark_filter=BM_Write_Sparse runs it (README, Benchmarks).
-	for (int64_t gap_ms : {1, 20})
-		benchmark::RegisterBenchmark("BM_Write_Sparse", BM_Write_Sparse)
-			->ArgNames({"bytes", "gap_ms"})
-			->Args({8, gap_ms})
-			->Iterations(100)
-			->UseManualTime()
-			->ComputeStatistics("p99", p99_of);
-	register_sizes("BM_Floor_Memcpy", BM_Floor_Memcpy, kMaxWrite);
-	benchmark::RegisterBenchmark("BM_Floor_Syscall", BM_Floor_Syscall)
-		->UseManualTime()
-		->Iterations(20000)
-		->ComputeStatistics("p99", p99_of);
-	benchmark::RegisterBenchmark("BM_Floor_Submit", BM_Floor_Submit)
-		->UseManualTime()
-		->Iterations(20000)
-		->ComputeStatistics("p99", p99_of);
+void register_all() {
+  register_sizes("BM_Write_PostToCompletion", BM_Write_PostToCompletion, kMaxWrite);
+  register_sizes("BM_Write_PingPong", BM_Write_PingPong, kMaxWrite);
+  register_bandwidth(kMaxWrite, ub::kMaxSendWr);
+  register_sizes("BM_Write_RandomTarget", BM_Write_RandomTarget, 64 * 1024);
+  // 1 ms: inside the module's default pair_idle_ms; 20 ms: beyond it. Not in the sweep,
+  // a run being mostly sleep: --benchmark_filter=BM_Write_Sparse runs it (README, Benchmarks).
+  for (int64_t gap_ms : {1, 20})
+    benchmark::RegisterBenchmark("BM_Write_Sparse", BM_Write_Sparse)
+        ->ArgNames({"bytes", "gap_ms"})
+        ->Args({8, gap_ms})
+        ->Iterations(100)
+        ->UseManualTime()
+        ->ComputeStatistics("p99", p99_of);
+  register_sizes("BM_Floor_Memcpy", BM_Floor_Memcpy, kMaxWrite);
+  benchmark::RegisterBenchmark("BM_Floor_Syscall", BM_Floor_Syscall)
+      ->UseManualTime()
+      ->Iterations(20000)
+      ->ComputeStatistics("p99", p99_of);
+  benchmark::RegisterBenchmark("BM_Floor_Submit", BM_Floor_Submit)
+      ->UseManualTime()
+      ->Iterations(20000)
+      ->ComputeStatistics("p99", p99_of);
 }
 
-std::string read_line(const std::string &path)
-{
-	std::ifstream f(path);
-	std::string s;
-	std::getline(f, s);
-	return s;
+std::string read_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string s;
+  std::getline(f, s);
+  return s;
 }
 
-void add_context()
-{
-	utsname u{};
-	uname(&u);
-	benchmark::AddCustomContext("kernel", u.release);
-	benchmark::AddCustomContext("device", g_link.device_name);
-	benchmark::AddCustomContext("gid_index", std::to_string(g_link.gid_index));
-	benchmark::AddCustomContext("qp_max_inline", std::to_string(g_link.max_inline));
-	benchmark::AddCustomContext("spin_yield", g_spin_yield ? "1" : "0");
-	for (const char *env : {"UNLOAD_MODE", "UNLOAD_PATH", "LD_PRELOAD"}) {
-		const char *v = getenv(env);
-		benchmark::AddCustomContext(env, v ? v : "");
-	}
+void add_context() {
+  utsname u{};
+  uname(&u);
+  benchmark::AddCustomContext("kernel", u.release);
+  benchmark::AddCustomContext("device", g_link.device_name);
+  benchmark::AddCustomContext("gid_index", std::to_string(g_link.gid_index));
+  benchmark::AddCustomContext("qp_max_inline", std::to_string(g_link.max_inline));
+  benchmark::AddCustomContext("spin_yield", g_spin_yield ? "1" : "0");
+  for (const char* env : {"UNLOAD_MODE", "UNLOAD_PATH", "LD_PRELOAD"}) {
+    const char* v = getenv(env);
+    benchmark::AddCustomContext(env, v ? v : "");
+  }
 #define UNLOAD_BENCH_TUNABLE(name, min, max, def) #name,
-	for (const char *t : {"mode", UNLOAD_TUNABLE_RANGES(UNLOAD_BENCH_TUNABLE)
-				  UNLOAD_MODULE_TUNABLE_RANGES(UNLOAD_BENCH_TUNABLE)}) {
+  for (const char* t : {"mode", UNLOAD_TUNABLE_RANGES(UNLOAD_BENCH_TUNABLE)
+                                    UNLOAD_MODULE_TUNABLE_RANGES(UNLOAD_BENCH_TUNABLE)}) {
 #undef UNLOAD_BENCH_TUNABLE
-		std::string v = read_line(std::string("/sys/kernel/unload/") + t);
-		benchmark::AddCustomContext(std::string("unload.") + t, v.empty() ? "-" : v);
-	}
+    std::string v = read_line(std::string("/sys/kernel/unload/") + t);
+    benchmark::AddCustomContext(std::string("unload.") + t, v.empty() ? "-" : v);
+  }
 }
 
 // The server: connect, then answer ping-pong rounds until told to stop.
-int serve(const ub::LinkOptions &opt, int sock)
-{
-	std::string err;
-	if (int rc = g_link.connect(opt, sock, err); rc) {
-		fprintf(stderr, "bench server: %s: %s\n", err.c_str(), strerror(-rc));
-		return 1;
-	}
-	Command c{};
-	while (ub::sock_recv(sock, &c, sizeof(c)) == 0 && c.op == Op::pingpong) {
-		Drain drain;
-		uint8_t tag = 0;
-		const size_t last = kIn + c.bytes - 1;
-		for (uint64_t i = 0; i < c.iters; i++) {
-			tag = static_cast<uint8_t>(tag % 255 + 1);
-			spin_until(last, tag);
-			g_link.buf[kOut + c.bytes - 1] = tag;
-			if (ub::post_write(g_link, kOut, kIn, c.bytes, true, false, tag))
-				return 1;
-			drain.after_post();
-		}
-		drain.finish();
-		// The next round reuses the tags from 1: clear our target's last byte.
-		*byte_at(last) = 0;
-		char done = drain.ok ? 1 : 0;
-		ub::sock_send(sock, &done, 1);
-	}
-	return 0;
+int serve(const ub::LinkOptions& opt, int sock) {
+  std::string err;
+  if (int rc = g_link.connect(opt, sock, err); rc) {
+    fprintf(stderr, "bench server: %s: %s\n", err.c_str(), strerror(-rc));
+    return 1;
+  }
+  Command c{};
+  while (ub::sock_recv(sock, &c, sizeof(c)) == 0 && c.op == Op::pingpong) {
+    Drain drain;
+    uint8_t tag = 0;
+    const size_t last = kIn + c.bytes - 1;
+    for (uint64_t i = 0; i < c.iters; i++) {
+      tag = static_cast<uint8_t>(tag % 255 + 1);
+      spin_until(last, tag);
+      g_link.buf[kOut + c.bytes - 1] = tag;
+      if (ub::post_write(g_link, kOut, kIn, c.bytes, true, false, tag)) return 1;
+      drain.after_post();
+    }
+    drain.finish();
+    // The next round reuses the tags from 1: clear our target's last byte.
+    *byte_at(last) = 0;
+    char done = drain.ok ? 1 : 0;
+    ub::sock_send(sock, &done, 1);
+  }
+  return 0;
 }
 
-bool take_flag(const char *arg, const char *name, std::string &value)
-{
-	size_t n = strlen(name);
-	if (strncmp(arg, name, n) || arg[n] != '=')
-		return false;
-	value = arg + n + 1;
-	return true;
+bool take_flag(const char* arg, const char* name, std::string& value) {
+  size_t n = strlen(name);
+  if (strncmp(arg, name, n) || arg[n] != '=') return false;
+  value = arg + n + 1;
+  return true;
 }
 
 }  // namespace
 
-int main(int argc, char **argv)
-{
-	ub::LinkOptions opt;
-	std::string spin_yield = "auto";
-	std::vector<char *> rest{argv[0]};
-	for (int i = 1; i < argc; i++) {
-		std::string v;
-		char *end = nullptr;
-		if (take_flag(argv[i], "--device", v)) {
-			opt.device = v;
-		} else if (take_flag(argv[i], "--gid", v)) {
-			opt.gid_index = static_cast<int>(strtol(v.c_str(), &end, 10));
-			if (v.empty() || *end || opt.gid_index < 0) {
-				fprintf(stderr, "bench: --gid wants a GID index, not '%s'\n", v.c_str());
-				return 2;
-			}
-		} else if (take_flag(argv[i], "--footprint_mib", v)) {
-			unsigned long mib = strtoul(v.c_str(), &end, 10);
-			if (v.empty() || *end || mib < 1 || mib > 4096) {
-				fprintf(stderr, "bench: --footprint_mib wants 1..4096, not '%s'\n",
-					v.c_str());
-				return 2;
-			}
-			g_footprint = mib << 20;
-		} else if (take_flag(argv[i], "--spin_yield", v)) {
-			if (v != "auto" && v != "0" && v != "1") {
-				fprintf(stderr, "bench: --spin_yield wants auto, 0 or 1, not '%s'\n",
-					v.c_str());
-				return 2;
-			}
-			spin_yield = v;
-		} else if (take_flag(argv[i], "--iters_scale", v)) {
-			g_iters_scale = strtod(v.c_str(), &end);
-			if (v.empty() || *end || !(g_iters_scale > 0 && g_iters_scale <= 100)) {
-				fprintf(stderr, "bench: --iters_scale wants (0, 100], not '%s'\n",
-					v.c_str());
-				return 2;
-			}
-		} else {
-			rest.push_back(argv[i]);
-		}
-	}
-	opt.buffer_bytes = kFootprint + g_footprint;
-	// Two spinning processes and the device need more than 2 CPUs to spin freely.
-	g_spin_yield = spin_yield == "1" || (spin_yield == "auto" && sysconf(_SC_NPROCESSORS_ONLN) < 4);
+int main(int argc, char** argv) {
+  ub::LinkOptions opt;
+  std::string spin_yield = "auto";
+  std::vector<char*> rest{argv[0]};
+  for (int i = 1; i < argc; i++) {
+    std::string v;
+    char* end = nullptr;
+    if (take_flag(argv[i], "--device", v)) {
+      opt.device = v;
+    } else if (take_flag(argv[i], "--gid", v)) {
+      opt.gid_index = static_cast<int>(strtol(v.c_str(), &end, 10));
+      if (v.empty() || *end || opt.gid_index < 0) {
+        fprintf(stderr, "bench: --gid wants a GID index, not '%s'\n", v.c_str());
+        return 2;
+      }
+    } else if (take_flag(argv[i], "--footprint_mib", v)) {
+      unsigned long mib = strtoul(v.c_str(), &end, 10);
+      if (v.empty() || *end || mib < 1 || mib > 4096) {
+        fprintf(stderr, "bench: --footprint_mib wants 1..4096, not '%s'\n", v.c_str());
+        return 2;
+      }
+      g_footprint = mib << 20;
+    } else if (take_flag(argv[i], "--spin_yield", v)) {
+      if (v != "auto" && v != "0" && v != "1") {
+        fprintf(stderr, "bench: --spin_yield wants auto, 0 or 1, not '%s'\n", v.c_str());
+        return 2;
+      }
+      spin_yield = v;
+    } else if (take_flag(argv[i], "--iters_scale", v)) {
+      g_iters_scale = strtod(v.c_str(), &end);
+      if (v.empty() || *end || !(g_iters_scale > 0 && g_iters_scale <= 100)) {
+        fprintf(stderr, "bench: --iters_scale wants (0, 100], not '%s'\n", v.c_str());
+        return 2;
+      }
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  opt.buffer_bytes = kFootprint + g_footprint;
+  // Two spinning processes and the device need more than 2 CPUs to spin freely.
+  g_spin_yield = spin_yield == "1" || (spin_yield == "auto" && sysconf(_SC_NPROCESSORS_ONLN) < 4);
 
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
-		perror("bench: socketpair");
-		return 1;
-	}
-	pid_t server = fork();
-	if (server < 0) {
-		perror("bench: fork");
-		return 1;
-	}
-	if (server == 0) {
-		close(sv[0]);
-		_exit(serve(opt, sv[1]));
-	}
-	close(sv[1]);
-	g_sock = sv[0];
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+    perror("bench: socketpair");
+    return 1;
+  }
+  pid_t server = fork();
+  if (server < 0) {
+    perror("bench: fork");
+    return 1;
+  }
+  if (server == 0) {
+    close(sv[0]);
+    _exit(serve(opt, sv[1]));
+  }
+  close(sv[1]);
+  g_sock = sv[0];
 
-	std::string err;
-	int rc = g_link.connect(opt, g_sock, err);
-	if (rc) {
-		fprintf(stderr, "bench: %s: %s\n", err.c_str(), strerror(-rc));
-		close(g_sock);
-		waitpid(server, nullptr, 0);
-		return 1;
-	}
-	int bargc = static_cast<int>(rest.size());
-	benchmark::Initialize(&bargc, rest.data());
-	register_all();
-	add_context();
-	benchmark::RunSpecifiedBenchmarks();
-	benchmark::Shutdown();
+  std::string err;
+  int rc = g_link.connect(opt, g_sock, err);
+  if (rc) {
+    fprintf(stderr, "bench: %s: %s\n", err.c_str(), strerror(-rc));
+    close(g_sock);
+    waitpid(server, nullptr, 0);
+    return 1;
+  }
+  int bargc = static_cast<int>(rest.size());
+  benchmark::Initialize(&bargc, rest.data());
+  register_all();
+  add_context();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
 
-	Command stop{Op::stop, 0, 0};
-	ub::sock_send(g_sock, &stop, sizeof(stop));
-	close(g_sock);
-	int status = 0;
-	waitpid(server, &status, 0);
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+  Command stop{Op::stop, 0, 0};
+  ub::sock_send(g_sock, &stop, sizeof(stop));
+  close(g_sock);
+  int status = 0;
+  waitpid(server, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }

@@ -49,7 +49,10 @@ bool parse_u32(const char* s, uint32_t& out) {
 bool parse_mode(const char* s, uint32_t& out) {
   static const char* const names[] = {"offload", "unload", "threshold", "adaptive"};
   for (uint32_t i = 0; i < 4; ++i)
-    if (std::strcmp(s, names[i]) == 0) { out = i; return true; }
+    if (std::strcmp(s, names[i]) == 0) {
+      out = i;
+      return true;
+    }
   return false;
 }
 
@@ -58,8 +61,8 @@ void env_u32(const char* var, uint32_t& field, uint32_t max = UINT32_MAX) {
   if (!s) return;
   uint32_t v;
   if (!parse_u32(s, v) || v > max) {
-    std::fprintf(stderr, "unload: %s=\"%s\" is not a number in 0..%" PRIu32 "; keeping %" PRIu32 "\n",
-                 var, s, max, field);
+    std::fprintf(stderr, "unload: %s=\"%s\" is not a number in 0..%" PRIu32 "; keeping %" PRIu32 "\n", var, s,
+                 max, field);
     return;
   }
   field = v;
@@ -72,7 +75,12 @@ bool env_mode(Tunables& t) {
   if (!parse_mode(s, m)) {
     std::fprintf(stderr,
                  "unload: UNLOAD_MODE=\"%s\" is not one of offload, unload, threshold, adaptive; "
-                 "keeping %s\n", s, t.mode == 0 ? "offload" : t.mode == 1 ? "unload" : t.mode == 2 ? "threshold" : "adaptive");
+                 "keeping %s\n",
+                 s,
+                 t.mode == 0   ? "offload"
+                 : t.mode == 1 ? "unload"
+                 : t.mode == 2 ? "threshold"
+                               : "adaptive");
     return false;
   }
   t.mode = m;
@@ -90,7 +98,8 @@ bool env_path() {
     }
   std::fprintf(stderr,
                "unload: UNLOAD_PATH=\"%s\" is not one of offload, inline, stage, direct; "
-               "ignored\n", s);
+               "ignored\n",
+               s);
   return false;
 }
 
@@ -102,11 +111,13 @@ void write_stats_file() {
   int n = std::snprintf(buf, sizeof buf, "pid %d\n", static_cast<int>(getpid()));
   for (unsigned i = 0; i < policy::kPathCount; ++i) {
     const char* name = i == 0 ? "offload" : i == 1 ? "inline" : i == 2 ? "stage" : "direct";
-    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "writes_%s %" PRIu64 "\n", name, t.writes[i]);
+    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "writes_%s %" PRIu64 "\n", name,
+                       t.writes[i]);
   }
   for (unsigned i = 0; i < policy::kPathCount; ++i) {
     const char* name = i == 0 ? "offload" : i == 1 ? "inline" : i == 2 ? "stage" : "direct";
-    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "bytes_%s %" PRIu64 "\n", name, t.bytes[i]);
+    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "bytes_%s %" PRIu64 "\n", name,
+                       t.bytes[i]);
   }
   n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "fences %" PRIu64 "\n", t.fences);
   for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)  // the reasons that occurred
@@ -140,7 +151,8 @@ ThreadStats& thread_stats() {
     std::call_once(listed, [] {
       ThreadStats* h = g_stats_list.load(std::memory_order_relaxed);
       do shared_block.next = h;
-      while (!g_stats_list.compare_exchange_weak(h, &shared_block, std::memory_order_release, std::memory_order_relaxed));
+      while (!g_stats_list.compare_exchange_weak(h, &shared_block, std::memory_order_release,
+                                                 std::memory_order_relaxed));
     });
     t_stats = &shared_block;
     return shared_block;
@@ -181,9 +193,9 @@ void count_writes(Path p, uint64_t n, uint64_t bytes) {
 
 const char* why_name(Why w) {
   static const char* const names[UNLOAD_WHY_COUNT] = {
-      "not_rc", "program_inline", "path_off", "no_module", "remote_peer", "unregistered",
-      "unpaired", "poisoned", "qp_error", "cq", "queue", "fence", "size", "region",
-      "no_room", "refused", "policy", "with_imm"};
+      "not_rc",   "program_inline", "path_off", "no_module", "remote_peer", "unregistered",
+      "unpaired", "poisoned",       "qp_error", "cq",        "queue",       "fence",
+      "size",     "region",         "no_room",  "refused",   "policy",      "with_imm"};
   const unsigned i = static_cast<unsigned>(w);
   return i < UNLOAD_WHY_COUNT ? names[i] : "none";
 }
@@ -209,7 +221,8 @@ Totals stats_totals() {
       t.bytes[i] += __atomic_load_n(&s->bytes[i], __ATOMIC_RELAXED);
     }
     t.fences += __atomic_load_n(&s->fences, __ATOMIC_RELAXED);
-    for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i) t.why_not[i] += __atomic_load_n(&s->why_not[i], __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
+      t.why_not[i] += __atomic_load_n(&s->why_not[i], __ATOMIC_RELAXED);
   }
   return t;
 }
@@ -223,7 +236,9 @@ const Tunables& tunables() {
   }
   return t_tunables;
 }
-bool kmod_present() { return g_have_kmod; }
+bool kmod_present() {
+  return g_have_kmod;
+}
 
 bool forced_path(Path& p) {
   p = g_forced_path;
@@ -255,7 +270,8 @@ void config_init() {
     g_have_kmod = false;
     std::fprintf(stderr,
                  "unload: kernel module not available (%s): stage and direct paths off, "
-                 "tunables from UNLOAD_* environment\n", why);
+                 "tunables from UNLOAD_* environment\n",
+                 why);
   } else {
     g_have_kmod = true;
   }

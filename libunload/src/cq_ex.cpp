@@ -10,11 +10,11 @@
 namespace unload::rt {
 
 struct CqxState {
-  ibv_cq_ex orig;       // the provider's table
-  uint64_t wc_flags;    // what the program asked ibv_create_cq_ex for
-  bool pass;            // this sequence is the provider's alone (nothing of the shim's here)
-  bool synth;           // the current completion is `cur`, made by the shim
-  bool provider_open;   // the provider's start_poll succeeded; its end_poll is due
+  ibv_cq_ex orig;      // the provider's table
+  uint64_t wc_flags;   // what the program asked ibv_create_cq_ex for
+  bool pass;           // this sequence is the provider's alone (nothing of the shim's here)
+  bool synth;          // the current completion is `cur`, made by the shim
+  bool provider_open;  // the provider's start_poll succeeded; its end_poll is due
   bool gate_how;
   ibv_poll_cq_attr attr;
   ibv_wc cur;
@@ -22,7 +22,9 @@ struct CqxState {
 
 namespace {
 
-CqRec* cqx_rec(ibv_cq_ex* cq) { return g_cqs.find(key_of(ibv_cq_ex_to_cq(cq))); }
+CqRec* cqx_rec(ibv_cq_ex* cq) {
+  return g_cqs.find(key_of(ibv_cq_ex_to_cq(cq)));
+}
 
 // Maps the provider's current completion in place. false when the program must not see it.
 bool map_current(CqRec* c, CqxState* s, ibv_cq_ex* cq) {
@@ -136,10 +138,10 @@ extern "C" void unload_cqx_end_poll(ibv_cq_ex* cq) {
 // The read_* entry points: from the shim's completion while one is current. A direct
 // write's completion has what a NIC's RDMA WRITE completion has; the receive-side fields
 // are undefined for it, and 0 here.
-#define UNLOAD_CQX_READ(type, name, synth_value)                           \
-  extern "C" type unload_cqx_##name(ibv_cq_ex* cq) {                                        \
-    const CqxState* s = cqx_rec(cq)->cqx_state;                            \
-    return s->synth ? static_cast<type>(synth_value) : s->orig.name(cq);   \
+#define UNLOAD_CQX_READ(type, name, synth_value)                         \
+  extern "C" type unload_cqx_##name(ibv_cq_ex* cq) {                     \
+    const CqxState* s = cqx_rec(cq)->cqx_state;                          \
+    return s->synth ? static_cast<type>(synth_value) : s->orig.name(cq); \
   }
 UNLOAD_CQX_READ(ibv_wc_opcode, read_opcode, s->cur.opcode)
 UNLOAD_CQX_READ(uint32_t, read_vendor_err, s->cur.vendor_err)

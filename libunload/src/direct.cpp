@@ -194,7 +194,10 @@ int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
 
 int place_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
   if (const int rc = fence_before_direct(q, w[0].rt.req)) {
-    *why = rc == -ETIMEDOUT ? Why::fence : rc == -EBUSY ? Why::queue : rc == -EIO ? Why::qp_error : Why::no_room;
+    *why = rc == -ETIMEDOUT ? Why::fence
+           : rc == -EBUSY   ? Why::queue
+           : rc == -EIO     ? Why::qp_error
+                            : Why::no_room;
     return 0;
   }
   return run_direct(q, w, n, why);

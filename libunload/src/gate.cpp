@@ -14,7 +14,9 @@ namespace {
 std::atomic<bool> g_biased{false};
 UNLOAD_TLS_HOT constinit thread_local uint32_t t_tid = 0;
 
-long membarrier(int cmd) { return syscall(__NR_membarrier, cmd, 0, 0); }
+long membarrier(int cmd) {
+  return syscall(__NR_membarrier, cmd, 0, 0);
+}
 
 }  // namespace
 
@@ -33,7 +35,9 @@ uint32_t this_tid() {
   return t_tid;
 }
 
-bool Gate::biased_allowed() { return g_biased.load(std::memory_order_relaxed); }
+bool Gate::biased_allowed() {
+  return g_biased.load(std::memory_order_relaxed);
+}
 
 void Gate::join() {
   shared_.store(true, std::memory_order_seq_cst);

@@ -54,8 +54,10 @@ class Gate {
     return kLocked;
   }
   void leave(bool how) {
-    if (how == kBiased) owner_in_.store(false, std::memory_order_release);
-    else mu_.clear(std::memory_order_release);
+    if (how == kBiased)
+      owner_in_.store(false, std::memory_order_release);
+    else
+      mu_.clear(std::memory_order_release);
   }
   bool shared() const { return shared_.load(std::memory_order_relaxed); }
 
@@ -70,10 +72,10 @@ class Gate {
       while (mu_.test(std::memory_order_relaxed)) __builtin_ia32_pause();
   }
 
-  std::atomic<uint32_t> owner_{0};     // tid of the first thread in; 0 before
-  std::atomic<bool> shared_{false};    // a second thread came: everybody locks from now on
-  std::atomic<bool> owner_in_{false};  // the owner is inside without the lock
-  std::atomic<bool> handed_{false};    // shared, and the owner was seen out after that
+  std::atomic<uint32_t> owner_{0};          // tid of the first thread in; 0 before
+  std::atomic<bool> shared_{false};         // a second thread came: everybody locks from now on
+  std::atomic<bool> owner_in_{false};       // the owner is inside without the lock
+  std::atomic<bool> handed_{false};         // shared, and the owner was seen out after that
   std::atomic_flag mu_ = ATOMIC_FLAG_INIT;  // guards the CQ's consumers once shared
 };
 

@@ -16,7 +16,8 @@ namespace unload::rt {
 
 Kmod g_kmod;
 
-static_assert(sizeof(unload_tunables) == sizeof(policy::Tunables), "control page tunables = policy::Tunables");
+static_assert(sizeof(unload_tunables) == sizeof(policy::Tunables),
+              "control page tunables = policy::Tunables");
 // Without the module the runtime starts where the module does.
 #define UNLOAD_SAME_DEFAULT(name, min, max, def) \
   static_assert(policy::kDefaultTunables.name == (def), #name ": policy default = the module's");
@@ -70,7 +71,9 @@ void kmod_count(policy::Path p, uint64_t n, uint64_t bytes) {
   __atomic_fetch_add(&g_kmod.cnt->bytes[i], bytes, __ATOMIC_RELAXED);
 }
 
-void kmod_count_fence() { __atomic_fetch_add(&g_kmod.cnt->fences, 1, __ATOMIC_RELAXED); }
+void kmod_count_fence() {
+  __atomic_fetch_add(&g_kmod.cnt->fences, 1, __ATOMIC_RELAXED);
+}
 
 void kmod_count_why(unsigned why, uint64_t n) {
   if (why < UNLOAD_WHY_COUNT) __atomic_fetch_add(&g_kmod.cnt->why_not[why], n, __ATOMIC_RELAXED);
@@ -125,7 +128,8 @@ int kmod_arena_alloc(size_t length, void** addr, size_t* out_len, uint32_t* id) 
   unload_arena a{};
   a.length = length;
   if (ioctl(g_kmod.fd, UNLOAD_IOC_ARENA_ALLOC, &a) != 0) return -errno;
-  void* p = mmap(nullptr, a.length, PROT_READ | PROT_WRITE, MAP_SHARED, g_kmod.fd, static_cast<off_t>(a.mmap_offset));
+  void* p = mmap(nullptr, a.length, PROT_READ | PROT_WRITE, MAP_SHARED, g_kmod.fd,
+                 static_cast<off_t>(a.mmap_offset));
   if (p == MAP_FAILED) {
     const int e = errno;
     kmod_arena_free(a.id);

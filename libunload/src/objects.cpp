@@ -303,7 +303,8 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   QpRec* q = g_qps.find(key_of(qp));
   if (!q) return rc;
   if (mask & IBV_QP_DEST_QPN) q->peer.dest_qp_num = attr->dest_qp_num;
-  if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR) q->failed.store(true, std::memory_order_release);
+  if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR)
+    q->failed.store(true, std::memory_order_release);
   if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET && q->tracked) {
     // The provider discarded the send queue: its completions that were made are mapped
     // now, the rest will never come.
@@ -436,7 +437,8 @@ int unload_mr_rereg(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t len, i
       void* naddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : reinterpret_cast<void*>(m->addr);
       const size_t nlen = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? len : m->length;
       const int nacc = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? access : m->access;
-      const uint64_t iova = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? reinterpret_cast<uintptr_t>(addr) : m->iova;
+      const uint64_t iova =
+          (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? reinterpret_cast<uintptr_t>(addr) : m->iova;
       mr_track(npd, mr, naddr, nlen, iova, nacc);
     }
     delete m;

@@ -43,7 +43,8 @@ class Batch {
     c = *w;
     c.next = nullptr;
     Path p = rt.path;
-    if (p == Path::unload_stage && !stage_copy(sq.stage, e, w->sg_list, r.sge_count, r.length)) p = Path::offload;
+    if (p == Path::unload_stage && !stage_copy(sq.stage, e, w->sg_list, r.sge_count, r.length))
+      p = Path::offload;
     if (p == Path::unload_stage) {
       c.sg_list = &e->stage_sge;
       c.num_sge = 1;
@@ -87,7 +88,8 @@ class Batch {
       if (posted < 0 || posted > n_) posted = 0;
       *bad = origin_[posted];
       sq.ring.rollback(start_ + static_cast<uint64_t>(posted));
-      sq.stage.tail = posted ? sq.ring.at(start_ + static_cast<uint64_t>(posted) - 1)->stage_mark : stage_start_;
+      sq.stage.tail =
+          posted ? sq.ring.at(start_ + static_cast<uint64_t>(posted) - 1)->stage_mark : stage_start_;
     }
     for (int i = 0; i < posted; ++i) {
       const SqEntry* e = sq.ring.at(start_ + static_cast<uint64_t>(i));
@@ -143,7 +145,8 @@ bool list_locally_valid(const QpRec* q, const ibv_send_wr* wr) {
 // no ring entries; its completions carry the program's wr_ids, which the merger passes
 // through. A later direct write is ordered behind them by the marker `untracked` asks for.
 int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
-  if (!q->sq.untracked.load(std::memory_order_relaxed)) q->sq.untracked.store(true, std::memory_order_relaxed);
+  if (!q->sq.untracked.load(std::memory_order_relaxed))
+    q->sq.untracked.store(true, std::memory_order_relaxed);
   const int rc = q->c->provider.post_send(q->qp, wr, bad);
   for (const ibv_send_wr* w = wr; w && !(rc && w == *bad); w = w->next) {
     if (w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) continue;

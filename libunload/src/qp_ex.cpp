@@ -56,27 +56,27 @@ thread_local uint8_t t_gather[kGatherMax];
 // A held write, as the program described it.
 struct HeldWrite {
   uint8_t state = kHeldNone;
-  bool first = false;       // the batch's first request (so it may go direct)
-  bool imm = false;         // wr_rdma_write_imm
+  bool first = false;  // the batch's first request (so it may go direct)
+  bool imm = false;    // wr_rdma_write_imm
   __be32 imm_data = 0;
   uint32_t rkey = 0;
-  uint32_t flags = 0;       // wr_flags when the write was started
+  uint32_t flags = 0;  // wr_flags when the write was started
   uint32_t nsge = 0;
   uint64_t addr = 0;
   uint64_t wr_id = 0;
-  Route route;              // kHeldDirect: its route
+  Route route;  // kHeldDirect: its route
   ibv_sge sge[kHeldMaxSge];
 };
 
 struct QpxState {
-  ibv_qp_ex orig;           // the provider's table
+  ibv_qp_ex orig;  // the provider's table
   bool gate_how = false;
   bool pass = false;        // the batch goes to the provider untouched
   bool pass_write = false;  // ... and its request being built is a write, not yet counted
   uint64_t start = 0;       // ring tail at wr_start
   uint64_t tail = 0;        // ring tail as the batch grows
   uint64_t stage_start = 0;
-  uint64_t nic = 0;         // requests given to the provider in the batch
+  uint64_t nic = 0;  // requests given to the provider in the batch
   HeldWrite held;
   uint64_t writes[policy::kPathCount] = {};  // statistics, committed by wr_complete
   uint64_t bytes[policy::kPathCount] = {};
@@ -86,7 +86,9 @@ struct QpxState {
 namespace {
 
 // Hooks are installed only on QPs with a record, which lives until destroy.
-QpRec* qpx_rec(ibv_qp_ex* qpx) { return g_qps.find(key_of(&qpx->qp_base)); }
+QpRec* qpx_rec(ibv_qp_ex* qpx) {
+  return g_qps.find(key_of(&qpx->qp_base));
+}
 
 // Starts an entry for the request the program is building; swaps its wr_id for the tag
 // around the provider's call.
@@ -144,8 +146,10 @@ SqEntry* issue_header(QpRec* q, ibv_qp_ex* qp, uint32_t extra_flags) {
   qp->wr_id = h.wr_id;
   qp->wr_flags = h.flags | extra_flags;
   SqEntry* e = request(q, qp, kWrite, [&] {
-    if (h.imm) s->orig.wr_rdma_write_imm(qp, h.rkey, h.addr, h.imm_data);
-    else s->orig.wr_rdma_write(qp, h.rkey, h.addr);
+    if (h.imm)
+      s->orig.wr_rdma_write_imm(qp, h.rkey, h.addr, h.imm_data);
+    else
+      s->orig.wr_rdma_write(qp, h.rkey, h.addr);
   });
   if (e) {
     e->rkey = h.rkey;
@@ -195,7 +199,8 @@ void issue_payload(QpRec* q, ibv_qp_ex* qp, size_t n, const ibv_sge* sg, const R
     p = Path::offload;  // the provider refuses the batch anyway
   }
   count(s, p, rt.req.length);
-  if (const Why why = route_why(rt, p, Why::no_room); why != Why::none) s->why_not[static_cast<unsigned>(why)]++;
+  if (const Why why = route_why(rt, p, Why::no_room); why != Why::none)
+    s->why_not[static_cast<unsigned>(why)]++;
   if (p == Path::unload_inline) {
     if (n == 1) {
       s->orig.wr_set_inline_data(qp, reinterpret_cast<void*>(sg[0].addr), sg[0].length);
@@ -256,29 +261,35 @@ void release_held(QpRec* q, ibv_qp_ex* qp) {
 // The engine entry points the shim installs in the QP's table (unload/runtime.h) and their
 // helpers.
 
-#define UNLOAD_QPX_PASS(name, flags, params, args)                     \
-  extern "C" void unload_qpx_##name params {                                           \
-    QpRec* q = qpx_rec(qp);                                           \
-    if (!q) return;                                                   \
-    QpxState* s = q->qpx;                                             \
-    if (s->pass) {                                                    \
-      s->pass_write = false;                                          \
-      s->orig.name args;                                              \
-      return;                                                         \
-    }                                                                 \
-    release_held(q, qp);                                              \
-    request(q, qp, flags, [&] { s->orig.name args; });                \
+#define UNLOAD_QPX_PASS(name, flags, params, args)     \
+  extern "C" void unload_qpx_##name params {           \
+    QpRec* q = qpx_rec(qp);                            \
+    if (!q) return;                                    \
+    QpxState* s = q->qpx;                              \
+    if (s->pass) {                                     \
+      s->pass_write = false;                           \
+      s->orig.name args;                               \
+      return;                                          \
+    }                                                  \
+    release_held(q, qp);                               \
+    request(q, qp, flags, [&] { s->orig.name args; }); \
   }
-UNLOAD_QPX_PASS(wr_atomic_cmp_swp, kOrdering, (ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, uint64_t cmp, uint64_t swp), (qp, rkey, addr, cmp, swp))
-UNLOAD_QPX_PASS(wr_atomic_fetch_add, kOrdering, (ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, uint64_t add), (qp, rkey, addr, add))
-UNLOAD_QPX_PASS(wr_bind_mw, 0, (ibv_qp_ex* qp, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info), (qp, mw, rkey, info))
-UNLOAD_QPX_PASS(wr_local_inv, 0, (ibv_qp_ex* qp, uint32_t rkey), (qp, rkey))
-UNLOAD_QPX_PASS(wr_rdma_read, kOrdering, (ibv_qp_ex* qp, uint32_t rkey, uint64_t addr), (qp, rkey, addr))
-UNLOAD_QPX_PASS(wr_send, 0, (ibv_qp_ex* qp), (qp))
-UNLOAD_QPX_PASS(wr_send_imm, 0, (ibv_qp_ex* qp, __be32 imm), (qp, imm))
-UNLOAD_QPX_PASS(wr_send_inv, 0, (ibv_qp_ex* qp, uint32_t rkey), (qp, rkey))
-UNLOAD_QPX_PASS(wr_send_tso, 0, (ibv_qp_ex* qp, void* hdr, uint16_t hdr_sz, uint16_t mss), (qp, hdr, hdr_sz, mss))
-UNLOAD_QPX_PASS(wr_atomic_write, kOrdering, (ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, const void* op), (qp, rkey, addr, op))
+UNLOAD_QPX_PASS(wr_atomic_cmp_swp, kOrdering,
+                (ibv_qp_ex * qp, uint32_t rkey, uint64_t addr, uint64_t cmp, uint64_t swp),
+                (qp, rkey, addr, cmp, swp))
+UNLOAD_QPX_PASS(wr_atomic_fetch_add, kOrdering, (ibv_qp_ex * qp, uint32_t rkey, uint64_t addr, uint64_t add),
+                (qp, rkey, addr, add))
+UNLOAD_QPX_PASS(wr_bind_mw, 0, (ibv_qp_ex * qp, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info),
+                (qp, mw, rkey, info))
+UNLOAD_QPX_PASS(wr_local_inv, 0, (ibv_qp_ex * qp, uint32_t rkey), (qp, rkey))
+UNLOAD_QPX_PASS(wr_rdma_read, kOrdering, (ibv_qp_ex * qp, uint32_t rkey, uint64_t addr), (qp, rkey, addr))
+UNLOAD_QPX_PASS(wr_send, 0, (ibv_qp_ex * qp), (qp))
+UNLOAD_QPX_PASS(wr_send_imm, 0, (ibv_qp_ex * qp, __be32 imm), (qp, imm))
+UNLOAD_QPX_PASS(wr_send_inv, 0, (ibv_qp_ex * qp, uint32_t rkey), (qp, rkey))
+UNLOAD_QPX_PASS(wr_send_tso, 0, (ibv_qp_ex * qp, void* hdr, uint16_t hdr_sz, uint16_t mss),
+                (qp, hdr, hdr_sz, mss))
+UNLOAD_QPX_PASS(wr_atomic_write, kOrdering, (ibv_qp_ex * qp, uint32_t rkey, uint64_t addr, const void* op),
+                (qp, rkey, addr, op))
 #undef UNLOAD_QPX_PASS
 
 static void hold_header(QpRec* q, ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, bool imm, __be32 imm_data) {
@@ -339,8 +350,10 @@ static void sge_payload(ibv_qp_ex* qp, size_t n, const ibv_sge* sg) {
     write_payload(q, qp, n, sg);
     return;
   }
-  if (n == 1) s->orig.wr_set_sge(qp, sg[0].lkey, sg[0].addr, sg[0].length);
-  else s->orig.wr_set_sge_list(qp, n, sg);
+  if (n == 1)
+    s->orig.wr_set_sge(qp, sg[0].lkey, sg[0].addr, sg[0].length);
+  else
+    s->orig.wr_set_sge_list(qp, n, sg);
 }
 
 extern "C" void unload_qpx_wr_set_sge(ibv_qp_ex* qp, uint32_t lkey, uint64_t addr, uint32_t length) {
@@ -348,7 +361,9 @@ extern "C" void unload_qpx_wr_set_sge(ibv_qp_ex* qp, uint32_t lkey, uint64_t add
   sge_payload(qp, 1, &sge);
 }
 
-extern "C" void unload_qpx_wr_set_sge_list(ibv_qp_ex* qp, size_t n, const ibv_sge* sg) { sge_payload(qp, n, sg); }
+extern "C" void unload_qpx_wr_set_sge_list(ibv_qp_ex* qp, size_t n, const ibv_sge* sg) {
+  sge_payload(qp, n, sg);
+}
 
 // The program inlines the payload itself: the NIC path, with the program's flags.
 static void user_inline(QpRec* q, ibv_qp_ex* qp, uint64_t length) {
@@ -363,8 +378,10 @@ static void user_inline(QpRec* q, ibv_qp_ex* qp, uint64_t length) {
 extern "C" void unload_qpx_wr_set_inline_data(ibv_qp_ex* qp, void* addr, size_t length) {
   QpRec* q = qpx_rec(qp);
   if (!q) return;
-  if (q->qpx->pass) pass_count(q->qpx, length);
-  else user_inline(q, qp, length);
+  if (q->qpx->pass)
+    pass_count(q->qpx, length);
+  else
+    user_inline(q, qp, length);
   q->qpx->orig.wr_set_inline_data(qp, addr, length);
 }
 
@@ -373,8 +390,10 @@ extern "C" void unload_qpx_wr_set_inline_data_list(ibv_qp_ex* qp, size_t n, cons
   if (!q) return;
   uint64_t len = 0;
   for (size_t i = 0; i < n; ++i) len += bufs[i].length;
-  if (q->qpx->pass) pass_count(q->qpx, len);
-  else user_inline(q, qp, len);
+  if (q->qpx->pass)
+    pass_count(q->qpx, len);
+  else
+    user_inline(q, qp, len);
   q->qpx->orig.wr_set_inline_data_list(qp, n, bufs);
 }
 

@@ -10,10 +10,10 @@
 #include <mutex>
 
 #include "gate.hpp"
-#include "wc_queue.hpp"
 #include "unload/policy.hpp"
 #include "unload/runtime.h"
 #include "unload/sq_ring.hpp"
+#include "wc_queue.hpp"
 
 namespace unload::rt {
 
@@ -41,12 +41,12 @@ struct StageRing {
 // `gate` (biased to the first poster, so a single-threaded program pays no atomic), which
 // makes the ring, the stage ring's tail and `last_ordering` single-producer.
 struct SendQueue {
-  Gate gate;            // guards the producer side of everything below
+  Gate gate;  // guards the producer side of everything below
   SqRing ring;
   StageRing stage;
   uint32_t max_inline = 0;  // the QP's real inline and SGE caps: what the provider accepts
   uint32_t max_sge = 0;
-  uint32_t max_wr = 0;      // the send queue's depth as the program knows it
+  uint32_t max_wr = 0;  // the send queue's depth as the program knows it
   bool sig_all = false;
   // Requests were posted around the ring (all_offload): some may still be in flight, and
   // no completion of the ring would say when they are done. The next fence posts a marker.
@@ -65,8 +65,8 @@ struct PeerLink {
   uint32_t countdown = 0;   // writes until the pairing is asked for again
   uint32_t backoff = 0;
   uint32_t dest_qp_num = 0;
-  uint64_t stuck_below = 0; // a fence gave up: no direct until the ring's head passes this
-  uint32_t last_rkey = 0;   // the newest direct write's target: a valid marker target
+  uint64_t stuck_below = 0;  // a fence gave up: no direct until the ring's head passes this
+  uint32_t last_rkey = 0;    // the newest direct write's target: a valid marker target
   uint64_t last_addr = 0;
   bool has_last = false;
 };
@@ -76,11 +76,11 @@ struct CqRec;
 struct QpRec {
   ibv_qp* qp;
   ContextRec* c;
-  ibv_cq* send_cq;          // kept: the QP is gone when its record is freed
+  ibv_cq* send_cq;  // kept: the QP is gone when its record is freed
   ibv_cq* recv_cq;
-  CqRec* scq;               // the send CQ's record (nullptr: not made through the shim)
+  CqRec* scq;  // the send CQ's record (nullptr: not made through the shim)
   uint32_t qp_num;
-  bool tracked;             // RC/UC: requests go through the ring
+  bool tracked;  // RC/UC: requests go through the ring
   // A completion of this send queue failed, or the program moved the QP to ERR: the NIC
   // flushes what follows, so nothing may be placed by the CPU until a reset.
   std::atomic<bool> failed{false};
@@ -108,8 +108,8 @@ struct SendQpList {
 
 struct CqRec {
   ibv_cq* cq;
-  ibv_cq_ex* cqx;             // non-null for ibv_create_cq_ex CQs
-  uint64_t wc_flags = 0;      // ... and what the program asked it for
+  ibv_cq_ex* cqx;         // non-null for ibv_create_cq_ex CQs
+  uint64_t wc_flags = 0;  // ... and what the program asked it for
   ContextRec* c;
   // Completions ready but not yet handed over: the direct path's (pushed by the posting
   // thread) and those the program's array had no room for.
@@ -130,19 +130,22 @@ struct CqRec {
 struct MrRec {
   ibv_mr* mr;
   ibv_pd* pd;
-  uint64_t addr;         // the process's virtual address
-  uint64_t iova;         // the address requests use
+  uint64_t addr;  // the process's virtual address
+  uint64_t iova;  // the address requests use
   uint64_t length;
   int access;            // IBV_ACCESS_* it was registered with
   uint64_t kmod_handle;  // registered with the kmod as a direct-write target (0: not)
 };
 
-inline uint64_t key_of(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+inline uint64_t key_of(const void* p) {
+  return reinterpret_cast<uintptr_t>(p);
+}
 
 // Before the first request of the shim's on `q`'s send CQ. Relaxed is enough: the provider
 // releases the request after it, and the poller acquires the completion before it looks.
 inline void mark_tracked(QpRec* q) {
-  if (q->scq && !q->scq->tracked.load(std::memory_order_relaxed)) q->scq->tracked.store(true, std::memory_order_relaxed);
+  if (q->scq && !q->scq->tracked.load(std::memory_order_relaxed))
+    q->scq->tracked.store(true, std::memory_order_relaxed);
 }
 
 // Scope of a gate: entered for the object's lifetime.
@@ -152,6 +155,7 @@ class GateScope {
   ~GateScope() { g_.leave(how_); }
   GateScope(const GateScope&) = delete;
   GateScope& operator=(const GateScope&) = delete;
+
  private:
   Gate& g_;
   bool how_;

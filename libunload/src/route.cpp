@@ -71,7 +71,8 @@ void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out)
   for (uint32_t i = 0; i < n; ++i) {
     out[i] = sg[i];
     if (sg[i].length == 0) continue;
-    if (const MrRec* m = g_mrs.find(lkey_key(q->c, sg[i].lkey))) out[i].addr = m->addr + (sg[i].addr - m->iova);
+    if (const MrRec* m = g_mrs.find(lkey_key(q->c, sg[i].lkey)))
+      out[i].addr = m->addr + (sg[i].addr - m->iova);
   }
 }
 
@@ -88,7 +89,8 @@ Why direct_blocker(QpRec* q, const Tunables& t) {
   if (t.mode == static_cast<uint32_t>(Mode::offload)) return Why::policy;
   if (!q->peer.registered) return Why::unregistered;
   PeerLink& p = q->peer;
-  if (p.flags & UNLOAD_PEER_POISONED) return Why::poisoned;  // a request of the pair failed a check: never again
+  if (p.flags & UNLOAD_PEER_POISONED)
+    return Why::poisoned;  // a request of the pair failed a check: never again
   if (!(p.flags & UNLOAD_PEER_PAIRED)) {
     if (!(p.flags & UNLOAD_PEER_LOCAL)) return Why::remote_peer;
     if (--p.countdown != 0) return Why::unpaired;
@@ -147,8 +149,7 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
   out.req = r;
   Path forced;
   const bool is_forced = forced_path(forced);
-  if (!t.enabled || !r.is_write || (!is_forced && t.mode == static_cast<uint32_t>(Mode::offload)))
-    return out;
+  if (!t.enabled || !r.is_write || (!is_forced && t.mode == static_cast<uint32_t>(Mode::offload))) return out;
   out.preferred = is_forced ? forced : Path::unload_direct;
   if (out.preferred == Path::offload) return out;
   if (r.user_inline) {
@@ -181,8 +182,8 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
       // else from after the decision: a clock read costs more than a decision under an
       // emulator, and the decision's own tens of ns weigh the same on every path.
       const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
-      const policy::WriteFeatures f =
-          features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible, adaptive && pol->wants_clock());
+      const policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible,
+                                                  adaptive && pol->wants_clock());
       out.path = pol->decide(f, t);
       if (adaptive && pol->sampled()) out.t0 = f.now_ns ? f.now_ns : now_ns();
     }
@@ -197,8 +198,8 @@ Why route_why(const Route& rt, Path taken, Why fallback) {
   return fallback != Why::none ? fallback : Why::no_room;
 }
 
-void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey,
-             uint64_t remote_addr, uint64_t t0, uint64_t post_call_ns) {
+void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
+             uint64_t t0, uint64_t post_call_ns) {
   if (!t0 || !t_policy) return;
   const policy::WriteFeatures f = features_of(q, length, sge_count, rkey, remote_addr, PathSet::all(), false);
   const uint64_t now = now_ns();

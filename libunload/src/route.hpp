@@ -12,8 +12,8 @@ namespace unload::rt {
 struct Route {
   WriteRequest req;
   Path path = Path::offload;
-  uint64_t t0 = 0;  // adaptive, a sampled write: when the policy had chosen (its cost runs from here)
-  bool translated = false;         // SGEs name an iova other than their address
+  uint64_t t0 = 0;          // adaptive, a sampled write: when the policy had chosen (its cost runs from here)
+  bool translated = false;  // SGEs name an iova other than their address
   Path preferred = Path::offload;  // what the mode wants: direct, or the forced path
   Why why = Why::none;             // why `path` is not `preferred` (docs/sysfs.md)
 };
@@ -26,7 +26,9 @@ bool all_offload(const Tunables& t);
 // that can take shim-made completions, no failure seen). Asks the kmod again, less and
 // less often, while a local peer is not paired yet (it may still be connecting).
 Why direct_blocker(QpRec* q, const Tunables& t);
-inline bool direct_possible(QpRec* q, const Tunables& t) { return direct_blocker(q, t) == Why::none; }
+inline bool direct_possible(QpRec* q, const Tunables& t) {
+  return direct_blocker(q, t) == Why::none;
+}
 
 // The route of one request whose local buffers are `sg[0..n)`. `direct_why`: what keeps
 // the caller from running a direct write at this point (direct_blocker, or the request's
@@ -54,8 +56,8 @@ void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out)
 // for an offloaded write how long this thread spent on it in verbs calls: its post
 // (`post_call_ns` of its `t0 .. completion`: a software NIC such as rxe does the NIC's work
 // inside post_send, on the caller's CPU) and its busy-poll for the completion.
-void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey,
-             uint64_t remote_addr, uint64_t t0, uint64_t post_call_ns = 0);
+void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
+             uint64_t t0, uint64_t post_call_ns = 0);
 
 // What the program's ibv_poll_cq returned (after the merge): a run of empty polls is a
 // wait for the NIC, which observe() reports to the policy.

@@ -27,7 +27,10 @@ class PtrTable {
     unsigned tomb = kSize;
     for (unsigned i = hash(key), n = 0; n < kSize; i = (i + 1) & (kSize - 1), ++n) {
       const uint64_t k = slots_[i].key.load(std::memory_order_relaxed);
-      if (k == key) { slots_[i].val.store(v, std::memory_order_release); return 0; }
+      if (k == key) {
+        slots_[i].val.store(v, std::memory_order_release);
+        return 0;
+      }
       if (k == kTomb && tomb == kSize) tomb = i;
       if (k == 0) {
         const unsigned j = tomb != kSize ? tomb : i;

@@ -153,9 +153,8 @@ void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool ex
   s.eligible = f.eligible;
   s.peer_local = f.peer_local;
   s.nic_outstanding = f.nic_outstanding;
-  s.touches_left = (hotness_.count(s.slots) + 1 >= HotnessSketch::kHotCount) == hot
-                       ? hotness_.steady_touches(s.slots)
-                       : 0;
+  s.touches_left =
+      (hotness_.count(s.slots) + 1 >= HotnessSketch::kHotCount) == hot ? hotness_.steady_touches(s.slots) : 0;
   s.cls = &class_of(f, hot);
   s.explores = explores;
   s.path = p;
@@ -168,7 +167,7 @@ void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool ex
 // between cost a decrement and a settled decision can be reused up to the next one.
 bool Policy::explore_due(uint32_t explore_shift) {
   const auto gap = [this](uint32_t shift) -> uint64_t {
-    if (shift == 0 || shift >= 64) return UINT64_MAX;  // never
+    if (shift == 0 || shift >= 64) return UINT64_MAX;                            // never
     const double u = (static_cast<double>(prng_.next() >> 11) + 1.0) * 0x1p-53;  // (0, 1]
     const double misses = std::floor(std::log(u) / std::log1p(-std::ldexp(1.0, -static_cast<int>(shift))));
     return misses < 1e18 ? static_cast<uint64_t>(misses) + 1 : UINT64_MAX;
@@ -182,8 +181,8 @@ bool Policy::explore_due(uint32_t explore_shift) {
   return true;
 }
 
-Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t,
-                    PathSet eligible, bool cpu_allowed, bool& settled) {
+Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet eligible,
+                    bool cpu_allowed, bool& settled) {
   // Paths this write may take other than the class's choice: never a direct write that
   // would have to fence behind the QP's NIC requests just to take a sample, never a CPU
   // path the budget forbids.

@@ -18,9 +18,9 @@ void compare_exchange(uint32_t& a, uint32_t& b) {
 uint32_t median_of_full_window(const uint32_t* window) {
   uint32_t v[CostEstimate::kWindow];
   for (unsigned i = 0; i < CostEstimate::kWindow; ++i) v[i] = window[i];
-  static constexpr uint8_t kNetwork[][2] = {
-      {0, 2}, {1, 3}, {4, 6}, {5, 7}, {0, 4}, {1, 5}, {2, 6}, {3, 7}, {0, 1}, {2, 3},
-      {4, 5}, {6, 7}, {2, 4}, {3, 5}, {1, 4}, {3, 6}, {1, 2}, {3, 4}, {5, 6}};
+  static constexpr uint8_t kNetwork[][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}, {0, 4}, {1, 5}, {2, 6},
+                                            {3, 7}, {0, 1}, {2, 3}, {4, 5}, {6, 7}, {2, 4}, {3, 5},
+                                            {1, 4}, {3, 6}, {1, 2}, {3, 4}, {5, 6}};
   for (const auto& c : kNetwork) compare_exchange(v[c[0]], v[c[1]]);
   return static_cast<uint32_t>((uint64_t{v[3]} + v[4]) / 2);
 }

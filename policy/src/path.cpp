@@ -4,10 +4,14 @@ namespace unload::policy {
 
 const char* name_of(Path p) {
   switch (p) {
-    case Path::offload: return "offload";
-    case Path::unload_inline: return "unload.inline";
-    case Path::unload_stage: return "unload.stage";
-    case Path::unload_direct: return "unload.direct";
+    case Path::offload:
+      return "offload";
+    case Path::unload_inline:
+      return "unload.inline";
+    case Path::unload_stage:
+      return "unload.stage";
+    case Path::unload_direct:
+      return "unload.direct";
   }
   return "?";
 }

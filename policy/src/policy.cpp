@@ -19,8 +19,7 @@ Path Policy::decide_full(const WriteFeatures& f, const Tunables& t) {
       return cheapest_cpu_path(effective_eligible(f, t));
     case Mode::threshold:
       budget_enforced_ = false;
-      return f.length <= t.threshold_bytes ? cheapest_cpu_path(effective_eligible(f, t))
-                                           : Path::offload;
+      return f.length <= t.threshold_bytes ? cheapest_cpu_path(effective_eligible(f, t)) : Path::offload;
     case Mode::adaptive:
       return decide_adaptive(f, t);
   }
@@ -103,9 +102,13 @@ bool Policy::is_hot(const WriteFeatures& f) const {
   return hotness_.is_hot(f.rkey, f.remote_addr >> kTargetPageShift);
 }
 
-const CostEstimate& Policy::nic_wait(const WriteFeatures& f) const { return class_of(f, is_hot(f)).nic_wait; }
+const CostEstimate& Policy::nic_wait(const WriteFeatures& f) const {
+  return class_of(f, is_hot(f)).nic_wait;
+}
 
-Path Policy::chosen_path(const WriteFeatures& f) const { return class_of(f, is_hot(f)).chosen; }
+Path Policy::chosen_path(const WriteFeatures& f) const {
+  return class_of(f, is_hot(f)).chosen;
+}
 
 const CostEstimate& Policy::estimate(const WriteFeatures& f, Path p) const {
   return class_of(f, is_hot(f)).estimate[index_of(p)];

@@ -78,15 +78,17 @@ namespace {
 struct Guard {
   bool outer;
   Guard() : outer(!t_inside) { t_inside = true; }
-  ~Guard() { if (outer) t_inside = false; }
+  ~Guard() {
+    if (outer) t_inside = false;
+  }
 };
 
 }  // namespace
 
 // Each wrapper: the real function when re-entered, else the runtime.
-#define SHIM(real_call, runtime_call)               \
+#define SHIM(real_call, runtime_call)                \
   const unload_real_verbs& r = unload::shim::real(); \
-  Guard g;                             \
+  Guard g;                                           \
   return g.outer ? runtime_call : r.real_call
 
 namespace {
@@ -104,27 +106,45 @@ int context_close(ibv_context* ctx) {
 
 }  // namespace
 
-UNLOAD_EXPORT ibv_context* ibv_open_device(ibv_device* d) { SHIM(open_device(d), context_open(d)); }
-UNLOAD_EXPORT int ibv_close_device(ibv_context* c) { SHIM(close_device(c), context_close(c)); }
-UNLOAD_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) { SHIM(create_qp(pd, a), unload_qp_create(pd, a)); }
-UNLOAD_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int m) { SHIM(modify_qp(qp, a, m), unload_qp_modify(qp, a, m)); }
-UNLOAD_EXPORT int ibv_destroy_qp(ibv_qp* qp) { SHIM(destroy_qp(qp), unload_qp_destroy(qp)); }
-UNLOAD_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* a, size_t l, int acc) { SHIM(reg_mr(pd, a, l, acc), unload_mr_reg(pd, a, l, acc)); }
+UNLOAD_EXPORT ibv_context* ibv_open_device(ibv_device* d) {
+  SHIM(open_device(d), context_open(d));
+}
+UNLOAD_EXPORT int ibv_close_device(ibv_context* c) {
+  SHIM(close_device(c), context_close(c));
+}
+UNLOAD_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
+  SHIM(create_qp(pd, a), unload_qp_create(pd, a));
+}
+UNLOAD_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int m) {
+  SHIM(modify_qp(qp, a, m), unload_qp_modify(qp, a, m));
+}
+UNLOAD_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
+  SHIM(destroy_qp(qp), unload_qp_destroy(qp));
+}
+UNLOAD_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* a, size_t l, int acc) {
+  SHIM(reg_mr(pd, a, l, acc), unload_mr_reg(pd, a, l, acc));
+}
 UNLOAD_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* a, size_t l, uint64_t iova, int acc) {
   SHIM(reg_mr_iova(pd, a, l, iova, acc), unload_mr_reg_iova2(pd, a, l, iova, static_cast<unsigned>(acc)));
 }
 UNLOAD_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* a, size_t l, uint64_t iova, unsigned acc) {
   SHIM(reg_mr_iova2(pd, a, l, iova, acc), unload_mr_reg_iova2(pd, a, l, iova, acc));
 }
-UNLOAD_EXPORT int ibv_dereg_mr(ibv_mr* mr) { SHIM(dereg_mr(mr), unload_mr_dereg(mr)); }
+UNLOAD_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
+  SHIM(dereg_mr(mr), unload_mr_dereg(mr));
+}
 UNLOAD_EXPORT int ibv_rereg_mr(ibv_mr* mr, int f, ibv_pd* pd, void* a, size_t l, int acc) {
   SHIM(rereg_mr(mr, f, pd, a, l, acc), unload_mr_rereg(mr, f, pd, a, l, acc));
 }
 UNLOAD_EXPORT ibv_cq* ibv_create_cq(ibv_context* c, int n, void* u, ibv_comp_channel* ch, int v) {
   SHIM(create_cq(c, n, u, ch, v), unload_cq_create(c, n, u, ch, v));
 }
-UNLOAD_EXPORT int ibv_destroy_cq(ibv_cq* cq) { SHIM(destroy_cq(cq), unload_cq_destroy(cq)); }
-UNLOAD_EXPORT int ibv_resize_cq(ibv_cq* cq, int n) { SHIM(resize_cq(cq, n), unload_cq_resize(cq, n)); }
+UNLOAD_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
+  SHIM(destroy_cq(cq), unload_cq_destroy(cq));
+}
+UNLOAD_EXPORT int ibv_resize_cq(ibv_cq* cq, int n) {
+  SHIM(resize_cq(cq, n), unload_cq_resize(cq, n));
+}
 UNLOAD_EXPORT int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** uc) {
   SHIM(get_cq_event(ch, cq, uc), unload_cq_get_event(ch, cq, uc));
 }

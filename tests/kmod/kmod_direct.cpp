@@ -13,8 +13,8 @@
 
 #include <atomic>
 #include <map>
-#include <span>
 #include <random>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -24,7 +24,7 @@ using namespace kt;
 
 namespace {
 
-constexpr size_t kBlock = 1 << 20;  // shared target block
+constexpr size_t kBlock = 1 << 20;                          // shared target block
 constexpr size_t kR1Off = 4096 + 100, kR1Len = 256 * 1024;  // PD1, remote write
 constexpr size_t kR2Off = 512 * 1024, kR2Len = 16 * 1024;   // PD2, remote write
 constexpr size_t kR3Off = 768 * 1024, kR3Len = 16 * 1024;   // PD1, no remote write
@@ -38,15 +38,17 @@ struct TargetInfo {
 };
 
 constexpr size_t kSrcLen = 1 << 20;
-uint8_t* g_src;            // S's source buffer, an MR registered with the module
+uint8_t* g_src;  // S's source buffer, an MR registered with the module
 uint32_t g_src_lkey;
-uint8_t* g_block;          // shared with T; T registered its regions over it
+uint8_t* g_block;  // shared with T; T registered its regions over it
 std::vector<uint8_t> g_shadow;
-int g_fd;                  // S's session
-Rc g_s;                    // S's main QP
+int g_fd;  // S's session
+Rc g_s;    // S's main QP
 TargetInfo g_t;
 
-uint64_t r1() { return reinterpret_cast<uintptr_t>(g_block + kR1Off); }
+uint64_t r1() {
+  return reinterpret_cast<uintptr_t>(g_block + kR1Off);
+}
 
 // T: registers its regions, connects, then obeys one-byte commands.
 [[noreturn]] void target_main(int in, int out) {
@@ -54,13 +56,10 @@ uint64_t r1() { return reinterpret_cast<uintptr_t>(g_block + kR1Off); }
   rc_open(&t);
   ibv_pd* pd2 = ibv_alloc_pd(t.ctx);
   static uint8_t spare[4096];
-  ibv_mr* m1 = ibv_reg_mr(t.pd, g_block + kR1Off, kR1Len,
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  ibv_mr* m2 = ibv_reg_mr(pd2, g_block + kR2Off, kR2Len,
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ibv_mr* m1 = ibv_reg_mr(t.pd, g_block + kR1Off, kR1Len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ibv_mr* m2 = ibv_reg_mr(pd2, g_block + kR2Off, kR2Len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   ibv_mr* m3 = ibv_reg_mr(t.pd, g_block + kR3Off, kR3Len, IBV_ACCESS_LOCAL_WRITE);
-  ibv_mr* m4 = ibv_reg_mr(t.pd, spare, sizeof spare,
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ibv_mr* m4 = ibv_reg_mr(t.pd, spare, sizeof spare, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (!pd2 || !m1 || !m2 || !m3 || !m4) die("target MRs");
   int fd = unload_open();
   uint64_t h1 = 0;
@@ -87,8 +86,7 @@ uint64_t r1() { return reinterpret_cast<uintptr_t>(g_block + kR1Off); }
   }
 }
 
-unload_direct_req make_req(uint32_t qpn, uint32_t rkey, uint64_t raddr, uint64_t len,
-                           const void* src) {
+unload_direct_req make_req(uint32_t qpn, uint32_t rkey, uint64_t raddr, uint64_t len, const void* src) {
   unload_direct_req r{};
   r.qp_num = qpn;
   r.rkey = rkey;
@@ -153,10 +151,10 @@ int one(unload_direct_req r, int fd = -1) {
 }
 
 std::map<std::string, long long> deny_stats() {
-  static const char* names[] = {"disabled", "invalid", "qp_unregistered", "qp_not_owned",
-                                "qp_state", "peer_unknown", "peer_unpaired", "rkey", "pd",
-                                "access", "bounds", "length", "fault", "lkey", "source",
-                                "poisoned"};
+  static const char* names[] = {"disabled", "invalid",      "qp_unregistered", "qp_not_owned",
+                                "qp_state", "peer_unknown", "peer_unpaired",   "rkey",
+                                "pd",       "access",       "bounds",          "length",
+                                "fault",    "lkey",         "source",          "poisoned"};
   std::map<std::string, long long> m;
   for (const char* n : names) m[n] = stat(std::string("direct_denied_") + n);
   return m;
@@ -205,8 +203,7 @@ void test_integrity(std::mt19937_64& rng) {
   check(diff == 0 && checks_bad == 0, "direct.bytes_exact", "%zu bytes differ", diff);
   check(canary == 0, "direct.canaries", "%zu canary bytes changed", canary);
   long long dw = stat("writes_direct") - w0, db = stat("bytes_direct") - b0;
-  check(dw == accepted && db == bytes, "direct.stats", "writes_direct +%lld bytes_direct +%lld",
-        dw, db);
+  check(dw == accepted && db == bytes, "direct.stats", "writes_direct +%lld bytes_direct +%lld", dw, db);
 
   // io_uring: small batches run at issue, large ones are punted to io-wq.
   io_uring ring;
@@ -220,8 +217,7 @@ void test_integrity(std::mt19937_64& rng) {
     std::vector<unload_direct_req> reqs;
     for (uint32_t i = 0; i < count; i++) {
       uint64_t len = 1 + rng() % 2048, off = rng() % (kR1Len - len + 1);
-      reqs.push_back(make_req(g_s.wire.qpn, g_t.rkey1, r1() + off, len,
-                              &src[rng() % (src.size() - len)]));
+      reqs.push_back(make_req(g_s.wire.qpn, g_t.rkey1, r1() + off, len, &src[rng() % (src.size() - len)]));
     }
     io_uring_sqe* sqe = io_uring_get_sqe(&ring);
     io_uring_prep_rw(IORING_OP_URING_CMD, sqe, g_fd, nullptr, 0, 0);
@@ -247,8 +243,8 @@ void test_integrity(std::mt19937_64& rng) {
     }
   }
   io_uring_queue_exit(&ring);
-  check(ufail == 0 && uacc == 20 * 64 + 20 * 4, "uring.accepted", "%lld/%d, %lld bad cqes",
-        uacc, 20 * 64 + 20 * 4, ufail);
+  check(ufail == 0 && uacc == 20 * 64 + 20 * 4, "uring.accepted", "%lld/%d, %lld bad cqes", uacc,
+        20 * 64 + 20 * 4, ufail);
   diff = shadow_diff();
   check(diff == 0 && canary_diff() == 0, "uring.bytes_exact", "%zu bytes differ", diff);
 }
@@ -278,10 +274,10 @@ void test_submit_stop(std::mt19937_64& rng) {
   unload_submit s;
   auto stop = batch(8192);
   int ret = run(stop, UNLOAD_SUBMIT_STOP, &s);
-  check(ret == 0 && s.done == 2 && s.accepted == 1 && stop[0].result == 0 &&
-            stop[1].result == -EACCES && stop[2].result == 0 && shadow_diff() == 0,
-        "submit.stop", "ret %d done %u accepted %u results %d/%d/%d, %zu bytes differ", ret,
-        s.done, s.accepted, stop[0].result, stop[1].result, stop[2].result, shadow_diff());
+  check(ret == 0 && s.done == 2 && s.accepted == 1 && stop[0].result == 0 && stop[1].result == -EACCES &&
+            stop[2].result == 0 && shadow_diff() == 0,
+        "submit.stop", "ret %d done %u accepted %u results %d/%d/%d, %zu bytes differ", ret, s.done,
+        s.accepted, stop[0].result, stop[1].result, stop[2].result, shadow_diff());
   auto each = batch(8192 + 4096);
   ret = run(each, 0, &s);
   check(ret == 0 && s.done == 3 && s.accepted == 2 && each[2].result == 0 && shadow_diff() == 0,
@@ -300,9 +296,8 @@ void test_ordering() {
   std::span<uint8_t> src(g_src + 100000, kLen);
   long long violations = 0, rounds = 0;
   for (int aligned = 0; aligned < 2; aligned++) {
-    uint8_t* d = aligned ? reinterpret_cast<uint8_t*>(
-                               (reinterpret_cast<uintptr_t>(dst) + 7) & ~uintptr_t{7})
-                         : dst;
+    uint8_t* d =
+        aligned ? reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(dst) + 7) & ~uintptr_t{7}) : dst;
     for (int round = 0; round < 100; round++, rounds++) {
       uint8_t v = static_cast<uint8_t>(round * 2 + 1);
       memset(src.data(), v, kLen);
@@ -323,16 +318,15 @@ void test_ordering() {
       });
       while (!go) {
       }
-      if (one(make_req(g_s.wire.qpn, g_t.rkey1, reinterpret_cast<uintptr_t>(d), kLen,
-                       src.data())) != 0) {
+      if (one(make_req(g_s.wire.qpn, g_t.rkey1, reinterpret_cast<uintptr_t>(d), kLen, src.data())) != 0) {
         violations++;
         *(d + kLen - 1) = v;  // let the poller go
       }
       poller.join();
     }
   }
-  check(violations == 0, "direct.ordering_last_bytes_last", "%lld violations in %lld rounds",
-        violations, rounds);
+  check(violations == 0, "direct.ordering_last_bytes_last", "%lld violations in %lld rounds", violations,
+        rounds);
 }
 
 // Refusals that are no RNIC violation (the request is not for the direct path): each is
@@ -355,8 +349,7 @@ void test_denials(std::mt19937_64& rng) {
       {"length_0", make_req(q, g_t.rkey1, a1, 0, src), -EACCES, "length"},
       {"length_huge", make_req(q, g_t.rkey1, a1, 1ULL << 40, src), -EACCES, "length"},
       {"length_2^64-1", make_req(q, g_t.rkey1, a1, ~0ULL, src), -EACCES, "length"},
-      {"impersonate_peer_qp", make_req(g_t.wire.qpn, g_t.rkey1, a1, 8, src), -EACCES,
-       "qp_unregistered"},
+      {"impersonate_peer_qp", make_req(g_t.wire.qpn, g_t.rkey1, a1, 8, src), -EACCES, "qp_unregistered"},
       {"unknown_qp", make_req(0xfffff0, g_t.rkey1, a1, 8, src), -EACCES, "qp_unregistered"},
   };
   auto list_fault = make_req(q, g_t.rkey1, a1, 64, src);  // a segment list it cannot read
@@ -385,19 +378,18 @@ void test_denials(std::mt19937_64& rng) {
   Rc s2, s3, s4, s5;
   rc_open(&s5, g_s.ctx, g_s.pd);  // exists, never registered
   rc_open(&s2, g_s.ctx, g_s.pd);
-  rc_connect(&s2, s5.wire);       // peer QP registered by nobody
+  rc_connect(&s2, s5.wire);  // peer QP registered by nobody
   rc_open(&s3, g_s.ctx, g_s.pd);
-  rc_connect(&s3, g_t.wire);      // one-sided: T's QP is connected to S's main QP
+  rc_connect(&s3, g_t.wire);  // one-sided: T's QP is connected to S's main QP
   rc_open(&s4, g_s.ctx, g_s.pd);
-  rc_init_only(&s4);              // not RTS
+  rc_init_only(&s4);  // not RTS
   for (Rc* r : {&s2, &s3, &s4})
     if (reg_qp(g_fd, r->dev.c_str(), r->wire.qpn)) die("REG_QP of a test QP");
-  cases.push_back({"peer_unregistered", make_req(s2.wire.qpn, g_t.rkey1, a1, 8, src), -EACCES,
-                   "peer_unknown"});
-  cases.push_back({"peer_not_paired", make_req(s3.wire.qpn, g_t.rkey1, a1, 8, src), -EACCES,
-                   "peer_unpaired"});
-  cases.push_back({"qp_not_rts", make_req(s4.wire.qpn, g_t.rkey1, a1, 8, src), -EACCES,
-                   "qp_state"});
+  cases.push_back(
+      {"peer_unregistered", make_req(s2.wire.qpn, g_t.rkey1, a1, 8, src), -EACCES, "peer_unknown"});
+  cases.push_back(
+      {"peer_not_paired", make_req(s3.wire.qpn, g_t.rkey1, a1, 8, src), -EACCES, "peer_unpaired"});
+  cases.push_back({"qp_not_rts", make_req(s4.wire.qpn, g_t.rkey1, a1, 8, src), -EACCES, "qp_state"});
 
   for (auto& c : cases) {
     auto b = deny_stats();
@@ -427,8 +419,8 @@ void test_denials(std::mt19937_64& rng) {
   int r = reg_qp(g_fd, g_s.dev.c_str(), g_t.wire.qpn);
   check(r == -EPERM, "impersonate.reg_peer_qp_same_uid", "REG_QP -> %d", r);
   // Registering T's MR as S's region: not S's MR.
-  r = reg_region(g_fd, g_s.dev.c_str(), reinterpret_cast<void*>(a1), kR1Len, g_t.rkey1,
-                 g_t.rkey1, UNLOAD_ACCESS_REMOTE_WRITE);
+  r = reg_region(g_fd, g_s.dev.c_str(), reinterpret_cast<void*>(a1), kR1Len, g_t.rkey1, g_t.rkey1,
+                 UNLOAD_ACCESS_REMOTE_WRITE);
   check(r == -ESRCH, "impersonate.reg_peer_mr", "REG_REGION -> %d", r);
 
   // Another uid: cannot register S's or T's QP, cannot submit on them.
@@ -449,8 +441,7 @@ void test_denials(std::mt19937_64& rng) {
   waitpid(pid, &st, 0);
   expect["qp_unregistered"]++;
   check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "impersonate.other_uid",
-        "child status %d (REG_QP EPERM x2, submit refused, reasons unreadable)",
-        WEXITSTATUS(st));
+        "child status %d (REG_QP EPERM x2, submit refused, reasons unreadable)", WEXITSTATUS(st));
 
   // A child inheriting S's session fd (another mm) cannot submit through it.
   pid = fork();
@@ -528,12 +519,11 @@ void test_self_pair_violations() {
     const bool first_ok = v.source_outside;  // only then is the first write valid
     const long long want_reason = 1, got_reason = b1[v.reason] - b0[v.reason];
     const long long poisoned = b1["poisoned"] - b0["poisoned"];
-    check((first_ok ? r0 == 0 && placed == 64 : r0 == -EACCES && placed == 0) &&
-              r1 == -EACCES && r2 == -EACCES && got_reason == want_reason &&
-              poisoned == 2 - (first_ok ? 1 : 0),
+    check((first_ok ? r0 == 0 && placed == 64 : r0 == -EACCES && placed == 0) && r1 == -EACCES &&
+              r2 == -EACCES && got_reason == want_reason && poisoned == 2 - (first_ok ? 1 : 0),
           (std::string("violation.") + v.name).c_str(),
-          "results %d/%d/%d, direct_denied_%s +%lld, poisoned +%lld, %zu bytes placed", r0, r1,
-          r2, v.reason, got_reason, poisoned, placed);
+          "results %d/%d/%d, direct_denied_%s +%lld, poisoned +%lld, %zu bytes placed", r0, r1, r2, v.reason,
+          got_reason, poisoned, placed);
     rc_close(&a);
     rc_close(&b);
     dereg_region(g_fd, h);
@@ -583,10 +573,10 @@ void test_dereg_mid_stream(int to_t, int from_t) {
   streamer.join();
   size_t diff = shadow_diff();
   check(after_deny_acc == 0 && other == 0 && rkey_denied > 0, "dereg.mid_stream",
-        "%lld placed before, %lld after, %lld denied rkey, %lld other", acc.load(),
-        after_deny_acc.load(), rkey_denied.load(), other.load());
-  check(pinned0 - pinned1 >= static_cast<long long>(kR1Len / 4096),
-        "dereg.unpinned", "pinned_pages %lld -> %lld", pinned0, pinned1);
+        "%lld placed before, %lld after, %lld denied rkey, %lld other", acc.load(), after_deny_acc.load(),
+        rkey_denied.load(), other.load());
+  check(pinned0 - pinned1 >= static_cast<long long>(kR1Len / 4096), "dereg.unpinned",
+        "pinned_pages %lld -> %lld", pinned0, pinned1);
   check(diff == 0 && canary_diff() == 0, "dereg.bytes_exact", "%zu bytes differ", diff);
   auto after = deny_stats();
   long long rk = after["rkey"] - before["rkey"], po = after["poisoned"] - before["poisoned"];
@@ -595,8 +585,8 @@ void test_dereg_mid_stream(int to_t, int from_t) {
         rkey_denied.load() - 1);
   // Even a region that is still registered is never written again on this pair.
   const auto b2 = deny_stats();
-  int res = one(make_req(g_s.wire.qpn, g_t.rkey2, reinterpret_cast<uintptr_t>(g_block + kR2Off),
-                         8, src.data()));
+  int res =
+      one(make_req(g_s.wire.qpn, g_t.rkey2, reinterpret_cast<uintptr_t>(g_block + kR2Off), 8, src.data()));
   unload_qp_reg rq;
   int r = reg_qp(g_fd, g_s.dev.c_str(), g_s.wire.qpn, &rq);
   check(res == -EACCES && deny_stats()["poisoned"] == b2.at("poisoned") + 1 && r == 0 &&
@@ -610,8 +600,8 @@ int main() {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (access(UNLOAD_DEVICE_PATH, F_OK)) skip("no /dev/unload (module not loaded)");
   const long long pins0 = foll_pins_outstanding();
-  g_block = static_cast<uint8_t*>(
-      mmap(nullptr, kBlock, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  g_block =
+      static_cast<uint8_t*>(mmap(nullptr, kBlock, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (g_block == MAP_FAILED) die("mmap");
   memset(g_block, kFill, kBlock);
   g_shadow.assign(g_block, g_block + kBlock);
@@ -642,11 +632,10 @@ int main() {
   check(r == 0 && rq.state == IBV_QPS_RTS && rq.dest_qp_num == g_t.wire.qpn &&
             (rq.peer_flags & (UNLOAD_PEER_LOCAL | UNLOAD_PEER_PAIRED)) ==
                 (UNLOAD_PEER_LOCAL | UNLOAD_PEER_PAIRED),
-        "qp.registered_paired", "ret %d state %u dest 0x%x flags 0x%x", r, rq.state,
-        rq.dest_qp_num, rq.peer_flags);
+        "qp.registered_paired", "ret %d state %u dest 0x%x flags 0x%x", r, rq.state, rq.dest_qp_num,
+        rq.peer_flags);
 
-  std::printf("info: foll pins outstanding %lld at start, %lld connected\n", pins0,
-              foll_pins_outstanding());
+  std::printf("info: foll pins outstanding %lld at start, %lld connected\n", pins0, foll_pins_outstanding());
   test_integrity(rng);
   std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
   test_ordering();
@@ -673,8 +662,7 @@ int main() {
   ibv_close_device(g_s.ctx);
   long long sess = stat("sessions"), pinned = stat("pinned_pages");
   long long pins1 = foll_pins_outstanding();
-  check(sess == 0 && pinned == 0, "lifecycle.released", "sessions %lld pinned_pages %lld", sess,
-        pinned);
+  check(sess == 0 && pinned == 0, "lifecycle.released", "sessions %lld pinned_pages %lld", sess, pinned);
   // rxe itself leaves the odd FOLL_PIN outstanding for a while (ibv_rc_pingpong alone
   // does), so the exact pin balance of the module is checked by kmod_lifecycle.
   std::printf("info: foll pins outstanding %lld -> %lld (rxe included)\n", pins0, pins1);

@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <poll.h>
-#include <string.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -42,20 +41,20 @@ int cmd_pins() {
     int bad = 0;
     for (int i = 0; i < 20; i++) {
       size_t len = 4096 * (1 + i * 7) + (i * 131) % 4096;
-      void* b = mmap(nullptr, len + 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+      void* b = mmap(nullptr, len + 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       ibv_mr* mr = ibv_reg_mr(rc.pd, static_cast<char*>(b) + (i * 37) % 4096, len,
                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-      bad += !mr || reg_mr(fd, mr, UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE,
-                           &handles[i]) != 0;
+      bad += !mr || reg_mr(fd, mr, UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE, &handles[i]) != 0;
     }
     for (int i = 0; i < 10; i++) bad += dereg_region(fd, handles[i]) != 0;
     unload_arena a{};
     a.length = 3 * 4096 + 1;
     bad += uioctl(fd, UNLOAD_IOC_ARENA_ALLOC, &a) != 0;
     void* m = mmap(nullptr, a.length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, a.mmap_offset);
-    if (m == MAP_FAILED) bad++;
-    else memset(m, 1, a.length);
+    if (m == MAP_FAILED)
+      bad++;
+    else
+      memset(m, 1, a.length);
     _exit(bad);  // the rest goes with the exit
   }
   int st = 0;
@@ -74,8 +73,7 @@ int cmd_pins() {
   rc_open(&rc);
   int fd = unload_open();
   static uint8_t buf[65536];
-  ibv_mr* mr = ibv_reg_mr(rc.pd, buf, sizeof buf,
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ibv_mr* mr = ibv_reg_mr(rc.pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (!mr) _exit(3);
   // Both sides: the target's region takes the writes, the sender's is their source.
   if (reg_mr(fd, mr, UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE)) _exit(4);
@@ -133,19 +131,18 @@ int cmd_kill(int n) {
     pid_t first = i % 2 ? t : s, second = i % 2 ? s : t;
     kill(first, SIGKILL);
     waitpid(first, nullptr, 0);
-    usleep(rng() % 5000);   // the survivor keeps going a little
+    usleep(rng() % 5000);  // the survivor keeps going a little
     kill(second, SIGKILL);
     waitpid(second, nullptr, 0);
     for (int fd : {ts[0], ts[1], st_[0], st_[1], rd[0], rd[1]}) close(fd);
   }
   const long long s1 = stat("sessions"), pp1 = stat("pinned_pages");
-  check(not_ready == 0, "kill.pairs_streamed", "%d pairs, %d never ready, %lld direct writes, %lds",
-        n, not_ready, stat("writes_direct") - w0, static_cast<long>(time(nullptr) - t0));
-  check(s1 == s0 && pp1 == pp0, "kill.back_to_baseline",
-        "sessions %lld -> %lld, pinned_pages %lld -> %lld", s0, s1, pp0, pp1);
+  check(not_ready == 0, "kill.pairs_streamed", "%d pairs, %d never ready, %lld direct writes, %lds", n,
+        not_ready, stat("writes_direct") - w0, static_cast<long>(time(nullptr) - t0));
+  check(s1 == s0 && pp1 == pp0, "kill.back_to_baseline", "sessions %lld -> %lld, pinned_pages %lld -> %lld",
+        s0, s1, pp0, pp1);
   const long long pins1 = foll_pins_outstanding();
-  check(pins1 == pins0, "kill.foll_pin_balance", "outstanding %lld -> %lld (rxe included)",
-        pins0, pins1);
+  check(pins1 == pins0, "kill.foll_pin_balance", "outstanding %lld -> %lld (rxe included)", pins0, pins1);
   return failures() ? 1 : 0;
 }
 
@@ -155,11 +152,17 @@ int cmd_fuzz(long n, unsigned seed) {
   if (pid == 0) {
     std::mt19937_64 rng(seed);
     static uint8_t buf[8192] __attribute__((aligned(4096)));
-    static const unsigned long cmds[] = {
-        UNLOAD_IOC_HELLO,       UNLOAD_IOC_REG_QP,      UNLOAD_IOC_UNREG_QP,
-        UNLOAD_IOC_REG_REGION,  UNLOAD_IOC_DEREG_REGION, UNLOAD_IOC_ARENA_ALLOC,
-        UNLOAD_IOC_ARENA_FREE,  UNLOAD_IOC_SUBMIT,      _IOWR(UNLOAD_IOC_MAGIC, 0x08, uint64_t),
-        _IO(UNLOAD_IOC_MAGIC, 0), 0x5401 /* TCGETS */};
+    static const unsigned long cmds[] = {UNLOAD_IOC_HELLO,
+                                         UNLOAD_IOC_REG_QP,
+                                         UNLOAD_IOC_UNREG_QP,
+                                         UNLOAD_IOC_REG_REGION,
+                                         UNLOAD_IOC_DEREG_REGION,
+                                         UNLOAD_IOC_ARENA_ALLOC,
+                                         UNLOAD_IOC_ARENA_FREE,
+                                         UNLOAD_IOC_SUBMIT,
+                                         _IOWR(UNLOAD_IOC_MAGIC, 0x08, uint64_t),
+                                         _IO(UNLOAD_IOC_MAGIC, 0),
+                                         0x5401 /* TCGETS */};
     int fd = open(UNLOAD_DEVICE_PATH, O_RDWR);
     io_uring ring;
     bool have_ring = io_uring_queue_init(8, &ring, 0) == 0;
@@ -173,11 +176,20 @@ int cmd_fuzz(long n, unsigned seed) {
       for (size_t k = 0; k < 256; k += 8) {
         uint64_t v = rng();
         switch (v % 6) {
-          case 0: v = 0; break;
-          case 1: v &= 0xff; break;
-          case 2: v = reinterpret_cast<uintptr_t>(buf) + (v % 8192); break;
-          case 3: v = 1ULL << (v % 64); break;
-          default: break;
+          case 0:
+            v = 0;
+            break;
+          case 1:
+            v &= 0xff;
+            break;
+          case 2:
+            v = reinterpret_cast<uintptr_t>(buf) + (v % 8192);
+            break;
+          case 3:
+            v = 1ULL << (v % 64);
+            break;
+          default:
+            break;
         }
         memcpy(buf + k, &v, 8);
       }
@@ -187,8 +199,8 @@ int cmd_fuzz(long n, unsigned seed) {
         memset(buf, 0, 64);
         memcpy(buf, &abi, 4);
       }
-      static const uint64_t bad_ptrs[] = {0, 1, 0xffff888000000000ULL, 0xffffffffff600000ULL,
-                                          0x7fffffffe000ULL, ~0ULL};
+      static const uint64_t bad_ptrs[] = {
+          0, 1, 0xffff888000000000ULL, 0xffffffffff600000ULL, 0x7fffffffe000ULL, ~0ULL};
       void* arg = rng() % 8 == 0 ? reinterpret_cast<void*>(bad_ptrs[rng() % 6]) : buf;
       switch (rng() % 10) {
         case 0: {  // random command number
@@ -198,9 +210,12 @@ int cmd_fuzz(long n, unsigned seed) {
           break;
         }
         case 1: {  // mmap
-          static const uint64_t offs[] = {UNLOAD_MMAP_CONTROL, UNLOAD_MMAP_COUNTERS,
-                                          UNLOAD_MMAP_ARENA_BASE, UNLOAD_MMAP_ARENA_BASE * 3,
-                                          4096, 0x7ffff000};
+          static const uint64_t offs[] = {UNLOAD_MMAP_CONTROL,
+                                          UNLOAD_MMAP_COUNTERS,
+                                          UNLOAD_MMAP_ARENA_BASE,
+                                          UNLOAD_MMAP_ARENA_BASE * 3,
+                                          4096,
+                                          0x7ffff000};
           size_t len = 4096 * (1 + rng() % 4);
           int prot = rng() % 2 ? PROT_READ : PROT_READ | PROT_WRITE;
           void* m = mmap(nullptr, len, prot, rng() % 4 ? MAP_SHARED : MAP_PRIVATE, fd,
@@ -224,8 +239,10 @@ int cmd_fuzz(long n, unsigned seed) {
           io_uring_submit(&ring);
           io_uring_cqe* cqe;
           __kernel_timespec ts{5, 0};
-          if (io_uring_wait_cqe_timeout(&ring, &cqe, &ts) == 0) io_uring_cqe_seen(&ring, cqe);
-          else _exit(9);  // a uring_cmd never completed
+          if (io_uring_wait_cqe_timeout(&ring, &cqe, &ts) == 0)
+            io_uring_cqe_seen(&ring, cqe);
+          else
+            _exit(9);  // a uring_cmd never completed
           counts[2]++;
           break;
         }
@@ -236,17 +253,17 @@ int cmd_fuzz(long n, unsigned seed) {
         }
       }
     }
-    std::printf("info: fuzz %ld calls: %ld random cmds, %ld mmaps, %ld uring_cmds, %ld ioctls\n",
-                n, counts[0], counts[1], counts[2], counts[3]);
+    std::printf("info: fuzz %ld calls: %ld random cmds, %ld mmaps, %ld uring_cmds, %ld ioctls\n", n,
+                counts[0], counts[1], counts[2], counts[3]);
     _exit(0);
   }
   int st = 0;
   waitpid(pid, &st, 0);
-  check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fuzz.calls", "%ld calls seed %u, status %d", n,
-        seed, WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
+  check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fuzz.calls", "%ld calls seed %u, status %d", n, seed,
+        WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
   const long long pp1 = stat("pinned_pages"), pins1 = foll_pins_outstanding();
-  check(pp1 == pp0 && stat("sessions") == 0, "fuzz.no_leak",
-        "pinned_pages %lld -> %lld, sessions %lld", pp0, pp1, stat("sessions"));
+  check(pp1 == pp0 && stat("sessions") == 0, "fuzz.no_leak", "pinned_pages %lld -> %lld, sessions %lld", pp0,
+        pp1, stat("sessions"));
   check(pins1 == pins0, "fuzz.foll_pin_balance", "outstanding %lld -> %lld", pins0, pins1);
   return failures() ? 1 : 0;
 }
@@ -285,8 +302,7 @@ int main(int argc, char** argv) {
   if (cmd == "linger") return cmd_linger();
   if (cmd == "kill") return cmd_kill(argc > 2 ? atoi(argv[2]) : 100);
   if (cmd == "fuzz")
-    return cmd_fuzz(argc > 2 ? atol(argv[2]) : 20000,
-                    argc > 3 ? static_cast<unsigned>(atoi(argv[3])) : 1);
+    return cmd_fuzz(argc > 2 ? atol(argv[2]) : 20000, argc > 3 ? static_cast<unsigned>(atoi(argv[3])) : 1);
   std::fprintf(stderr, "usage: kmod_lifecycle pins | kill N | fuzz N SEED | linger\n");
   return 2;
 }

@@ -1,4 +1,4 @@
-// Issue 10's stall and memlock checks.
+// The module's stall and memlock checks: no fault stalls anyone; memory is charged once.
 //   kmod_limits stall     a direct write of a live pair whose source names a page held by
 //                         userfaultfd (a fault that never resolves) is refused at once
 //                         without touching the page (regions are pinned at registration:
@@ -102,9 +102,9 @@ struct TInfo {
 };
 
 struct StallOutcome {
-  int rc;       // the submit ioctl's status
-  int result;   // the request's
-  bool faulted; // a fault on the held page reached the userfaultfd
+  int rc;        // the submit ioctl's status
+  int result;    // the request's
+  bool faulted;  // a fault on the held page reached the userfaultfd
 };
 
 // S: a page held by a userfaultfd nobody serves; once paired with T it submits one direct
@@ -122,8 +122,7 @@ struct StallOutcome {
   reg.range.start = reinterpret_cast<uintptr_t>(held);
   reg.range.len = len;
   reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-  if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api) || held == MAP_FAILED ||
-      ioctl(uffd, UFFDIO_REGISTER, &reg)) {
+  if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api) || held == MAP_FAILED || ioctl(uffd, UFFDIO_REGISTER, &reg)) {
     xwrite(out, "U", 1);  // no userfaultfd here
     _exit(77);
   }
@@ -197,15 +196,14 @@ int cmd_stall() {
   if (poll(&sp, 1, 60000) != 1) die("sender never submitted");
   StallOutcome o;
   xread(from_s[0], &o, sizeof o);
-  check(o.rc == 0 && o.result == -EACCES && !o.faulted && now_s() - ts <= kLimit,
-        "stall.source_untouched", "submit status %d, result %d, fault on the held page: %s",
-        o.rc, o.result, o.faulted ? "yes" : "no");
+  check(o.rc == 0 && o.result == -EACCES && !o.faulted && now_s() - ts <= kLimit, "stall.source_untouched",
+        "submit status %d, result %d, fault on the held page: %s", o.rc, o.result, o.faulted ? "yes" : "no");
 
   double t0 = now_s();
   xwrite(to_t[1], "D", 1);
   const bool dereg = read_within(from_t[0], kLimit);
-  check(dereg, "stall.target_dereg", "region and MR deregistered in %.2fs (limit %.0fs)",
-        now_s() - t0, kLimit);
+  check(dereg, "stall.target_dereg", "region and MR deregistered in %.2fs (limit %.0fs)", now_s() - t0,
+        kLimit);
 
   t0 = now_s();
   xwrite(to_t[1], "X", 1);
@@ -278,8 +276,8 @@ int cmd_memlock() {
   }
   const long long pin1 = vm_pin_kb(), pp1 = kt::stat("pinned_pages");
   check(pin1 == pin0 && pp1 == pp0, "memlock.qp_cycles",
-        "40 cycles: VmPin %lld -> %lld kB (%lld while QPs lived), pinned_pages %lld -> %lld (%lld)",
-        pin0, pin1, pin_live, pp0, pp1, pp_live);
+        "40 cycles: VmPin %lld -> %lld kB (%lld while QPs lived), pinned_pages %lld -> %lld (%lld)", pin0,
+        pin1, pin_live, pp0, pp1, pp_live);
 
   // MRs adding up to just under the limit (what VmPin already holds included).
   const size_t room = limit - static_cast<size_t>(pin1) * 1024 - 64 * 1024;
@@ -287,15 +285,15 @@ int cmd_memlock() {
   std::vector<ibv_mr*> mrs;
   for (int i = 0; i < 4; i++) {
     void* p = mmap(nullptr, each, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ibv_mr* mr = p == MAP_FAILED ? nullptr
-                                 : ibv_reg_mr(pd, p, each, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ibv_mr* mr =
+        p == MAP_FAILED ? nullptr : ibv_reg_mr(pd, p, each, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (!mr) std::printf("info: MR %d of %zu KiB: %s\n", i, each >> 10, strerror(errno));
     mrs.push_back(mr);
   }
   size_t ok = 0;
   for (auto* m : mrs) ok += m != nullptr;
-  check(ok == 4, "memlock.just_under_limit", "%zu/4 MRs of %zu KiB registered, VmPin %lld kB of %llu",
-        ok, each >> 10, vm_pin_kb(), static_cast<unsigned long long>(limit >> 10));
+  check(ok == 4, "memlock.just_under_limit", "%zu/4 MRs of %zu KiB registered, VmPin %lld kB of %llu", ok,
+        each >> 10, vm_pin_kb(), static_cast<unsigned long long>(limit >> 10));
 
   // A write from the first MR into the second, on a connected pair.
   if (ok == 4) {
@@ -317,8 +315,7 @@ int cmd_memlock() {
     int got = 0;
     if (!ibv_post_send(a.qp, &w, &badw))
       for (int i = 0; i < 5000000 && got == 0; i++) got = ibv_poll_cq(a.cq, 1, &wc);
-    const bool placed = got == 1 && wc.status == IBV_WC_SUCCESS &&
-                        !memcmp(mrs[0]->addr, mrs[1]->addr, 4096);
+    const bool placed = got == 1 && wc.status == IBV_WC_SUCCESS && !memcmp(mrs[0]->addr, mrs[1]->addr, 4096);
     check(placed, "memlock.write", "status %s, bytes %s", got == 1 ? ibv_wc_status_str(wc.status) : "none",
           placed ? "placed" : "not placed");
     rc_close(&a);

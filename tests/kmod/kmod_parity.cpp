@@ -41,11 +41,13 @@ namespace {
   std::exit(1);
 }
 
-void outcome(const char* key, const std::string& v) { std::printf("outcome %s %s\n", key, v.c_str()); }
+void outcome(const char* key, const std::string& v) {
+  std::printf("outcome %s %s\n", key, v.c_str());
+}
 
 constexpr size_t kBlock = 64 * 1024;
-constexpr size_t kOff = 4096 + 64;     // the MR starts here in the block
-constexpr size_t kLen = 32 * 1024;     // MR length
+constexpr size_t kOff = 4096 + 64;  // the MR starts here in the block
+constexpr size_t kLen = 32 * 1024;  // MR length
 constexpr uint8_t kFill = 0xc3;
 
 struct Dev {
@@ -147,8 +149,8 @@ struct Src {
 };
 
 Src make_src(ibv_pd* pd) {
-  Src s{static_cast<uint8_t*>(mmap(nullptr, kBlock, PROT_READ | PROT_WRITE,
-                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)),
+  Src s{static_cast<uint8_t*>(
+            mmap(nullptr, kBlock, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)),
         nullptr};
   if (s.buf == MAP_FAILED) die("mmap");
   for (size_t i = 0; i < kBlock; i++) s.buf[i] = static_cast<uint8_t>(i * 7 + 1);
@@ -164,8 +166,8 @@ struct Target {
 };
 
 Target make_target(ibv_pd* pd, int access) {
-  Target t{static_cast<uint8_t*>(mmap(nullptr, kBlock, PROT_READ | PROT_WRITE,
-                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)),
+  Target t{static_cast<uint8_t*>(
+               mmap(nullptr, kBlock, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)),
            nullptr};
   if (t.block == MAP_FAILED) die("mmap");
   memset(t.block, kFill, kBlock);
@@ -319,8 +321,8 @@ int case_two_devices() {
       munmap(b.block, kBlock);
     }
   }
-  std::printf("info: qpns rxe0 %u/%u rxe1 %u/%u, rkeys %s\n", s0.qp->qp_num, r0.qp->qp_num,
-              s1.qp->qp_num, r1.qp->qp_num, equal ? "equal" : "never equal");
+  std::printf("info: qpns rxe0 %u/%u rxe1 %u/%u, rkeys %s\n", s0.qp->qp_num, r0.qp->qp_num, s1.qp->qp_num,
+              r1.qp->qp_num, equal ? "equal" : "never equal");
   outcome("qpns_equal", s0.qp->qp_num == s1.qp->qp_num && r0.qp->qp_num == r1.qp->qp_num ? "yes" : "no");
   outcome("rkeys_equal", equal ? "yes" : "no");
   if (!equal) return 0;
@@ -350,8 +352,7 @@ int case_rereg_drop_remote_write() {
   Frame f;
   setup(&f, kRemote);
   control(&f, "control");
-  int rc = ibv_rereg_mr(f.t.mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
-                        IBV_ACCESS_LOCAL_WRITE);
+  int rc = ibv_rereg_mr(f.t.mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_LOCAL_WRITE);
   outcome("rereg", rc == 0 ? "ok" : "failed");
   if (rc) std::printf("info: rereg-unsupported (%d)\n", rc);
   outcome("write", write1(f.s, f.src, f.src.mr->lkey, 0, f.t.mr->rkey, f.t.addr() + 2048, 64));
@@ -387,14 +388,14 @@ int case_dereg_unannounced() {
   setup(&f, kRemote);
   control(&f, "control");
   void* verbs = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
-  auto* real_dereg = verbs ? reinterpret_cast<int (*)(ibv_mr*)>(dlvsym(verbs, "ibv_dereg_mr", "IBVERBS_1.1"))
-                           : nullptr;
+  auto* real_dereg =
+      verbs ? reinterpret_cast<int (*)(ibv_mr*)>(dlvsym(verbs, "ibv_dereg_mr", "IBVERBS_1.1")) : nullptr;
   if (!real_dereg) skip("libibverbs' own ibv_dereg_mr not found");
   const uint32_t rkey = f.t.mr->rkey;
   const auto t0 = std::chrono::steady_clock::now();
   outcome("dereg", real_dereg(f.t.mr) ? "failed" : "ok");
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now() - t0).count();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
   std::printf("info dereg took %lld ms\n", static_cast<long long>(ms));
   outcome("write", write1(f.s, f.src, f.src.mr->lkey, 0, rkey, f.t.addr(), 64));
   outcome("sender_state", state_name(qp_state(f.s)));
@@ -444,8 +445,8 @@ int case_responder_destroyed() {
   control(&f, "control");
   const auto t0 = std::chrono::steady_clock::now();
   outcome("destroy", ibv_destroy_qp(f.r.qp) ? "failed" : "ok");
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now() - t0).count();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
   std::printf("info destroy took %lld ms\n", static_cast<long long>(ms));
   outcome("sender_state", state_name(qp_state(f.s)));
   outcome("target", digest(f.t));
@@ -460,16 +461,31 @@ int case_bounds(const std::string& edge) {
   const uint64_t a = f.t.addr(), e = a + kLen;
   uint64_t raddr;
   uint32_t len = 8;
-  if (edge == "before_start") raddr = a - 1;
-  else if (edge == "past_end") raddr = e - 7;
-  else if (edge == "at_end") { raddr = e; len = 1; }
-  else if (edge == "wrap_2^64-8") raddr = ~0ULL - 7;
-  else if (edge == "wrap_2^64-1") { raddr = ~0ULL; len = 2; }
-  else if (edge == "len_region+1") { raddr = a; len = kLen + 1; }
-  else if (edge == "zero_addr") raddr = 0;
-  else if (edge == "last_byte_ok") { raddr = e - 1; len = 1; }
-  else if (edge == "whole_region_ok") { raddr = a; len = kLen; }
-  else return 2;
+  if (edge == "before_start")
+    raddr = a - 1;
+  else if (edge == "past_end")
+    raddr = e - 7;
+  else if (edge == "at_end") {
+    raddr = e;
+    len = 1;
+  } else if (edge == "wrap_2^64-8")
+    raddr = ~0ULL - 7;
+  else if (edge == "wrap_2^64-1") {
+    raddr = ~0ULL;
+    len = 2;
+  } else if (edge == "len_region+1") {
+    raddr = a;
+    len = kLen + 1;
+  } else if (edge == "zero_addr")
+    raddr = 0;
+  else if (edge == "last_byte_ok") {
+    raddr = e - 1;
+    len = 1;
+  } else if (edge == "whole_region_ok") {
+    raddr = a;
+    len = kLen;
+  } else
+    return 2;
   outcome("write", write1(f.s, f.src, f.src.mr->lkey, 0, f.t.mr->rkey, raddr, len));
   finish(&f);
   return 0;
@@ -487,7 +503,8 @@ int case_rkey_sweep(int n) {
   while (done < n) {
     while (posted < n && posted - done < 128) {
       uint32_t rkey;
-      do rkey = static_cast<uint32_t>(rng()); while (rkey == f.t.mr->rkey || rkey == f.src.mr->rkey);
+      do rkey = static_cast<uint32_t>(rng());
+      while (rkey == f.t.mr->rkey || rkey == f.src.mr->rkey);
       ibv_sge sge{reinterpret_cast<uintptr_t>(f.src.buf), 64, f.src.mr->lkey};
       ibv_send_wr w{}, *bad = nullptr;
       w.wr_id = static_cast<uint64_t>(posted);

@@ -40,9 +40,13 @@ bool check(bool ok, const char* name, const char* fmt, ...) {
   return ok;
 }
 
-int failures() { return g_failures; }
+int failures() {
+  return g_failures;
+}
 
-std::string sysfs_path(const std::string& name) { return "/sys/kernel/unload/" + name; }
+std::string sysfs_path(const std::string& name) {
+  return "/sys/kernel/unload/" + name;
+}
 
 bool sysfs_read(const std::string& name, std::string* out) {
   std::ifstream f(sysfs_path(name));
@@ -120,8 +124,8 @@ int reg_qp(int fd, const char* dev, uint32_t qpn, unload_qp_reg* out) {
   return ret;
 }
 
-int reg_region(int fd, const char* dev, const void* addr, uint64_t len, uint32_t lkey,
-               uint32_t rkey, uint32_t access, uint64_t* handle) {
+int reg_region(int fd, const char* dev, const void* addr, uint64_t len, uint32_t lkey, uint32_t rkey,
+               uint32_t access, uint64_t* handle) {
   unload_region_reg r{};
   snprintf(r.ibdev, sizeof r.ibdev, "%s", dev);
   r.addr = reinterpret_cast<uintptr_t>(addr);
@@ -135,8 +139,8 @@ int reg_region(int fd, const char* dev, const void* addr, uint64_t len, uint32_t
 }
 
 int reg_mr(int fd, const ibv_mr* mr, uint32_t access, uint64_t* handle) {
-  return reg_region(fd, ibv_get_device_name(mr->context->device), mr->addr, mr->length,
-                    mr->lkey, mr->rkey, access, handle);
+  return reg_region(fd, ibv_get_device_name(mr->context->device), mr->addr, mr->length, mr->lkey, mr->rkey,
+                    access, handle);
 }
 
 int dereg_region(int fd, uint64_t handle) {

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Memory is charged once (issue 10): kmod_limits memlock runs without the shim and under
+# Memory is charged once: kmod_limits memlock runs without the shim and under
 # it (UNLOAD_MODE=unload: its writes go direct), as uid 65534 with an 8 MiB
 # RLIMIT_MEMLOCK; both runs must pass.
 # Usage: memlock_test.sh <kmod_limits binary>

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The parity matrix (issue 10): every case of kmod_parity runs twice under the shim, with
+# The parity matrix: every case of kmod_parity runs twice under the shim, with
 # the NIC path (UNLOAD_MODE=offload: the reference) and with the direct path forced
 # (UNLOAD_MODE=unload), and the outcomes (completion statuses, both QPs' states, the
 # target blocks' bytes, the next request's status) must be identical. The unload run

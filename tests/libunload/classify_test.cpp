@@ -45,8 +45,8 @@ TEST(libunload_classify, SignaledBySqSigAll) {
 
 TEST(libunload_classify, OtherOpcodesAreNotWrites) {
   ibv_sge sg{0x10, 8, 1};
-  for (ibv_wr_opcode op : {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_READ,
-                           IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD}) {
+  for (ibv_wr_opcode op : {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP,
+                           IBV_WR_ATOMIC_FETCH_AND_ADD}) {
     ibv_send_wr wr = write_wr(&sg, 1, op);
     EXPECT_FALSE(classify(wr, false).is_write) << op;
     PathContext c{1024, true, true, true};

@@ -45,7 +45,8 @@ TEST(Gate, JoinerWaitsForTheOwnerInside) {
     saw_owner_inside = owner_inside.load();
     g.leave(h);
   });
-  while (!joiner_started.load()) {}
+  while (!joiner_started.load()) {
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   owner_inside = false;
   g.leave(how);
@@ -67,7 +68,8 @@ TEST(Gate, MutualExclusionAcrossTheHandOver) {
     std::atomic<bool> go{false};
     auto body = [&] {
       const uint32_t me = this_tid();
-      while (!go.load()) {}
+      while (!go.load()) {
+      }
       for (int i = 0; i < kRounds; ++i) {
         const bool how = g.enter(me);
         if (inside.fetch_add(1, std::memory_order_relaxed) != 0) overlap = true;

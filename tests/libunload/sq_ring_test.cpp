@@ -29,7 +29,7 @@ TEST(SqRing, TagMapsBackToItsEntryWhileInFlight) {
   EXPECT_EQ(r.entry_of_tag(r.tag_of(a)), a);
   EXPECT_EQ(r.entry_of_tag(r.tag_of(b)), b);
   EXPECT_EQ(r.entry_of_tag(r.tag_of(b) + 1), nullptr);  // inside an entry, not its start
-  EXPECT_EQ(r.entry_of_tag(100), nullptr);               // a program's wr_id
+  EXPECT_EQ(r.entry_of_tag(100), nullptr);              // a program's wr_id
   EXPECT_EQ(r.entry_of_tag(0), nullptr);
   r.retire_through(a);
   EXPECT_EQ(r.entry_of_tag(r.tag_of(a)), nullptr);  // retired: a late copy of its tag is no tag

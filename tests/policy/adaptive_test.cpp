@@ -1,4 +1,5 @@
-// Adaptive mode's rules in isolation: warm-up then the cheapest path, hysteresis, the fence cost of going direct, exploration rate, sampling, write classes kept apart, and seeded determinism.
+// Adaptive mode's rules in isolation: warm-up then the cheapest path, hysteresis, the fence cost of going
+// direct, exploration rate, sampling, write classes kept apart, and seeded determinism.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -16,8 +17,8 @@ using CostOf = std::function<uint64_t(Path, uint64_t index)>;
 // Runs `writes` noise-free decisions of one write shape, observing those the policy samples,
 // as the runtime does; returns how many took `counted`. Each write targets a different
 // page, so every one stays in the cold class of its shape.
-uint64_t run(Policy& policy, const Tunables& t, WriteFeatures f, uint64_t writes,
-             const CostOf& cost, Path counted = Path::offload, uint64_t* index = nullptr) {
+uint64_t run(Policy& policy, const Tunables& t, WriteFeatures f, uint64_t writes, const CostOf& cost,
+             Path counted = Path::offload, uint64_t* index = nullptr) {
   uint64_t local_index = 0;
   uint64_t& i = index ? *index : local_index;
   uint64_t hits = 0;

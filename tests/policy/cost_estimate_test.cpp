@@ -1,4 +1,5 @@
-// The cost estimate: a plain mean at first, robust to outliers, steady under noise, and quick to follow a 2x change.
+// The cost estimate: a plain mean at first, robust to outliers, steady under noise, and quick to follow a 2x
+// change.
 #include <gtest/gtest.h>
 
 #include "unload/policy/cost_estimate.hpp"
@@ -8,7 +9,9 @@ namespace unload::policy {
 namespace {
 
 // 1000 +- 20% uniform noise.
-uint64_t noisy_1000(Prng& rng) { return 800 + rng.next() % 401; }
+uint64_t noisy_1000(Prng& rng) {
+  return 800 + rng.next() % 401;
+}
 
 TEST(policy_cost_estimate, FirstSampleIsTheEstimate) {
   CostEstimate e;

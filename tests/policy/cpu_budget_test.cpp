@@ -1,4 +1,5 @@
-// The CPU budget's token bucket: it accrues budget_pct of wall time, caps saved tokens at the burst, must be repaid when overdrawn, and is unlimited from 100%.
+// The CPU budget's token bucket: it accrues budget_pct of wall time, caps saved tokens at the burst, must be
+// repaid when overdrawn, and is unlimited from 100%.
 #include <gtest/gtest.h>
 
 #include "unload/policy/cpu_budget.hpp"

@@ -1,4 +1,5 @@
-// Over random writes, tunables and observed costs, no mode ever returns a path that is not eligible for the write.
+// Over random writes, tunables and observed costs, no mode ever returns a path that is not eligible for the
+// write.
 #include <gtest/gtest.h>
 
 #include "test_support.hpp"
@@ -33,8 +34,8 @@ TEST(policy_eligibility, NoModeEverReturnsAnIneligiblePath) {
       f.now_ns = now += 500;
       const PathSet allowed = effective_eligible(f, t);
       const Path p = policy.decide(f, t);
-      ASSERT_TRUE(allowed.contains(p)) << "mode " << static_cast<int>(mode) << " write " << i
-                                       << " chose " << name_of(p);
+      ASSERT_TRUE(allowed.contains(p))
+          << "mode " << static_cast<int>(mode) << " write " << i << " chose " << name_of(p);
       // Costs that vary by path and at random, so that adaptive moves around.
       policy.observe(p, f, 100 + index_of(p) * 300 + rng.next() % 2000);
     }

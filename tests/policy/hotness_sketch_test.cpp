@@ -1,4 +1,6 @@
-// The hotness sketch: frequently written pages are hot, uniformly spread pages are not, a page cools once writes to it stop, rkeys are told apart, and steady_touches() never promises an answer a touch would not give.
+// The hotness sketch: frequently written pages are hot, uniformly spread pages are not, a page cools once
+// writes to it stop, rkeys are told apart, and steady_touches() never promises an answer a touch would not
+// give.
 #include <gtest/gtest.h>
 
 #include "unload/policy/hotness_sketch.hpp"
@@ -61,7 +63,8 @@ TEST(policy_hotness_sketch, SteadyTouchesAnswerAsPromised) {
     const bool hot = sketch.count(s) + 1 >= HotnessSketch::kHotCount;
     const unsigned n = sketch.steady_touches(s);
     HotnessSketch copy = sketch;
-    for (unsigned j = 1; j <= n; ++j) ASSERT_EQ(copy.touch(s), hot) << "trial " << trial << ", touch " << j << " of " << n;
+    for (unsigned j = 1; j <= n; ++j)
+      ASSERT_EQ(copy.touch(s), hot) << "trial " << trial << ", touch " << j << " of " << n;
     promised += n;
   }
   EXPECT_GT(promised, 3000u);  // it does promise something

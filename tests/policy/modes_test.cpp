@@ -1,4 +1,5 @@
-// Each mode's rule (offload, unload, threshold), enabled=0 and unknown modes forcing offload, and the mode encoding of the control page.
+// Each mode's rule (offload, unload, threshold), enabled=0 and unknown modes forcing offload, and the mode
+// encoding of the control page.
 #include <gtest/gtest.h>
 
 #include "test_support.hpp"
@@ -51,14 +52,12 @@ TEST(policy_modes, UnloadTakesTheCheapestEligibleCpuPath) {
   Policy policy;
   const Tunables t = tunables_in(Mode::unload);
   EXPECT_EQ(policy.decide(write_of(64, PathSet::all(), true), t), Path::unload_direct);
-  EXPECT_EQ(policy.decide(write_of(64, PathSet::all().without(Path::unload_direct)), t),
-            Path::unload_inline);
+  EXPECT_EQ(policy.decide(write_of(64, PathSet::all().without(Path::unload_direct)), t), Path::unload_inline);
   // Past inline_max (256) only stage remains of the two.
   EXPECT_EQ(policy.decide(write_of(1024, PathSet::all().without(Path::unload_direct)), t),
             Path::unload_stage);
   // Past stage_max nothing CPU-side remains.
-  EXPECT_EQ(policy.decide(write_of(1u << 20, PathSet::all().without(Path::unload_direct)), t),
-            Path::offload);
+  EXPECT_EQ(policy.decide(write_of(1u << 20, PathSet::all().without(Path::unload_direct)), t), Path::offload);
 }
 
 TEST(policy_modes, UnloadIgnoresTheCpuBudget) {

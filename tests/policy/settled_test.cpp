@@ -1,4 +1,5 @@
-// Reusing a settled decision changes nothing: the same stream gives the same paths, samples, clock requests and statistics with reuse on and off, and reuse does happen.
+// Reusing a settled decision changes nothing: the same stream gives the same paths, samples, clock requests
+// and statistics with reuse on and off, and reuse does happen.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -26,9 +27,9 @@ struct Seen {
 // offloaded writes report a wait as a latency-bound program's do.
 struct Stream {
   uint64_t seed;
-  uint32_t compute_ns;  // > 0: the program computes between writes and waits little
-  bool pipelined;       // a write is observed after the next one is decided, as with two in flight
-  uint64_t pages = 4;   // target pages; with many, their counts hover at the hotness threshold
+  uint32_t compute_ns;       // > 0: the program computes between writes and waits little
+  bool pipelined;            // a write is observed after the next one is decided, as with two in flight
+  uint64_t pages = 4;        // target pages; with many, their counts hover at the hotness threshold
   uint64_t run_length = 64;  // writes to one page before the next, on average
 
   std::vector<Seen> run(Policy& policy) const {

@@ -1,4 +1,5 @@
-// Simulator (c): with cpu_budget_pct = 10, adaptive keeps CPU copy time within 10% (+1 point) of wall time although the CPU path is the cheaper one, and spends most of that budget.
+// Simulator (c): with cpu_budget_pct = 10, adaptive keeps CPU copy time within 10% (+1 point) of wall time
+// although the CPU path is the cheaper one, and spends most of that budget.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -28,8 +29,8 @@ double cpu_share(uint32_t budget_pct, uint64_t seed) {
 TEST(policy_sim_cpu_budget, CpuShareStaysWithinTheBudget) {
   for (uint64_t seed : {1u, 2u, 3u}) {
     const double share = cpu_share(10, seed);
-    std::printf("seed %llu: CPU share %.2f%% with a 10%% budget\n",
-                static_cast<unsigned long long>(seed), 100 * share);
+    std::printf("seed %llu: CPU share %.2f%% with a 10%% budget\n", static_cast<unsigned long long>(seed),
+                100 * share);
     EXPECT_LE(share, 0.11);
     EXPECT_GE(share, 0.09);  // the budget is used, not just respected
   }

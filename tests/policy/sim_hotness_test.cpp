@@ -1,4 +1,5 @@
-// Simulator (d): when writes to hot target pages are cheap on the NIC and writes to cold pages are cheaper unloaded, adaptive learns hotness from its sketch and routes the two apart.
+// Simulator (d): when writes to hot target pages are cheap on the NIC and writes to cold pages are cheaper
+// unloaded, adaptive learns hotness from its sketch and routes the two apart.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -44,8 +45,8 @@ TEST(policy_sim_hotness, SeparatesHotAndColdPages) {
       }
     }
     std::printf("seed %llu: hot pages offloaded %.1f%%, cold pages staged %.1f%%, cold judged hot %.2f%%\n",
-                static_cast<unsigned long long>(seed), 100.0 * hot_offload / hot,
-                100.0 * cold_stage / cold, 100.0 * cold_judged_hot / cold);
+                static_cast<unsigned long long>(seed), 100.0 * hot_offload / hot, 100.0 * cold_stage / cold,
+                100.0 * cold_judged_hot / cold);
     EXPECT_GE(hot_offload, hot * 90 / 100);
     EXPECT_GE(cold_stage, cold * 90 / 100);
     EXPECT_LE(cold_judged_hot, cold / 100);

@@ -1,4 +1,6 @@
-// Simulator (d): with default tunables, the CPU budget charges only CPU time beyond the program's wait for the NIC: a latency-bound program takes the faster CPU path, one that computes between writes stays within a tight budget, and a 2x step is followed within 500 decisions.
+// Simulator (d): with default tunables, the CPU budget charges only CPU time beyond the program's wait for
+// the NIC: a latency-bound program takes the faster CPU path, one that computes between writes stays within a
+// tight budget, and a 2x step is followed within 500 decisions.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,8 +20,8 @@ struct Shares {
 };
 
 // Local 4 KiB writes, offload or direct, from `program`, measured after a warm-up.
-Shares run(Program program, double offload_ns, double direct_ns, uint32_t budget_pct,
-           bool report_wait, uint64_t seed, NoiseSpec noise = {}) {
+Shares run(Program program, double offload_ns, double direct_ns, uint32_t budget_pct, bool report_wait,
+           uint64_t seed, NoiseSpec noise = {}) {
   Tunables t = kDefaultTunables;
   t.cpu_budget_pct = budget_pct;
   Simulator sim(t, seed, noise);
@@ -38,8 +40,7 @@ Shares run(Program program, double offload_ns, double direct_ns, uint32_t budget
       denials_start = sim.policy().stats().budget_denials;
       charged_start = sim.policy().stats().budget_charged_ns;
     }
-    const Outcome o =
-        sim.step(random_write(sim.noise(), 4096, true, PathSet(Path::unload_direct)), model);
+    const Outcome o = sim.step(random_write(sim.noise(), 4096, true, PathSet(Path::unload_direct)), model);
     if (i >= kWarm && o.path == Path::unload_direct) ++direct;
   }
   Shares s;
@@ -162,19 +163,42 @@ Reaction react(const Step& s, uint64_t seed) {
 
 const Step kSteps[] = {
     // Only exploration sees the unused path get cheaper.
-    {"local 4KiB, direct drops to half of offload", 4096, true, PathSet(Path::unload_direct),
-     {10'000, 0, 0, 12'000}, {10'000, 0, 0, 5'000}, Path::offload, Path::unload_direct},
+    {"local 4KiB, direct drops to half of offload",
+     4096,
+     true,
+     PathSet(Path::unload_direct),
+     {10'000, 0, 0, 12'000},
+     {10'000, 0, 0, 5'000},
+     Path::offload,
+     Path::unload_direct},
     // The CPU path in use doubles past the NIC: every write sees it.
-    {"local 4KiB, direct doubles past offload", 4096, true, PathSet(Path::unload_direct),
-     {6'000, 0, 0, 4'000}, {6'000, 0, 0, 8'000}, Path::unload_direct, Path::offload},
+    {"local 4KiB, direct doubles past offload",
+     4096,
+     true,
+     PathSet(Path::unload_direct),
+     {6'000, 0, 0, 4'000},
+     {6'000, 0, 0, 8'000},
+     Path::unload_direct,
+     Path::offload},
     // The NIC in use doubles past the CPU paths; inline becomes the cheapest of three, by
     // more than the hysteresis (closer, which one the class lands on is the estimates'
     // noise at the switch, and the hysteresis keeps it there by design).
-    {"local 128B, offload doubles past inline", 128, true, PathSet::cpu_paths(),
-     {2'000, 2'600, 3'000, 3'200}, {4'000, 2'600, 3'000, 3'200}, Path::offload,
+    {"local 128B, offload doubles past inline",
+     128,
+     true,
+     PathSet::cpu_paths(),
+     {2'000, 2'600, 3'000, 3'200},
+     {4'000, 2'600, 3'000, 3'200},
+     Path::offload,
      Path::unload_inline},
-    {"remote 4KiB, stage drops to half of offload", 4096, false, PathSet(Path::unload_stage),
-     {2'000, 0, 2'600, 0}, {2'000, 0, 1'000, 0}, Path::offload, Path::unload_stage},
+    {"remote 4KiB, stage drops to half of offload",
+     4096,
+     false,
+     PathSet(Path::unload_stage),
+     {2'000, 0, 2'600, 0},
+     {2'000, 0, 1'000, 0},
+     Path::offload,
+     Path::unload_stage},
 };
 
 TEST(policy_sim_nic_wait, LatencyBoundFollowsA2xStepWithin500DecisionsAtTheDefaultBudget) {
@@ -187,8 +211,8 @@ TEST(policy_sim_nic_wait, LatencyBoundFollowsA2xStepWithin500DecisionsAtTheDefau
       least_taken = std::min(least_taken, r.taken);
     }
     std::sort(delays.begin(), delays.end());
-    std::printf("%-46s decisions to follow: median %llu, worst %llu (20 seeds); then %.1f%% on it\n",
-                s.name, static_cast<unsigned long long>(delays[delays.size() / 2]),
+    std::printf("%-46s decisions to follow: median %llu, worst %llu (20 seeds); then %.1f%% on it\n", s.name,
+                static_cast<unsigned long long>(delays[delays.size() / 2]),
                 static_cast<unsigned long long>(delays.back()), 100 * least_taken);
     EXPECT_LE(delays.back(), kMaxDelay) << s.name;
     EXPECT_GE(least_taken, 0.90) << s.name;  // chosen and taken: the budget does not hold it back

@@ -1,4 +1,5 @@
-// Simulator (a): under steady costs with 20% noise (plus 1% outliers), adaptive costs within 5% of the best fixed path in every write class and switches at most once per 10^4 decisions after warm-up.
+// Simulator (a): under steady costs with 20% noise (plus 1% outliers), adaptive costs within 5% of the best
+// fixed path in every write class and switches at most once per 10^4 decisions after warm-up.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -16,10 +17,14 @@ double steady_cost(Path p, const SimWrite& w, uint64_t) {
   const uint32_t len = w.features.length;
   const bool local = w.features.peer_local;
   switch (p) {
-    case Path::offload: return local ? Linear{2600, 0.18}.at(len) : Linear{1800, 0.09}.at(len);
-    case Path::unload_inline: return local ? Linear{1500, 0.5}.at(len) : Linear{900, 0.5}.at(len);
-    case Path::unload_stage: return local ? Linear{1900, 0.2}.at(len) : Linear{1300, 0.12}.at(len);
-    case Path::unload_direct: return Linear{600, 0.1}.at(len);
+    case Path::offload:
+      return local ? Linear{2600, 0.18}.at(len) : Linear{1800, 0.09}.at(len);
+    case Path::unload_inline:
+      return local ? Linear{1500, 0.5}.at(len) : Linear{900, 0.5}.at(len);
+    case Path::unload_stage:
+      return local ? Linear{1900, 0.2}.at(len) : Linear{1300, 0.12}.at(len);
+    case Path::unload_direct:
+      return Linear{600, 0.1}.at(len);
   }
   return 0;
 }
@@ -44,7 +49,8 @@ TEST(policy_sim_steady, NearBestFixedPathWithoutFlapping) {
     uint64_t switches_at_warmup = 0;
     for (uint64_t i = 0; i < kWrites; ++i) {
       if (i == kWarmup) switches_at_warmup = sim.policy().stats().switches;
-      const unsigned cls = kMinClass + static_cast<unsigned>(sim.noise().uniform() * (kMaxClass - kMinClass + 1));
+      const unsigned cls =
+          kMinClass + static_cast<unsigned>(sim.noise().uniform() * (kMaxClass - kMinClass + 1));
       const uint32_t lo = 1u << (cls - 1);
       const uint32_t len = lo + static_cast<uint32_t>(sim.noise().uniform() * lo);
       const bool local = sim.noise().uniform() < 0.5;

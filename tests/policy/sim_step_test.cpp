@@ -1,4 +1,5 @@
-// Simulator (b): after a step change that makes another path 2x cheaper than the chosen one, adaptive moves to it within 500 decisions, whether the change is seen on the chosen path or only through exploration.
+// Simulator (b): after a step change that makes another path 2x cheaper than the chosen one, adaptive moves
+// to it within 500 decisions, whether the change is seen on the chosen path or only through exploration.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,17 +48,41 @@ uint64_t decisions_to_follow(const StepScenario& s, uint64_t seed) {
 
 const StepScenario kScenarios[] = {
     // The unused path gets cheaper: only exploration can see it.
-    {"remote 4KiB, stage drops to half of offload", 4096, false, PathSet(Path::unload_stage),
-     {2000, 0, 2600, 0}, {2000, 0, 1000, 0}, Path::offload, Path::unload_stage},
+    {"remote 4KiB, stage drops to half of offload",
+     4096,
+     false,
+     PathSet(Path::unload_stage),
+     {2000, 0, 2600, 0},
+     {2000, 0, 1000, 0},
+     Path::offload,
+     Path::unload_stage},
     // The chosen path gets dearer: every write sees it.
-    {"remote 4KiB, offload doubles past stage", 4096, false, PathSet(Path::unload_stage),
-     {2000, 0, 2600, 0}, {5200, 0, 2600, 0}, Path::offload, Path::unload_stage},
+    {"remote 4KiB, offload doubles past stage",
+     4096,
+     false,
+     PathSet(Path::unload_stage),
+     {2000, 0, 2600, 0},
+     {5200, 0, 2600, 0},
+     Path::offload,
+     Path::unload_stage},
     // Three alternatives share the exploration; the changed one is the dearest before.
-    {"local 128B, direct drops to half of offload", 128, true, PathSet::cpu_paths(),
-     {2000, 2600, 2800, 3000}, {2000, 2600, 2800, 1000}, Path::offload, Path::unload_direct},
+    {"local 128B, direct drops to half of offload",
+     128,
+     true,
+     PathSet::cpu_paths(),
+     {2000, 2600, 2800, 3000},
+     {2000, 2600, 2800, 1000},
+     Path::offload,
+     Path::unload_direct},
     // And back: the CPU path in use gets dearer, the NIC is now 2x cheaper.
-    {"remote 128B, inline doubles past offload", 128, false, PathSet(Path::unload_inline),
-     {2000, 1200, 0, 0}, {2000, 4000, 0, 0}, Path::unload_inline, Path::offload},
+    {"remote 128B, inline doubles past offload",
+     128,
+     false,
+     PathSet(Path::unload_inline),
+     {2000, 1200, 0, 0},
+     {2000, 4000, 0, 0},
+     Path::unload_inline,
+     Path::offload},
 };
 
 TEST(policy_sim_step, FollowsA2xChangeWithin500Decisions) {

@@ -11,7 +11,9 @@ uint64_t Noise::next() {
   return x ^ (x >> 31);
 }
 
-double Noise::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+double Noise::uniform() {
+  return static_cast<double>(next() >> 11) * 0x1.0p-53;
+}
 
 double Noise::factor() {
   const double u1 = 1.0 - uniform();  // (0, 1]: log is finite

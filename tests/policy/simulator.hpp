@@ -87,8 +87,8 @@ class Simulator {
   Noise& noise() { return noise_; }
   uint64_t now_ns() const { return now_ns_; }
   uint64_t writes() const { return index_; }
-  double cpu_ns() const { return cpu_ns_; }      // simulated CPU time spent on CPU paths
-  double wait_ns() const { return wait_ns_; }    // simulated time spent polling for the NIC
+  double cpu_ns() const { return cpu_ns_; }    // simulated CPU time spent on CPU paths
+  double wait_ns() const { return wait_ns_; }  // simulated time spent polling for the NIC
 
  private:
   Policy policy_;

@@ -80,14 +80,22 @@ struct Verbs {
 void load_verbs() {
 #ifdef UNLOAD_DLOPEN
   void* h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!h) { std::fprintf(stderr, "dlopen: %s\n", dlerror()); std::exit(2); }
-#define L(f) V.f = reinterpret_cast<decltype(V.f)>(dlsym(h, "ibv_" #f)); \
-  if (!V.f) { std::fprintf(stderr, "dlsym ibv_" #f ": %s\n", dlerror()); std::exit(2); }
+  if (!h) {
+    std::fprintf(stderr, "dlopen: %s\n", dlerror());
+    std::exit(2);
+  }
+#define L(f)                                                   \
+  V.f = reinterpret_cast<decltype(V.f)>(dlsym(h, "ibv_" #f));  \
+  if (!V.f) {                                                  \
+    std::fprintf(stderr, "dlsym ibv_" #f ": %s\n", dlerror()); \
+    std::exit(2);                                              \
+  }
 #else
 #define L(f) V.f = &::ibv_##f;
 #endif
-  L(get_device_list) L(get_device_name) L(open_device) L(alloc_pd) L(create_cq) L(create_qp)
-  L(modify_qp) L(query_qp) L(query_gid) L(reg_mr) L(wc_status_str)
+  L(get_device_list)
+  L(get_device_name) L(open_device) L(alloc_pd) L(create_cq) L(create_qp) L(modify_qp) L(query_qp)
+      L(query_gid) L(reg_mr) L(wc_status_str)
 #undef L
 }
 
@@ -169,7 +177,7 @@ uint64_t fnv(const uint8_t* p, size_t n) {
 int integrity(long writes, uint64_t seed) {
   Env e = open_env();
   constexpr int kQps = 4;
-  constexpr uint32_t kDepth = 64;       // send queue depth
+  constexpr uint32_t kDepth = 64;  // send queue depth
   constexpr uint32_t kMaxLen = 4096;
   constexpr size_t kTarget = 1 << 20;
   // The send CQ is sized exactly: at most kDepth signaled requests per QP outstanding.
@@ -194,7 +202,10 @@ int integrity(long writes, uint64_t seed) {
     x.smr = reg(e, x.src.data(), x.src.size(), IBV_ACCESS_LOCAL_WRITE);
     x.dmr = reg(e, x.dst.data(), x.dst.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   }
-  for (auto& x : q) { connect(e, x.s, x.r->qp_num); connect(e, x.r, x.s->qp_num); }
+  for (auto& x : q) {
+    connect(e, x.s, x.r->qp_num);
+    connect(e, x.r, x.s->qp_num);
+  }
 
   long errors = 0, order_errors = 0, completions = 0, signaled_total = 0;
   auto poll = [&](bool block) {
@@ -206,13 +217,19 @@ int integrity(long writes, uint64_t seed) {
         ++completions;
         const int qi = static_cast<int>(wc[i].wr_id >> 40);
         const uint64_t k = wc[i].wr_id & ((1ull << 40) - 1);
-        if (qi < 0 || qi >= kQps || wc[i].qp_num != q[qi].s->qp_num) { ++errors; continue; }
+        if (qi < 0 || qi >= kQps || wc[i].qp_num != q[qi].s->qp_num) {
+          ++errors;
+          continue;
+        }
         Q& x = q[qi];
         if (wc[i].status != IBV_WC_SUCCESS || wc[i].opcode != IBV_WC_RDMA_WRITE) {
           std::fprintf(stderr, "completion %s opcode %d\n", V.wc_status_str(wc[i].status), wc[i].opcode);
           ++errors;
         }
-        if (x.signaled.empty() || x.signaled.front() != k) { ++order_errors; continue; }
+        if (x.signaled.empty() || x.signaled.front() != k) {
+          ++order_errors;
+          continue;
+        }
         x.signaled.pop_front();
         x.completed = k + 1;
       }
@@ -224,11 +241,14 @@ int integrity(long writes, uint64_t seed) {
     const uint64_t k = x.posted;
     // The send queue slot (and the source slot) of request k - kDepth must be free.
     while (k >= x.completed + kDepth) {
-      if (x.signaled.empty()) { std::fprintf(stderr, "stuck\n"); return 1; }
+      if (x.signaled.empty()) {
+        std::fprintf(stderr, "stuck\n");
+        return 1;
+      }
       poll(true);
     }
-    const uint32_t len = rng() % 2 ? 1 + static_cast<uint32_t>(rng() % 256)
-                                   : 1 + static_cast<uint32_t>(rng() % kMaxLen);
+    const uint32_t len =
+        rng() % 2 ? 1 + static_cast<uint32_t>(rng() % 256) : 1 + static_cast<uint32_t>(rng() % kMaxLen);
     const size_t off = rng() % (kTarget - len);
     uint8_t* s = &x.src[(k % kDepth) * kMaxLen];
     for (uint32_t i = 0; i < len; ++i) s[i] = static_cast<uint8_t>(rng());
@@ -252,7 +272,10 @@ int integrity(long writes, uint64_t seed) {
     wr.send_flags = sig ? IBV_SEND_SIGNALED : 0;
     wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(&x.dst[off]);
     wr.wr.rdma.rkey = x.dmr->rkey;
-    if (sig) { x.signaled.push_back(k); ++signaled_total; }
+    if (sig) {
+      x.signaled.push_back(k);
+      ++signaled_total;
+    }
     if (ibv_post_send(x.s, &wr, &bad)) die("post_send");
     x.posted++;
     poll(false);
@@ -270,13 +293,15 @@ int integrity(long writes, uint64_t seed) {
     while (x.posted > x.completed + kDepth) poll(true);
     if (ibv_post_send(x.s, &wr, &bad)) die("post_send");
   }
-  for (auto& x : q) while (!x.signaled.empty()) poll(true);
+  for (auto& x : q)
+    while (!x.signaled.empty()) poll(true);
   int mismatches = 0;
   for (auto& x : q)
     if (fnv(x.dst.data(), kTarget) != fnv(x.shadow.data(), kTarget)) ++mismatches;
-  std::printf("integrity: writes %ld signaled %ld completions %ld errors %ld order_errors %ld "
-              "checksum_mismatches %d\n", writes, signaled_total, completions, errors, order_errors,
-              mismatches);
+  std::printf(
+      "integrity: writes %ld signaled %ld completions %ld errors %ld order_errors %ld "
+      "checksum_mismatches %d\n",
+      writes, signaled_total, completions, errors, order_errors, mismatches);
   return errors || order_errors || mismatches || completions != signaled_total;
 }
 
@@ -310,7 +335,10 @@ int order(long writes, uint64_t seed) {
       observed++;
       // Data of write f (and maybe newer) must be there: every word >= f.
       for (uint32_t i = 0; i < lens[f] / 8; ++i)
-        if (__atomic_load_n(&dst[i], __ATOMIC_RELAXED) < f) { violations++; break; }
+        if (__atomic_load_n(&dst[i], __ATOMIC_RELAXED) < f) {
+          violations++;
+          break;
+        }
     }
   });
   // Two requests per step (data, then flag, 8 bytes), the flag signaled every 8 steps.
@@ -321,7 +349,10 @@ int order(long writes, uint64_t seed) {
       ibv_wc wc;
       const int n = ibv_poll_cq(cq, 1, &wc);
       if (n < 0 || (n == 1 && wc.status != IBV_WC_SUCCESS)) die("completion");
-      if (n == 1) { completed = wc.wr_id + 1; sig.pop_front(); }
+      if (n == 1) {
+        completed = wc.wr_id + 1;
+        sig.pop_front();
+      }
     }
     uint64_t* d = &src[(k % (kDepth / 2)) * (kMaxLen / 8 + 1)];
     for (uint32_t i = 0; i < lens[k] / 8; ++i) d[i] = k;
@@ -353,10 +384,12 @@ int order(long writes, uint64_t seed) {
     if (n < 0 || (n == 1 && wc.status != IBV_WC_SUCCESS)) die("completion");
     if (n == 1) sig.pop_front();
   }
-  while (*flag != static_cast<uint64_t>(writes)) {}
+  while (*flag != static_cast<uint64_t>(writes)) {
+  }
   stop = true;
   reader.join();
-  std::printf("order: writes %ld flags_observed %ld violations %ld\n", writes, observed.load(), violations.load());
+  std::printf("order: writes %ld flags_observed %ld violations %ld\n", writes, observed.load(),
+              violations.load());
   return violations.load() != 0;
 }
 
@@ -391,8 +424,8 @@ int errors_case(Env& e, const char* name, int target_access, int how) {
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(dst);
   wr.wr.rdma.rkey = dmr->rkey;
-  if (how == 1) wr.wr.rdma.rkey = dmr->rkey + 0x1000;           // bad rkey
-  if (how == 2) wr.wr.rdma.remote_addr += sizeof dst - 32;       // out of bounds
+  if (how == 1) wr.wr.rdma.rkey = dmr->rkey + 0x1000;       // bad rkey
+  if (how == 2) wr.wr.rdma.remote_addr += sizeof dst - 32;  // out of bounds
   // A good unsignaled write first: it completes silently before the failing one.
   ibv_sge sg0{reinterpret_cast<uintptr_t>(src), 16, smr->lkey};
   ibv_send_wr w0{};
@@ -464,17 +497,20 @@ int basic(long writes) {
     if (ibv_post_send(s, &wr, &bad)) die("post_send");
     ibv_wc wc;
     int n;
-    while ((n = ibv_poll_cq(cq, 1, &wc)) == 0) {}
+    while ((n = ibv_poll_cq(cq, 1, &wc)) == 0) {
+    }
     if (n < 0 || wc.status != IBV_WC_SUCCESS || wc.wr_id != wr.wr_id || wc.qp_num != s->qp_num) {
       std::printf("basic: bad completion %d wr_id %" PRIu64 "\n", n, wc.wr_id);
       return 1;
     }
-    if (std::memcmp(src, dst, sizeof dst) != 0) { std::printf("basic: data mismatch\n"); return 1; }
+    if (std::memcmp(src, dst, sizeof dst) != 0) {
+      std::printf("basic: data mismatch\n");
+      return 1;
+    }
   }
   std::printf("basic: %ld writes ok\n", writes);
   return 0;
 }
-
 
 #ifndef UNLOAD_DLOPEN
 // ------------------------------------------------------------------ helpers of the modes below
@@ -502,10 +538,10 @@ void make_pair(Env& e, Pair& p, ibv_cq* scq, ibv_cq* rcq, uint32_t depth, size_t
 
 // Posts write k of a random stream on `p`: random length (mostly small, so every path
 // is taken), random offset, payload from source slot k % slots, mirrored in the shadow.
-void post_random(Pair& p, std::mt19937_64& rng, uint64_t wr_id, uint64_t k, uint32_t slots,
-                 uint32_t max_len, bool sig) {
-  const uint32_t len = rng() % 2 ? 1 + static_cast<uint32_t>(rng() % 64)
-                                 : 1 + static_cast<uint32_t>(rng() % max_len);
+void post_random(Pair& p, std::mt19937_64& rng, uint64_t wr_id, uint64_t k, uint32_t slots, uint32_t max_len,
+                 bool sig) {
+  const uint32_t len =
+      rng() % 2 ? 1 + static_cast<uint32_t>(rng() % 64) : 1 + static_cast<uint32_t>(rng() % max_len);
   const size_t off = rng() % (p.dst.size() - len);
   uint8_t* s = &p.src[(k % slots) * max_len];
   for (uint32_t i = 0; i < len; ++i) s[i] = static_cast<uint8_t>(rng());
@@ -522,7 +558,9 @@ void post_random(Pair& p, std::mt19937_64& rng, uint64_t wr_id, uint64_t k, uint
   if (ibv_post_send(p.s, &wr, &bad)) die("post_send");
 }
 
-bool same(const Pair& p) { return fnv(p.dst.data(), p.dst.size()) == fnv(p.shadow.data(), p.shadow.size()); }
+bool same(const Pair& p) {
+  return fnv(p.dst.data(), p.dst.size()) == fnv(p.shadow.data(), p.shadow.size());
+}
 
 // ------------------------------------------------------------------ event
 
@@ -550,7 +588,10 @@ int event(long writes, bool use_fd) {
     for (bool found = false; !found;) {
       if (use_fd) {
         pollfd pf{ch->fd, POLLIN, 0};
-        if (::poll(&pf, 1, 60000) != 1) { std::printf("event: lost wake-up (fd) at %" PRIu64 "\n", k); return 1; }
+        if (::poll(&pf, 1, 60000) != 1) {
+          std::printf("event: lost wake-up (fd) at %" PRIu64 "\n", k);
+          return 1;
+        }
       } else {
         alarm(60);
       }
@@ -565,8 +606,9 @@ int event(long writes, bool use_fd) {
       int n;
       while ((n = ibv_poll_cq(cq, 4, wc)) > 0)
         for (int i = 0; i < n; ++i) {
-          if (wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != k || found ||
-              wc[i].qp_num != p.s->qp_num || wc[i].opcode != IBV_WC_RDMA_WRITE) ++bad;
+          if (wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != k || found || wc[i].qp_num != p.s->qp_num ||
+              wc[i].opcode != IBV_WC_RDMA_WRITE)
+            ++bad;
           found = true;
         }
       if (n < 0) die("poll_cq");
@@ -588,7 +630,8 @@ int threads(int nthreads, long writes, bool shared) {
   Env e = open_env();
   constexpr uint32_t kDepth = 32, kMaxLen = 1024;
   ibv_cq* rcq = V.create_cq(e.ctx, 16, nullptr, nullptr, 0);
-  ibv_cq* scq_shared = shared ? V.create_cq(e.ctx, static_cast<int>(kDepth) * nthreads, nullptr, nullptr, 0) : nullptr;
+  ibv_cq* scq_shared =
+      shared ? V.create_cq(e.ctx, static_cast<int>(kDepth) * nthreads, nullptr, nullptr, 0) : nullptr;
   struct T {
     Pair p;
     ibv_cq* cq;
@@ -606,7 +649,8 @@ int threads(int nthreads, long writes, bool shared) {
   // signaled sequence of its QP (completions of a send queue come in post order).
   auto sig_of = [&](uint64_t k) { return k % 4 == 3 || k + 1 == static_cast<uint64_t>(writes); };
   auto next_sig_after = [&](uint64_t k) {
-    for (uint64_t j = k + 1;; ++j) if (sig_of(j)) return j;
+    for (uint64_t j = k + 1;; ++j)
+      if (sig_of(j)) return j;
   };
   std::atomic<long> stray{0};
   auto poll_cq = [&](ibv_cq* cq) {
@@ -616,13 +660,20 @@ int threads(int nthreads, long writes, bool shared) {
     for (int i = 0; i < n; ++i) {
       const size_t ti = wc[i].wr_id >> 40;
       const uint64_t k = wc[i].wr_id & ((1ull << 40) - 1);
-      if (ti >= ts.size()) { ++stray; continue; }
+      if (ti >= ts.size()) {
+        ++stray;
+        continue;
+      }
       T& t = ts[ti];
       // With a shared CQ two pollers may take two completions of one QP: the later one
       // can be recorded first, so the check is "one of the due ones", then the max.
-      if (wc[i].status != IBV_WC_SUCCESS || wc[i].qp_num != t.p.s->qp_num || !sig_of(k)) { ++t.bad; continue; }
+      if (wc[i].status != IBV_WC_SUCCESS || wc[i].qp_num != t.p.s->qp_num || !sig_of(k)) {
+        ++t.bad;
+        continue;
+      }
       uint64_t c = t.completed.load();
-      while (c < k + 1 && !t.completed.compare_exchange_weak(c, k + 1)) {}
+      while (c < k + 1 && !t.completed.compare_exchange_weak(c, k + 1)) {
+      }
       if (!shared) {
         if (k != t.next_sig.load()) ++t.bad;
         t.next_sig.store(next_sig_after(k));
@@ -644,9 +695,12 @@ int threads(int nthreads, long writes, bool shared) {
     });
   for (auto& x : th) x.join();
   long bad = stray.load(), mism = 0;
-  for (auto& t : ts) { bad += t.bad.load(); mism += !same(t.p); }
-  std::printf("threads: %d x %ld writes, %s CQ, bad_completions %ld checksum_mismatches %ld\n",
-              nthreads, writes, shared ? "shared" : "separate", bad, mism);
+  for (auto& t : ts) {
+    bad += t.bad.load();
+    mism += !same(t.p);
+  }
+  std::printf("threads: %d x %ld writes, %s CQ, bad_completions %ld checksum_mismatches %ld\n", nthreads,
+              writes, shared ? "shared" : "separate", bad, mism);
   return bad || mism;
 }
 
@@ -666,7 +720,8 @@ int fork_check(long writes) {
       post_random(p, rng, k, k, kDepth, kMaxLen, true);
       ibv_wc wc;
       int n;
-      while ((n = ibv_poll_cq(cq, 1, &wc)) == 0) {}
+      while ((n = ibv_poll_cq(cq, 1, &wc)) == 0) {
+      }
       if (n < 0 || wc.status != IBV_WC_SUCCESS || wc.wr_id != k) ++bad;
     }
   };
@@ -774,8 +829,9 @@ int wrapi(long writes, uint64_t seed, bool aborts) {
       if (wc[i].status != IBV_WC_SUCCESS || sig.empty() || wc[i].wr_id != sig.front() ||
           wc[i].opcode != IBV_WC_RDMA_WRITE) {
         if (bad++ < 3)
-          std::fprintf(stderr, "wrapi: wr_id %" PRIu64 " (want %" PRIu64 ") status %s opcode %d\n", wc[i].wr_id,
-                       sig.empty() ? 0 : sig.front(), V.wc_status_str(wc[i].status), wc[i].opcode);
+          std::fprintf(stderr, "wrapi: wr_id %" PRIu64 " (want %" PRIu64 ") status %s opcode %d\n",
+                       wc[i].wr_id, sig.empty() ? 0 : sig.front(), V.wc_status_str(wc[i].status),
+                       wc[i].opcode);
         if (bad > 100) std::exit(1);
       } else {
         sig.pop_front();
@@ -783,7 +839,11 @@ int wrapi(long writes, uint64_t seed, bool aborts) {
       }
     }
   };
-  struct Placed { size_t off; const uint8_t* from; uint32_t len; };
+  struct Placed {
+    size_t off;
+    const uint8_t* from;
+    uint32_t len;
+  };
   const uint64_t total = static_cast<uint64_t>(writes);
   for (uint64_t k = 0; k < total;) {
     const uint64_t b = std::min<uint64_t>(1 + rng() % 3, total - k);
@@ -793,7 +853,8 @@ int wrapi(long writes, uint64_t seed, bool aborts) {
     std::vector<uint64_t> signaled;
     ibv_wr_start(qx);
     for (uint64_t j = k; j < k + b; ++j) {
-      const uint32_t len = rng() % 2 ? 1 + static_cast<uint32_t>(rng() % 64) : 1 + static_cast<uint32_t>(rng() % kMaxLen);
+      const uint32_t len =
+          rng() % 2 ? 1 + static_cast<uint32_t>(rng() % 64) : 1 + static_cast<uint32_t>(rng() % kMaxLen);
       const size_t off = rng() % (p.dst.size() - len);
       uint8_t* src = &p.src[(j % kDepth) * kMaxLen];
       for (uint32_t i = 0; i < len; ++i) src[i] = static_cast<uint8_t>(rng());
@@ -912,7 +973,10 @@ int switch_check(long rounds) {
     // The flag is in place once a direct post returns; the data before it must be too.
     if (p.dst[kChunks * kChunk] == v && ++placed)
       for (uint32_t k = 0; k < kChunks * kChunk; k += 4096)
-        if (p.dst[k] != v) { ++violations; break; }
+        if (p.dst[k] != v) {
+          ++violations;
+          break;
+        }
     // Completions: the data's, then the flag's, in post order.
     const uint64_t want[2] = {static_cast<uint64_t>(i) * 10 + kChunks - 1, static_cast<uint64_t>(i) * 10 + 9};
     for (int got = 0; got < 2;) {
@@ -951,6 +1015,9 @@ int main(int argc, char** argv) {
   if (cmd == "switch") return switch_check(n ? n : 50);
   if (cmd == "wrapi") return wrapi(n ? n : 5000, seed, !(argc > 4 && std::string(argv[4]) == "noabort"));
 #endif
-  std::fprintf(stderr, "usage: %s integrity|order|errors|basic|event|threads|fork|cqex|wrapi|switch|linger [n] [...]\n", argv[0]);
+  std::fprintf(
+      stderr,
+      "usage: %s integrity|order|errors|basic|event|threads|fork|cqex|wrapi|switch|linger [n] [...]\n",
+      argv[0]);
   return 2;
 }

@@ -21,7 +21,7 @@ struct RcPath {
   uint32_t sq_psn = 0;         // the first PSN it sends
   uint8_t min_rnr_timer = 12;  // IBTA code: 12 is 0.64 ms
   uint8_t hop_limit = 1;
-  uint8_t timeout = 14;        // local ACK timeout, 4.096 us << timeout
+  uint8_t timeout = 14;  // local ACK timeout, 4.096 us << timeout
 };
 
 // RESET -> INIT on port 1 with these access flags. 0, or modify_qp's error.
@@ -48,8 +48,9 @@ inline int rc_to_rtr(ibv_qp* qp, const RcPath& p, ModifyQp modify = ibv_modify_q
   a.ah_attr.grh.sgid_index = static_cast<uint8_t>(p.sgid_index);
   a.ah_attr.grh.hop_limit = p.hop_limit;
   a.ah_attr.port_num = 1;
-  return modify(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  return modify(qp, &a,
+                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
 }
 
 // RTR -> RTS: p.sq_psn first, retries and RNR retries at their maximum (7: unbounded RNR).
@@ -61,8 +62,9 @@ inline int rc_to_rts(ibv_qp* qp, const RcPath& p, ModifyQp modify = ibv_modify_q
   a.rnr_retry = 7;
   a.sq_psn = p.sq_psn;
   a.max_rd_atomic = 1;
-  return modify(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+  return modify(qp, &a,
+                IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                    IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 }  // namespace unload::test

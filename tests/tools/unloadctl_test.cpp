@@ -41,7 +41,8 @@ TEST(UnloadctlTunables, ModeTakesTheFourWords) {
   std::string why;
   const Tunable& m = *find_tunable("mode");
   for (const char* w : {"offload", "unload", "threshold", "adaptive"}) EXPECT_EQ(check_value(m, w, why), w);
-  for (const char* bad : {"", "Unload", "3", "adaptive "}) EXPECT_EQ(check_value(m, bad, why), std::nullopt) << bad;
+  for (const char* bad : {"", "Unload", "3", "adaptive "})
+    EXPECT_EQ(check_value(m, bad, why), std::nullopt) << bad;
   EXPECT_EQ(mode_words()[m.def], "adaptive");
 }
 
@@ -72,12 +73,12 @@ TEST(UnloadctlStats, RatePerSecondAndResetIsZero) {
 
 TEST(UnloadctlStats, OtherCountersAreEverythingButPerPath) {
   Sample s;
-  for (const char* n : {"writes_offload", "bytes_stage", "fences", "direct_denied_rkey", "why_not/inline_too_long",
-                        "sessions", "writes_future_path"})
+  for (const char* n : {"writes_offload", "bytes_stage", "fences", "direct_denied_rkey",
+                        "why_not/inline_too_long", "sessions", "writes_future_path"})
     s.values[n] = 1;
   const auto o = other_counters(s);
-  EXPECT_EQ(o, (std::vector<std::string>{"direct_denied_rkey", "fences", "sessions", "why_not/inline_too_long",
-                                         "writes_future_path"}));
+  EXPECT_EQ(o, (std::vector<std::string>{"direct_denied_rkey", "fences", "sessions",
+                                         "why_not/inline_too_long", "writes_future_path"}));
   EXPECT_TRUE(is_gauge("sessions"));
   EXPECT_TRUE(is_gauge("pinned_pages"));
   EXPECT_FALSE(is_gauge("fences"));

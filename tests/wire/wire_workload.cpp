@@ -79,8 +79,12 @@ Layout layout(const std::vector<std::vector<Wr>>& posts) {
   return l;
 }
 
-uint8_t pattern(size_t write, size_t j) { return uint8_t(write * 131 + j * 7 + (j >> 8)); }
-uint32_t imm_of(size_t write) { return 0x5a000000u | uint32_t(write); }
+uint8_t pattern(size_t write, size_t j) {
+  return uint8_t(write * 131 + j * 7 + (j >> 8));
+}
+uint32_t imm_of(size_t write) {
+  return 0x5a000000u | uint32_t(write);
+}
 
 [[noreturn]] void die(const char* what) {
   std::fflush(stdout);
@@ -165,12 +169,18 @@ int main(int argc, char** argv) {
   const char* flip = nullptr;
   int gid_index = 1, port = 18600;
   for (int i = 2; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "-d") && i + 1 < argc) dev_name = argv[++i];
-    else if (!std::strcmp(argv[i], "-g") && i + 1 < argc) gid_index = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "-p") && i + 1 < argc) port = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--flip") && i + 1 < argc) flip = argv[++i];
-    else if (!server && !addr) addr = argv[i];
-    else die("unknown argument");
+    if (!std::strcmp(argv[i], "-d") && i + 1 < argc)
+      dev_name = argv[++i];
+    else if (!std::strcmp(argv[i], "-g") && i + 1 < argc)
+      gid_index = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "-p") && i + 1 < argc)
+      port = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--flip") && i + 1 < argc)
+      flip = argv[++i];
+    else if (!server && !addr)
+      addr = argv[i];
+    else
+      die("unknown argument");
   }
   if (!server && !addr) die("the client needs the server's address");
 
@@ -198,8 +208,7 @@ int main(int argc, char** argv) {
   if (!qp) die("ibv_create_qp");
 
   auto* buf = static_cast<uint8_t*>(map_at(server ? kTargetAddr : kSourceAddr, lay.total));
-  ibv_mr* mr = ibv_reg_mr(pd, buf, lay.total,
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ibv_mr* mr = ibv_reg_mr(pd, buf, lay.total, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (!mr) die("ibv_reg_mr");
 
   ibv_port_attr pa{};
@@ -248,9 +257,9 @@ int main(int argc, char** argv) {
           const uint32_t expect = w + 1 == lay.offset.size() ? kDoneImm : imm_of(w);
           if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
               ntohl(wc.imm_data) != expect || wc.wr_id != want || wc.byte_len != wr.len) {
-            std::printf("immediate %zu: status %d opcode %d imm %#x wr_id %llu len %u\n", want,
-                        wc.status, wc.opcode, ntohl(wc.imm_data),
-                        static_cast<unsigned long long>(wc.wr_id), wc.byte_len);
+            std::printf("immediate %zu: status %d opcode %d imm %#x wr_id %llu len %u\n", want, wc.status,
+                        wc.opcode, ntohl(wc.imm_data), static_cast<unsigned long long>(wc.wr_id),
+                        wc.byte_len);
             imms_ok = false;
           }
           ++want;
@@ -270,9 +279,9 @@ int main(int argc, char** argv) {
       if (buf[i] != expect[i]) first_bad = i;
     uint64_t sum = 14695981039346656037ull;  // FNV-1a: a checksum to compare runs by
     for (size_t i = 0; i < lay.total; ++i) sum = (sum ^ buf[i]) * 1099511628211ull;
-    check(first_bad == lay.total, "server: " + std::to_string(lay.total) +
-                                      " target bytes as written, fnv1a " + std::to_string(sum) +
-                                      (first_bad == lay.total ? "" : ", first wrong byte at " + std::to_string(first_bad)));
+    check(first_bad == lay.total,
+          "server: " + std::to_string(lay.total) + " target bytes as written, fnv1a " + std::to_string(sum) +
+              (first_bad == lay.total ? "" : ", first wrong byte at " + std::to_string(first_bad)));
   } else {
     size_t w = 0;
     uint64_t next_id = 0;

@@ -11,12 +11,12 @@
 namespace unload::rt {
 
 struct WriteRequest {
-  bool is_write = false;    // RDMA WRITE or WRITE_WITH_IMM
+  bool is_write = false;  // RDMA WRITE or WRITE_WITH_IMM
   bool with_imm = false;
-  bool user_inline = false; // the program already asked for IBV_SEND_INLINE
-  bool signaled = false;    // a completion is due to the program
-  bool fence = false;       // IBV_SEND_FENCE
-  uint32_t length = 0;      // sum of the SGEs
+  bool user_inline = false;  // the program already asked for IBV_SEND_INLINE
+  bool signaled = false;     // a completion is due to the program
+  bool fence = false;        // IBV_SEND_FENCE
+  uint32_t length = 0;       // sum of the SGEs
   uint32_t sge_count = 0;
   uint32_t rkey = 0;
   uint64_t remote_addr = 0;
@@ -41,10 +41,10 @@ inline WriteRequest classify(const ibv_send_wr& wr, bool sq_sig_all) {
 
 // What the runtime knows about the QP and the request's local buffers.
 struct PathContext {
-  uint32_t max_inline = 0;      // the QP's real inline cap
-  bool sges_valid = false;      // every SGE lies in a region this process registered on the QP's PD
-  bool stage_available = false; // the kmod gave a staging arena with a free slot
-  bool direct_available = false;// the kmod can place on this QP's peer (local, registered)
+  uint32_t max_inline = 0;        // the QP's real inline cap
+  bool sges_valid = false;        // every SGE lies in a region this process registered on the QP's PD
+  bool stage_available = false;   // the kmod gave a staging arena with a free slot
+  bool direct_available = false;  // the kmod can place on this QP's peer (local, registered)
 };
 
 // The paths a request may take; offload always. Only writes the program did not inline

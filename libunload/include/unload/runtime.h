@@ -20,109 +20,109 @@ extern "C" {
 #endif
 
 struct unload_real_verbs {
-	struct ibv_context *(*open_device)(struct ibv_device *);
-	int (*close_device)(struct ibv_context *);
-	int (*query_device)(struct ibv_context *, struct ibv_device_attr *);
-	int (*query_gid)(struct ibv_context *, uint8_t, int, union ibv_gid *);
-	int (*query_port)(struct ibv_context *, uint8_t, struct _compat_ibv_port_attr *);
-	struct ibv_qp *(*create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
-	int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
-	int (*query_qp)(struct ibv_qp *, struct ibv_qp_attr *, int, struct ibv_qp_init_attr *);
-	int (*destroy_qp)(struct ibv_qp *);
-	struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
-	struct ibv_mr *(*reg_mr_iova)(struct ibv_pd *, void *, size_t, uint64_t, int);
-	struct ibv_mr *(*reg_mr_iova2)(struct ibv_pd *, void *, size_t, uint64_t, unsigned int);
-	int (*dereg_mr)(struct ibv_mr *);
-	struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int);
-	int (*destroy_cq)(struct ibv_cq *);
-	int (*resize_cq)(struct ibv_cq *, int);
-	int (*rereg_mr)(struct ibv_mr *, int, struct ibv_pd *, void *, size_t, int);
-	int (*get_cq_event)(struct ibv_comp_channel *, struct ibv_cq **, void **);
-	void (*ack_cq_events)(struct ibv_cq *, unsigned int);
-	struct ibv_qp_ex *(*qp_to_qp_ex)(struct ibv_qp *);
+  struct ibv_context* (*open_device)(struct ibv_device*);
+  int (*close_device)(struct ibv_context*);
+  int (*query_device)(struct ibv_context*, struct ibv_device_attr*);
+  int (*query_gid)(struct ibv_context*, uint8_t, int, union ibv_gid*);
+  int (*query_port)(struct ibv_context*, uint8_t, struct _compat_ibv_port_attr*);
+  struct ibv_qp* (*create_qp)(struct ibv_pd*, struct ibv_qp_init_attr*);
+  int (*modify_qp)(struct ibv_qp*, struct ibv_qp_attr*, int);
+  int (*query_qp)(struct ibv_qp*, struct ibv_qp_attr*, int, struct ibv_qp_init_attr*);
+  int (*destroy_qp)(struct ibv_qp*);
+  struct ibv_mr* (*reg_mr)(struct ibv_pd*, void*, size_t, int);
+  struct ibv_mr* (*reg_mr_iova)(struct ibv_pd*, void*, size_t, uint64_t, int);
+  struct ibv_mr* (*reg_mr_iova2)(struct ibv_pd*, void*, size_t, uint64_t, unsigned int);
+  int (*dereg_mr)(struct ibv_mr*);
+  struct ibv_cq* (*create_cq)(struct ibv_context*, int, void*, struct ibv_comp_channel*, int);
+  int (*destroy_cq)(struct ibv_cq*);
+  int (*resize_cq)(struct ibv_cq*, int);
+  int (*rereg_mr)(struct ibv_mr*, int, struct ibv_pd*, void*, size_t, int);
+  int (*get_cq_event)(struct ibv_comp_channel*, struct ibv_cq**, void**);
+  void (*ack_cq_events)(struct ibv_cq*, unsigned int);
+  struct ibv_qp_ex* (*qp_to_qp_ex)(struct ibv_qp*);
 };
 
 /* The provider's entry points the runtime replaces in a context's ops (saved at open). */
 struct unload_provider_ops {
-	int (*post_send)(struct ibv_qp *, struct ibv_send_wr *, struct ibv_send_wr **);
-	int (*poll_cq)(struct ibv_cq *, int, struct ibv_wc *);
-	int (*req_notify_cq)(struct ibv_cq *, int);
-	struct ibv_qp *(*create_qp_ex)(struct ibv_context *, struct ibv_qp_init_attr_ex *);
-	struct ibv_cq_ex *(*create_cq_ex)(struct ibv_context *, struct ibv_cq_init_attr_ex *);
+  int (*post_send)(struct ibv_qp*, struct ibv_send_wr*, struct ibv_send_wr**);
+  int (*poll_cq)(struct ibv_cq*, int, struct ibv_wc*);
+  int (*req_notify_cq)(struct ibv_cq*, int);
+  struct ibv_qp* (*create_qp_ex)(struct ibv_context*, struct ibv_qp_init_attr_ex*);
+  struct ibv_cq_ex* (*create_cq_ex)(struct ibv_context*, struct ibv_cq_init_attr_ex*);
 };
 
 /* Once, before any other call. Reads the tunables (control page or UNLOAD_* variables). */
-void unload_runtime_init(const struct unload_real_verbs *real);
+void unload_runtime_init(const struct unload_real_verbs* real);
 
-struct ibv_context *unload_context_open(struct ibv_device *dev);
-int unload_context_close(struct ibv_context *ctx);
-struct ibv_qp *unload_qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
-int unload_qp_modify(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
-int unload_qp_destroy(struct ibv_qp *qp);
-struct ibv_mr *unload_mr_reg(struct ibv_pd *pd, void *addr, size_t len, int access);
-struct ibv_mr *unload_mr_reg_iova2(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
-				   unsigned int access);
-int unload_mr_dereg(struct ibv_mr *mr);
-int unload_mr_rereg(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t len, int access);
-struct ibv_cq *unload_cq_create(struct ibv_context *ctx, int cqe, void *cq_context,
-				struct ibv_comp_channel *ch, int comp_vector);
-int unload_cq_destroy(struct ibv_cq *cq);
-int unload_cq_resize(struct ibv_cq *cq, int cqe);
-int unload_cq_get_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_context);
+struct ibv_context* unload_context_open(struct ibv_device* dev);
+int unload_context_close(struct ibv_context* ctx);
+struct ibv_qp* unload_qp_create(struct ibv_pd* pd, struct ibv_qp_init_attr* attr);
+int unload_qp_modify(struct ibv_qp* qp, struct ibv_qp_attr* attr, int mask);
+int unload_qp_destroy(struct ibv_qp* qp);
+struct ibv_mr* unload_mr_reg(struct ibv_pd* pd, void* addr, size_t len, int access);
+struct ibv_mr* unload_mr_reg_iova2(struct ibv_pd* pd, void* addr, size_t len, uint64_t iova,
+                                   unsigned int access);
+int unload_mr_dereg(struct ibv_mr* mr);
+int unload_mr_rereg(struct ibv_mr* mr, int flags, struct ibv_pd* pd, void* addr, size_t len, int access);
+struct ibv_cq* unload_cq_create(struct ibv_context* ctx, int cqe, void* cq_context,
+                                struct ibv_comp_channel* ch, int comp_vector);
+int unload_cq_destroy(struct ibv_cq* cq);
+int unload_cq_resize(struct ibv_cq* cq, int cqe);
+int unload_cq_get_event(struct ibv_comp_channel* ch, struct ibv_cq** cq, void** cq_context);
 
 /*
  * The engine: what the shim installs in the provider's function tables (shim/src/ops.cpp).
  * Contexts: unload_context_provider() is where the shim saves the context's own entry
  * points before it installs these (NULL: the context is not interposed).
  */
-struct unload_provider_ops *unload_context_provider(struct ibv_context *ctx);
-int unload_qp_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
-int unload_cq_poll(struct ibv_cq *cq, int n, struct ibv_wc *wc);
-int unload_cq_req_notify(struct ibv_cq *cq, int solicited_only);
-struct ibv_qp *unload_qp_create_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
-struct ibv_cq_ex *unload_cq_create_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr);
+struct unload_provider_ops* unload_context_provider(struct ibv_context* ctx);
+int unload_qp_post_send(struct ibv_qp* qp, struct ibv_send_wr* wr, struct ibv_send_wr** bad);
+int unload_cq_poll(struct ibv_cq* cq, int n, struct ibv_wc* wc);
+int unload_cq_req_notify(struct ibv_cq* cq, int solicited_only);
+struct ibv_qp* unload_qp_create_ex(struct ibv_context* ctx, struct ibv_qp_init_attr_ex* attr);
+struct ibv_cq_ex* unload_cq_create_ex(struct ibv_context* ctx, struct ibv_cq_init_attr_ex* attr);
 
 /* ibv_qp_ex: where the shim saves the QP's own wr_* table (NULL: the QP is not tracked),
  * and the wr_* entry points that take its place. */
-struct ibv_qp_ex *unload_qpx_provider(struct ibv_qp *qp);
-void unload_qpx_wr_atomic_cmp_swp(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t addr, uint64_t cmp,
-				  uint64_t swp);
-void unload_qpx_wr_atomic_fetch_add(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t addr, uint64_t add);
-void unload_qpx_wr_bind_mw(struct ibv_qp_ex *qp, struct ibv_mw *mw, uint32_t rkey,
-			   const struct ibv_mw_bind_info *info);
-void unload_qpx_wr_local_inv(struct ibv_qp_ex *qp, uint32_t rkey);
-void unload_qpx_wr_rdma_read(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t addr);
-void unload_qpx_wr_rdma_write(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t addr);
-void unload_qpx_wr_rdma_write_imm(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t addr, __be32 imm);
-void unload_qpx_wr_send(struct ibv_qp_ex *qp);
-void unload_qpx_wr_send_imm(struct ibv_qp_ex *qp, __be32 imm);
-void unload_qpx_wr_send_inv(struct ibv_qp_ex *qp, uint32_t rkey);
-void unload_qpx_wr_send_tso(struct ibv_qp_ex *qp, void *hdr, uint16_t hdr_sz, uint16_t mss);
-void unload_qpx_wr_atomic_write(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t addr, const void *op);
-void unload_qpx_wr_set_inline_data(struct ibv_qp_ex *qp, void *addr, size_t length);
-void unload_qpx_wr_set_inline_data_list(struct ibv_qp_ex *qp, size_t n, const struct ibv_data_buf *bufs);
-void unload_qpx_wr_set_sge(struct ibv_qp_ex *qp, uint32_t lkey, uint64_t addr, uint32_t length);
-void unload_qpx_wr_set_sge_list(struct ibv_qp_ex *qp, size_t n, const struct ibv_sge *sg);
-void unload_qpx_wr_start(struct ibv_qp_ex *qp);
-int unload_qpx_wr_complete(struct ibv_qp_ex *qp);
-void unload_qpx_wr_abort(struct ibv_qp_ex *qp);
+struct ibv_qp_ex* unload_qpx_provider(struct ibv_qp* qp);
+void unload_qpx_wr_atomic_cmp_swp(struct ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, uint64_t cmp,
+                                  uint64_t swp);
+void unload_qpx_wr_atomic_fetch_add(struct ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, uint64_t add);
+void unload_qpx_wr_bind_mw(struct ibv_qp_ex* qp, struct ibv_mw* mw, uint32_t rkey,
+                           const struct ibv_mw_bind_info* info);
+void unload_qpx_wr_local_inv(struct ibv_qp_ex* qp, uint32_t rkey);
+void unload_qpx_wr_rdma_read(struct ibv_qp_ex* qp, uint32_t rkey, uint64_t addr);
+void unload_qpx_wr_rdma_write(struct ibv_qp_ex* qp, uint32_t rkey, uint64_t addr);
+void unload_qpx_wr_rdma_write_imm(struct ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, __be32 imm);
+void unload_qpx_wr_send(struct ibv_qp_ex* qp);
+void unload_qpx_wr_send_imm(struct ibv_qp_ex* qp, __be32 imm);
+void unload_qpx_wr_send_inv(struct ibv_qp_ex* qp, uint32_t rkey);
+void unload_qpx_wr_send_tso(struct ibv_qp_ex* qp, void* hdr, uint16_t hdr_sz, uint16_t mss);
+void unload_qpx_wr_atomic_write(struct ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, const void* op);
+void unload_qpx_wr_set_inline_data(struct ibv_qp_ex* qp, void* addr, size_t length);
+void unload_qpx_wr_set_inline_data_list(struct ibv_qp_ex* qp, size_t n, const struct ibv_data_buf* bufs);
+void unload_qpx_wr_set_sge(struct ibv_qp_ex* qp, uint32_t lkey, uint64_t addr, uint32_t length);
+void unload_qpx_wr_set_sge_list(struct ibv_qp_ex* qp, size_t n, const struct ibv_sge* sg);
+void unload_qpx_wr_start(struct ibv_qp_ex* qp);
+int unload_qpx_wr_complete(struct ibv_qp_ex* qp);
+void unload_qpx_wr_abort(struct ibv_qp_ex* qp);
 
 /* ibv_cq_ex: where the shim saves the CQ's own polling table (NULL: not interposed), and
  * the entry points that take its place. */
-struct ibv_cq_ex *unload_cqx_provider(struct ibv_cq_ex *cq);
-int unload_cqx_start_poll(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr);
-int unload_cqx_next_poll(struct ibv_cq_ex *cq);
-void unload_cqx_end_poll(struct ibv_cq_ex *cq);
-enum ibv_wc_opcode unload_cqx_read_opcode(struct ibv_cq_ex *cq);
-uint32_t unload_cqx_read_vendor_err(struct ibv_cq_ex *cq);
-uint32_t unload_cqx_read_byte_len(struct ibv_cq_ex *cq);
-__be32 unload_cqx_read_imm_data(struct ibv_cq_ex *cq);
-uint32_t unload_cqx_read_qp_num(struct ibv_cq_ex *cq);
-uint32_t unload_cqx_read_src_qp(struct ibv_cq_ex *cq);
-unsigned int unload_cqx_read_wc_flags(struct ibv_cq_ex *cq);
-uint32_t unload_cqx_read_slid(struct ibv_cq_ex *cq);
-uint8_t unload_cqx_read_sl(struct ibv_cq_ex *cq);
-uint8_t unload_cqx_read_dlid_path_bits(struct ibv_cq_ex *cq);
+struct ibv_cq_ex* unload_cqx_provider(struct ibv_cq_ex* cq);
+int unload_cqx_start_poll(struct ibv_cq_ex* cq, struct ibv_poll_cq_attr* attr);
+int unload_cqx_next_poll(struct ibv_cq_ex* cq);
+void unload_cqx_end_poll(struct ibv_cq_ex* cq);
+enum ibv_wc_opcode unload_cqx_read_opcode(struct ibv_cq_ex* cq);
+uint32_t unload_cqx_read_vendor_err(struct ibv_cq_ex* cq);
+uint32_t unload_cqx_read_byte_len(struct ibv_cq_ex* cq);
+__be32 unload_cqx_read_imm_data(struct ibv_cq_ex* cq);
+uint32_t unload_cqx_read_qp_num(struct ibv_cq_ex* cq);
+uint32_t unload_cqx_read_src_qp(struct ibv_cq_ex* cq);
+unsigned int unload_cqx_read_wc_flags(struct ibv_cq_ex* cq);
+uint32_t unload_cqx_read_slid(struct ibv_cq_ex* cq);
+uint8_t unload_cqx_read_sl(struct ibv_cq_ex* cq);
+uint8_t unload_cqx_read_dlid_path_bits(struct ibv_cq_ex* cq);
 
 /* Writes the statistics (UNLOAD_STATS_FILE) now; also runs at exit. */
 void unload_stats_flush(void);

@@ -32,10 +32,10 @@ struct SqEntry {
   uint32_t length;
   uint32_t rkey;
   uint16_t sge_count;
-  uint8_t path;          // a policy::Path value
-  uint8_t flags;         // kSignaled | kHidden | kWrite | kMarker | kOrdering
-  uint32_t post_call_ns; // adaptive: from post_ns until the provider's post_send returned
-  ibv_sge stage_sge;     // stage path: the payload in the staging ring
+  uint8_t path;           // a policy::Path value
+  uint8_t flags;          // kSignaled | kHidden | kWrite | kMarker | kOrdering
+  uint32_t post_call_ns;  // adaptive: from post_ns until the provider's post_send returned
+  ibv_sge stage_sge;      // stage path: the payload in the staging ring
 };
 
 enum : uint8_t {

@@ -32,13 +32,13 @@ namespace unload::policy {
 
 // What the policy did, for sysfs-style statistics and for tests.
 struct PolicyStats {
-  uint64_t decisions = 0;       // adaptive decisions
-  uint64_t reused = 0;          // ... that reused the settled decision before them
-  uint64_t warmups = 0;         // ... taken to fill a path's first estimate
-  uint64_t explorations = 0;    // ... sent to a non-chosen path at random
-  uint64_t trials = 0;          // ... sent to a path whose last sample looked better
-  uint64_t switches = 0;        // changes of a write class's chosen path
-  uint64_t budget_denials = 0;  // CPU paths turned into offload by the CPU budget
+  uint64_t decisions = 0;          // adaptive decisions
+  uint64_t reused = 0;             // ... that reused the settled decision before them
+  uint64_t warmups = 0;            // ... taken to fill a path's first estimate
+  uint64_t explorations = 0;       // ... sent to a non-chosen path at random
+  uint64_t trials = 0;             // ... sent to a path whose last sample looked better
+  uint64_t switches = 0;           // changes of a write class's chosen path
+  uint64_t budget_denials = 0;     // CPU paths turned into offload by the CPU budget
   uint64_t budget_charged_ns = 0;  // CPU time charged to the budget, beyond the NIC wait
   uint64_t budget_waived_ns = 0;   // CPU time not charged: the program would have waited
 };
@@ -167,7 +167,7 @@ class Policy {
     bool peer_local = false;
     bool nic_outstanding = false;
     const WriteClass* cls = nullptr;
-    bool explores = false;     // its decisions count down to an exploration
+    bool explores = false;  // its decisions count down to an exploration
     Path path = Path::offload;
     bool live = false;
     uint32_t touches_left = 0;  // reuses whose hotness is known without the sketch
@@ -217,8 +217,8 @@ class Policy {
   Path decide_full(const WriteFeatures& f, const Tunables& t);
   Path decide_adaptive(const WriteFeatures& f, const Tunables& t);
   Path decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot);
-  Path choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet eligible,
-              bool cpu_allowed, bool& settled);
+  Path choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet eligible, bool cpu_allowed,
+              bool& settled);
   bool explore_due(uint32_t explore_shift);
   static Path cheapest_warm(const WriteClass& wc, PathSet eligible, uint64_t& ns);
   static bool switches_to(const WriteClass& wc, Path best, uint64_t best_ns, PathSet eligible,
@@ -227,16 +227,13 @@ class Policy {
   static bool trial_due(const WriteClass& wc, Path chosen, PathSet explorable);
   static bool waives_all(const WriteClass& wc, Path p, bool budget_capped, uint64_t& waived_ns);
   void learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns, uint64_t nic_wait_ns);
-  void settle(const WriteFeatures& f, const Tunables& t, bool hot, bool explores, Path p,
-              uint64_t waived_ns);
+  void settle(const WriteFeatures& f, const Tunables& t, bool hot, bool explores, Path p, uint64_t waived_ns);
   void charge_cpu(WriteClass& wc, Path path, uint64_t cpu_ns);
   void pay_touches() const {
     for (; touches_owed_ != 0; --touches_owed_) hotness_.touch(settled_.slots);
   }
   WriteClass& class_of(const WriteFeatures& f, bool hot) { return classes_[class_index(f, hot)]; }
-  const WriteClass& class_of(const WriteFeatures& f, bool hot) const {
-    return classes_[class_index(f, hot)];
-  }
+  const WriteClass& class_of(const WriteFeatures& f, bool hot) const { return classes_[class_index(f, hot)]; }
   static unsigned class_index(const WriteFeatures& f, bool hot);
 
   // What a reused decision reads and writes comes first, together: under an emulator that
@@ -248,7 +245,7 @@ class Policy {
   bool steady_ = false;           // the last adaptive decision was steady (kSteadySampleEvery)
   bool budget_enforced_ = false;  // the last decision ran under a CPU cap
   Reuse reuse_;
-  uint32_t hysteresis_pct_ = 0;   // the last adaptive decision's, for observe()
+  uint32_t hysteresis_pct_ = 0;  // the last adaptive decision's, for observe()
   // Touches of settled_'s page the sketch has not had yet (decide_settled()).
   mutable uint32_t touches_owed_ = 0;
   // Decisions at exploration's draw point until the next one explores: a geometric

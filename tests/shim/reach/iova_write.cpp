@@ -1,4 +1,5 @@
-// iova_write: RDMA WRITEs between regions registered with ibv_reg_mr_iova2 and ibv_reg_mr_iova at an iova other than their address: every byte lands where the iova names, every completion exact.
+// iova_write: RDMA WRITEs between regions registered with ibv_reg_mr_iova2 and ibv_reg_mr_iova at an iova
+// other than their address: every byte lands where the iova names, every completion exact.
 //
 //   reach_iova_write [ROUNDS]
 //

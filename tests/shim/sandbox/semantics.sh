@@ -1,5 +1,5 @@
 #!/bin/bash
-# Verbs semantics (issue 11): each program of tests/shim/semantics without the shim (the reference), then under it in offload mode and with each CPU path forced (UNLOAD_PATH=inline, stage, direct); every outcome must equal the reference.
+# Verbs semantics: each program of tests/shim/semantics without the shim (the reference), then under it in offload mode and with each CPU path forced (UNLOAD_PATH=inline, stage, direct); every outcome must equal the reference.
 . "$(dirname "$0")/lib.sh"
 [ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
 BIN=$BUILD/tests/shim

@@ -1,16 +1,16 @@
-// cq_room: a send queue and CQ sized exactly to what the program keeps outstanding (15), unsignaled requests with a signaled one every 5th: requests the shim adds must not overflow them.
+// cq_room: a send queue and CQ sized exactly to what the program keeps outstanding (15), unsignaled requests
+// with a signaled one every 5th: requests the shim adds must not overflow them.
 //
 //   sem_cq_room plain|ex [REQUESTS]
 //   sem_cq_room channel [ROUNDS]
 //
 // max_send_wr 15 and a send CQ of 15 (rxe sizes both exactly at 2^n - 1); ex: the CQ is
-// an ibv_cq_ex (with qp_num and byte_len) polled with start_poll/end_poll. The stream (600 requests) mixes 8-byte
-// RDMA READs (every 3rd request: only the NIC executes them) with 64 B writes, so a CPU
-// write often follows a NIC request still in flight. Request i is signaled when
-// i % 5 == 4 (and the last); at most 15 requests are outstanding, counted as verbs
-// counts them (a signaled completion frees itself and everything before it).
-// Printed: the first failed post (index, value), completions (count, exact and in
-// order, statuses), the target and read-back buffers.
+// an ibv_cq_ex (with qp_num and byte_len) polled with start_poll/end_poll. The stream (600 requests) mixes
+// 8-byte RDMA READs (every 3rd request: only the NIC executes them) with 64 B writes, so a CPU write often
+// follows a NIC request still in flight. Request i is signaled when i % 5 == 4 (and the last); at most 15
+// requests are outstanding, counted as verbs counts them (a signaled completion frees itself and everything
+// before it). Printed: the first failed post (index, value), completions (count, exact and in order,
+// statuses), the target and read-back buffers.
 //
 // channel: the send CQ (15) has a completion channel. Each round the program arms the
 // CQ, posts a signaled 64 B write, waits for the event (poll(2) on the fd, 5 s), takes
@@ -35,7 +35,9 @@ constexpr uint32_t kDepth = 15;
 constexpr uint32_t kLen = 64;
 
 std::string g_where = "setting up";
-std::string where() { return g_where; }
+std::string where() {
+  return g_where;
+}
 
 int channel(Env& e, int rounds) {
   ibv_comp_channel* ch = ibv_create_comp_channel(e.ctx);
@@ -44,8 +46,8 @@ int channel(Env& e, int rounds) {
   ibv_cq* rcq = make_cq(e, 16);
   QpCaps caps;
   caps.send_wr = kDepth;
-  Pair p = make_pair(e, cq, rcq, static_cast<size_t>(rounds) * kLen, static_cast<size_t>(rounds) * kLen + kDepth * 8,
-                     caps);
+  Pair p = make_pair(e, cq, rcq, static_cast<size_t>(rounds) * kLen,
+                     static_cast<size_t>(rounds) * kLen + kDepth * 8, caps);
   uint8_t* back = alloc(kDepth * 8);
   ibv_mr* bmr = reg(e, back, kDepth * 8, IBV_ACCESS_LOCAL_WRITE);
   fill(p.src, p.src_len, 8);
@@ -59,7 +61,10 @@ int channel(Env& e, int rounds) {
     g_where = "round " + std::to_string(r) + ": in ibv_post_send of the write";
     int rc = post_write(p.s, base, p.src + r * kLen, kLen, p.smr->lkey,
                         reinterpret_cast<uintptr_t>(p.dst + r * kLen), p.dmr->rkey, IBV_SEND_SIGNALED);
-    if (rc) { errno = rc; die("ibv_post_send"); }
+    if (rc) {
+      errno = rc;
+      die("ibv_post_send");
+    }
     g_where = "round " + std::to_string(r) + ": after the write";
     pollfd pf{ch->fd, POLLIN, 0};
     if (::poll(&pf, 1, 5000) == 1) {
@@ -83,7 +88,8 @@ int channel(Env& e, int rounds) {
       wr[i].sg_list = &sg[i];
       wr[i].num_sge = 1;
       wr[i].send_flags = IBV_SEND_SIGNALED;
-      wr[i].wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(p.dst + static_cast<size_t>(rounds) * kLen + i * 8);
+      wr[i].wr.rdma.remote_addr =
+          reinterpret_cast<uintptr_t>(p.dst + static_cast<size_t>(rounds) * kLen + i * 8);
       wr[i].wr.rdma.rkey = p.dmr->rkey;
       wr[i].next = i + 1 < kDepth ? &wr[i + 1] : nullptr;
     }
@@ -93,7 +99,9 @@ int channel(Env& e, int rounds) {
     size_t posted = kDepth;
     if (rc) {
       posted = static_cast<size_t>(badwr - wr);
-      if (!post_fail++) first_fail = "round " + std::to_string(r) + ": " + std::strerror(rc) + " at READ " + std::to_string(posted);
+      if (!post_fail++)
+        first_fail =
+            "round " + std::to_string(r) + ": " + std::strerror(rc) + " at READ " + std::to_string(posted);
     }
     collect(cq, wcs, 1 + posted, 5000, 4);
     collect_extra(cq, wcs, 5);
@@ -103,14 +111,16 @@ int channel(Env& e, int rounds) {
     if (wcs.size() != 1 + posted) ++short_rounds;
     if (wrong) ++bad;
     if ((wrong || wcs.size() != 1 + kDepth) && short_rounds + bad + post_fail <= 3)
-      out("round %d (not as it should be): READs posted %zu, completions %s", r, posted, describe(wcs).c_str());
+      out("round %d (not as it should be): READs posted %zu, completions %s", r, posted,
+          describe(wcs).c_str());
     if (short_rounds > 2) break;  // the CQ lost completions: no point going on
   }
   ibv_ack_cq_events(cq, events);
-  out("cq_room channel: %d rounds of (arm, 64 B write, event, poll 1, 15 READs at once), send queue and CQ of %u",
+  out("cq_room channel: %d rounds of (arm, 64 B write, event, poll 1, 15 READs at once), send queue and CQ "
+      "of %u",
       rounds, kDepth);
-  out("rounds without an event %d; READ lists refused %d%s%s", no_event, post_fail, post_fail ? "; first: " : "",
-      first_fail.c_str());
+  out("rounds without an event %d; READ lists refused %d%s%s", no_event, post_fail,
+      post_fail ? "; first: " : "", first_fail.c_str());
   out("rounds with completions missing %d, with completions out of order or failed %d", short_rounds, bad);
   out("writes' target %s; qp %s/%s",
       std::memcmp(p.dst, p.src, static_cast<size_t>(rounds) * kLen) == 0 ? "right" : "WRONG", qp_state(p.s),
@@ -151,9 +161,9 @@ int main(int argc, char** argv) {
 
   auto is_read = [](uint64_t i) { return i % 3 == 2; };
   auto signaled = [&](uint64_t i) { return i % 5 == 4 || i + 1 == total; };
-  uint64_t completed = 0;   // every request below it is complete
+  uint64_t completed = 0;  // every request below it is complete
   uint64_t got = 0, inexact = 0, errors = 0;
-  uint64_t expect = 0;      // the next signaled request whose completion is due
+  uint64_t expect = 0;  // the next signaled request whose completion is due
   while (!signaled(expect)) ++expect;
   auto take_one = [&]() -> bool {
     uint64_t wr_id;
@@ -162,7 +172,10 @@ int main(int argc, char** argv) {
       ibv_poll_cq_attr pa{};
       const int rc = ibv_start_poll(cqx, &pa);
       if (rc == ENOENT) return false;
-      if (rc) { errno = rc; die("ibv_start_poll"); }
+      if (rc) {
+        errno = rc;
+        die("ibv_start_poll");
+      }
       wr_id = cqx->wr_id;
       st = cqx->status;
       ibv_end_poll(cqx);  // one completion per sequence: rxe (rdma-core 44) needs it
@@ -178,7 +191,8 @@ int main(int argc, char** argv) {
     if (st != IBV_WC_SUCCESS) ++errors;
     if (wr_id != expect) ++inexact;
     if (wr_id < total) completed = std::max(completed, wr_id + 1);
-    do ++expect; while (expect < total && !signaled(expect));
+    do ++expect;
+    while (expect < total && !signaled(expect));
     return true;
   };
   int fail_rc = 0;
@@ -191,7 +205,11 @@ int main(int argc, char** argv) {
         sched_yield();
       }
     }
-    if (i >= completed + kDepth) { fail_at = i; fail_rc = -1; break; }  // completions stopped coming
+    if (i >= completed + kDepth) {
+      fail_at = i;
+      fail_rc = -1;
+      break;
+    }  // completions stopped coming
     ibv_send_wr wr{}, *bad = nullptr;
     ibv_sge sg;
     wr.wr_id = i;
@@ -209,8 +227,13 @@ int main(int argc, char** argv) {
       wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(p.dst + i * kLen);
     }
     const int rc = ibv_post_send(p.s, &wr, &bad);
-    if (rc) { fail_rc = rc; fail_at = i; break; }
-    while (take_one()) {}
+    if (rc) {
+      fail_rc = rc;
+      fail_at = i;
+      break;
+    }
+    while (take_one()) {
+    }
   }
   const uint64_t posted = fail_at;
   uint64_t want = 0;
@@ -230,9 +253,12 @@ int main(int argc, char** argv) {
   }
   out("cq_room %s: requests %llu, send queue and CQ of %u, a signaled request every 5th", kind.c_str(),
       static_cast<unsigned long long>(total), kDepth);
-  if (fail_rc > 0) out("post failed at request %llu: %s", static_cast<unsigned long long>(fail_at), std::strerror(fail_rc));
-  else if (fail_rc < 0) out("completions stopped at request %llu", static_cast<unsigned long long>(fail_at));
-  else out("every request posted");
+  if (fail_rc > 0)
+    out("post failed at request %llu: %s", static_cast<unsigned long long>(fail_at), std::strerror(fail_rc));
+  else if (fail_rc < 0)
+    out("completions stopped at request %llu", static_cast<unsigned long long>(fail_at));
+  else
+    out("every request posted");
   out("completions %llu of %llu due, out of order or unexpected %llu, error statuses %llu",
       static_cast<unsigned long long>(got), static_cast<unsigned long long>(want),
       static_cast<unsigned long long>(inexact), static_cast<unsigned long long>(errors));

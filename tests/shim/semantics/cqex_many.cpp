@@ -1,4 +1,5 @@
-// cqex_many: one ibv_cq_ex send CQ shared by 12 QPs (more than 8), polled with start_poll/next_poll/end_poll; completions exact per QP, targets right.
+// cqex_many: one ibv_cq_ex send CQ shared by 12 QPs (more than 8), polled with start_poll/next_poll/end_poll;
+// completions exact per QP, targets right.
 //
 //   sem_cqex_many [QPS] [WRITES_PER_QP] [noqpnum]
 //
@@ -47,24 +48,32 @@ int main(int argc, char** argv) {
   auto signaled = [&](uint64_t k) { return k % 2 == 1 || k + 1 == writes; };
   std::vector<uint64_t> completed(static_cast<size_t>(nqps), 0), expect(static_cast<size_t>(nqps), 0),
       got(static_cast<size_t>(nqps), 0), inexact(static_cast<size_t>(nqps), 0);
-  for (auto& x : expect) while (!signaled(x)) ++x;
+  for (auto& x : expect)
+    while (!signaled(x)) ++x;
   uint64_t unknown = 0, errors = 0, total = 0;
   auto take_one = [&]() -> bool {
     ibv_poll_cq_attr pa{};
     const int rc = ibv_start_poll(cqx, &pa);
     if (rc == ENOENT) return false;
-    if (rc) { errno = rc; die("ibv_start_poll"); }
+    if (rc) {
+      errno = rc;
+      die("ibv_start_poll");
+    }
     const uint64_t wr_id = cqx->wr_id;
     const ibv_wc_status st = cqx->status;
     ibv_end_poll(cqx);  // one completion per sequence: rxe (rdma-core 44) needs it
     ++total;
     const uint64_t q = wr_id >> 32, k = wr_id & 0xffffffffu;
-    if (q >= static_cast<uint64_t>(nqps) || k >= writes) { ++unknown; return true; }
+    if (q >= static_cast<uint64_t>(nqps) || k >= writes) {
+      ++unknown;
+      return true;
+    }
     if (st != IBV_WC_SUCCESS) ++errors;
     got[q]++;
     if (k != expect[q]) inexact[q]++;
     completed[q] = std::max(completed[q], k + 1);
-    do ++expect[q]; while (expect[q] < writes && !signaled(expect[q]));
+    do ++expect[q];
+    while (expect[q] < writes && !signaled(expect[q]));
     return true;
   };
   bool stuck = false;
@@ -81,8 +90,12 @@ int main(int argc, char** argv) {
       const int rc = post_write(x.s, (uint64_t(q) << 32) | k, x.src + k * kLen, kLen, x.smr->lkey,
                                 reinterpret_cast<uintptr_t>(x.dst + k * kLen), x.dmr->rkey,
                                 signaled(k) ? IBV_SEND_SIGNALED : 0);
-      if (rc) { errno = rc; die("ibv_post_send"); }
-      while (take_one()) {}
+      if (rc) {
+        errno = rc;
+        die("ibv_post_send");
+      }
+      while (take_one()) {
+      }
     }
   uint64_t want = 0;
   for (uint64_t k = 0; k < writes; ++k) want += signaled(k);
@@ -97,17 +110,17 @@ int main(int argc, char** argv) {
   const uint64_t extra_end = now_ms() + 50;
   while (now_ms() < extra_end) take_one();
   out("cqex_many: %d QPs on one ibv_cq_ex (%s), %llu writes each, %llu signaled each%s", nqps,
-      qpnum ? "with qp_num" : "without qp_num",
-      static_cast<unsigned long long>(writes), static_cast<unsigned long long>(want),
-      stuck ? "; STUCK: completions stopped coming" : "");
-  out("completions with a wr_id never posted %llu, error statuses %llu", static_cast<unsigned long long>(unknown),
-      static_cast<unsigned long long>(errors));
+      qpnum ? "with qp_num" : "without qp_num", static_cast<unsigned long long>(writes),
+      static_cast<unsigned long long>(want), stuck ? "; STUCK: completions stopped coming" : "");
+  out("completions with a wr_id never posted %llu, error statuses %llu",
+      static_cast<unsigned long long>(unknown), static_cast<unsigned long long>(errors));
   for (int q = 0; q < nqps; ++q) {
     const size_t i = static_cast<size_t>(q);
     const bool exact = got[i] == want && inexact[i] == 0;
     const bool data = std::memcmp(p[i].dst, p[i].src, writes * kLen) == 0;
     out("qp %2d: completions %s, target %s", q,
-        exact ? "exact" : ("NOT EXACT (" + std::to_string(got[i]) + " of " + std::to_string(want) + ")").c_str(),
+        exact ? "exact"
+              : ("NOT EXACT (" + std::to_string(got[i]) + " of " + std::to_string(want) + ")").c_str(),
         data ? "right" : "WRONG");
   }
   return 0;

@@ -1,4 +1,6 @@
-// destroy_outstanding: QPs destroyed with completions outstanding on a shared CQ (one before polling starts, one while a thread polls); the others keep working: no crash, no wr_id the program did not post, exact counts for the live QPs.
+// destroy_outstanding: QPs destroyed with completions outstanding on a shared CQ (one before polling starts,
+// one while a thread polls); the others keep working: no crash, no wr_id the program did not post, exact
+// counts for the live QPs.
 //
 //   sem_destroy_outstanding
 //
@@ -39,9 +41,13 @@ int main() {
   }
   watchdog(60, "destroy_outstanding did not finish");
   auto post = [&](int q, uint64_t k) {
-    const int rc = post_write(p[q].s, (uint64_t(q) << 32) | k, p[q].src + k * kLen, kLen, p[q].smr->lkey,
-                              reinterpret_cast<uintptr_t>(p[q].dst + k * kLen), p[q].dmr->rkey, IBV_SEND_SIGNALED);
-    if (rc) { errno = rc; die("ibv_post_send"); }
+    const int rc =
+        post_write(p[q].s, (uint64_t(q) << 32) | k, p[q].src + k * kLen, kLen, p[q].smr->lkey,
+                   reinterpret_cast<uintptr_t>(p[q].dst + k * kLen), p[q].dmr->rkey, IBV_SEND_SIGNALED);
+    if (rc) {
+      errno = rc;
+      die("ibv_post_send");
+    }
   };
   for (uint64_t k = 0; k < kPerPhase; ++k)
     for (int q = 0; q < kQps; ++q) post(q, k);
@@ -85,13 +91,16 @@ int main() {
   std::vector<std::vector<uint64_t>> per(kQps);
   for (auto& w : seen) {
     const uint64_t q = w.wr_id >> 32, k = w.wr_id & 0xffffffffu;
-    if (q >= kQps || k >= 2 * kPerPhase || ((q == 1 || q == 3) && k >= kPerPhase)) { ++unknown; continue; }
+    if (q >= kQps || k >= 2 * kPerPhase || ((q == 1 || q == 3) && k >= kPerPhase)) {
+      ++unknown;
+      continue;
+    }
     if (w.status != IBV_WC_SUCCESS) ++errors;
     per[q].push_back(k);
   }
   out("destroy_outstanding: destroy_qp rc %d (before polling), %d (while polled)", drc1, drc3);
-  out("completions with a wr_id never posted %llu; error statuses %llu", static_cast<unsigned long long>(unknown),
-      static_cast<unsigned long long>(errors));
+  out("completions with a wr_id never posted %llu; error statuses %llu",
+      static_cast<unsigned long long>(unknown), static_cast<unsigned long long>(errors));
   for (int q : {0, 2}) {
     bool exact = per[q].size() == 2 * kPerPhase;
     for (size_t i = 0; exact && i < per[q].size(); ++i) exact = per[q][i] == i;

@@ -1,4 +1,5 @@
-// error_flush: after a request fails (bad rkey), later requests complete with WR_FLUSH_ERR and are never placed (canaries unchanged); QP states and the next request's status as the NIC has them.
+// error_flush: after a request fails (bad rkey), later requests complete with WR_FLUSH_ERR and are never
+// placed (canaries unchanged); QP states and the next request's status as the NIC has them.
 //
 //   sem_error_flush [race ROUNDS]
 //
@@ -68,7 +69,9 @@ std::string canaries(Case& c) {
   std::vector<uint8_t> cc(kSlot, 0xcc);
   for (int i = 0; i < kSlots; ++i) {
     const uint8_t* t = c.p.dst + i * kSlot;
-    s += std::memcmp(t, cc.data(), kSlot) == 0 ? '.' : std::memcmp(t, c.p.src + i * kSlot, kSlot) == 0 ? 'W' : '?';
+    s += std::memcmp(t, cc.data(), kSlot) == 0             ? '.'
+         : std::memcmp(t, c.p.src + i * kSlot, kSlot) == 0 ? 'W'
+                                                           : '?';
   }
   return s;
 }
@@ -76,7 +79,8 @@ std::string canaries(Case& c) {
 void report(Case& c, const char* name, const std::string& posts) {
   out("%s: post_rcs %s", name, posts.c_str());
   out("%s: completions %s", name, describe(c.wcs).c_str());
-  out("%s: target slots %s (slot 0 good-before-error, others after it; '.' untouched)", name, canaries(c).c_str());
+  out("%s: target slots %s (slot 0 good-before-error, others after it; '.' untouched)", name,
+      canaries(c).c_str());
   out("%s: qp %s/%s", name, qp_state(c.p.s), qp_state(c.p.r));
 }
 
@@ -86,9 +90,9 @@ void next_request(Case& c, const char* name, int slot) {
   std::vector<ibv_wc> wcs;
   collect(c.cq, wcs, rc ? 0 : 1, 10000);
   collect_extra(c.cq, wcs, 50);
-  out("%s: next request post_rc %d completions %s slot %d %s; qp %s/%s", name, rc, describe(wcs).c_str(), slot,
-      canaries(c).substr(static_cast<size_t>(slot), 1) == "." ? "untouched" : "WRITTEN", qp_state(c.p.s),
-      qp_state(c.p.r));
+  out("%s: next request post_rc %d completions %s slot %d %s; qp %s/%s", name, rc, describe(wcs).c_str(),
+      slot, canaries(c).substr(static_cast<size_t>(slot), 1) == "." ? "untouched" : "WRITTEN",
+      qp_state(c.p.s), qp_state(c.p.r));
 }
 
 int race(Env& e, int rounds) {
@@ -114,7 +118,10 @@ int race(Env& e, int rounds) {
     const std::string d = "post_rc " + std::to_string(rc) + " completions " + describe(c.wcs);
     bool found = false;
     for (auto& k : kinds)
-      if (k.first == d) { k.second++; found = true; }
+      if (k.first == d) {
+        k.second++;
+        found = true;
+      }
     if (!found) kinds.emplace_back(d, 1);
     if (canaries(c)[1] != '.') ++placed;
   }
@@ -153,7 +160,8 @@ int main(int argc, char** argv) {
     Case c = make_case(e);
     std::string rcs = std::to_string(post_one(c, 1, 0, false));
     rcs += " " + std::to_string(post_one(c, 2, 1, true));
-    for (int i = 2; i < 5; ++i) rcs += " " + std::to_string(post_one(c, static_cast<uint64_t>(i + 1), i, false));
+    for (int i = 2; i < 5; ++i)
+      rcs += " " + std::to_string(post_one(c, static_cast<uint64_t>(i + 1), i, false));
     collect(c.cq, c.wcs, 5, 10000);
     collect_extra(c.cq, c.wcs, 100);
     report(c, "separate", rcs);

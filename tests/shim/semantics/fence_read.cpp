@@ -1,4 +1,5 @@
-// fence_read: a large RDMA READ into L, then fenced writes whose source is L: the target holds what the READ brought (IBV_SEND_FENCE), not L's old bytes.
+// fence_read: a large RDMA READ into L, then fenced writes whose source is L: the target holds what the READ
+// brought (IBV_SEND_FENCE), not L's old bytes.
 //
 //   sem_fence_read [ROUNDS]
 //
@@ -35,14 +36,15 @@ int main(int argc, char** argv) {
   ibv_qp* s = make_qp(e, cq, rcq);
   ibv_qp* r = make_qp(e, rcq, rcq);
   connect_pair(e, s, r);
-  uint8_t* R = alloc(kRead);   // the responder's, read
-  uint8_t* L = alloc(kRead);   // the sender's, read into, then written from
+  uint8_t* R = alloc(kRead);  // the responder's, read
+  uint8_t* L = alloc(kRead);  // the sender's, read into, then written from
   uint8_t* T = alloc(kSmall + kBig);
   ibv_mr* rmr = reg(e, R, kRead, kRemote);
   ibv_mr* lmr = reg(e, L, kRead, IBV_ACCESS_LOCAL_WRITE);
   ibv_mr* tmr = reg(e, T, kSmall + kBig, kRemote);
   watchdog(60, "fence_read did not finish");
-  out("fence_read: READ %zu B, then fenced writes of %u B and %u B from the READ's buffer", kRead, kSmall, kBig);
+  out("fence_read: READ %zu B, then fenced writes of %u B and %u B from the READ's buffer", kRead, kSmall,
+      kBig);
   for (int round = 0; round < rounds; ++round) {
     fill(R, kRead, 1000u + static_cast<unsigned>(round));
     fill(L, kRead, 2000u + static_cast<unsigned>(round));

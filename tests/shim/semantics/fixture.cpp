@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdlib>
-#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -161,7 +161,8 @@ void connect_pair(Env& e, ibv_qp* a, ibv_qp* b, ibv_mtu mtu) {
 
 uint8_t* alloc(size_t len) {
   const size_t pg = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  void* p = mmap(nullptr, (len + pg - 1) / pg * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p =
+      mmap(nullptr, (len + pg - 1) / pg * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) die("mmap");
   return static_cast<uint8_t*>(p);
 }
@@ -207,7 +208,9 @@ uint64_t now_ms() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
 }
 
-void sleep_ms(unsigned ms) { usleep(ms * 1000); }
+void sleep_ms(unsigned ms) {
+  usleep(ms * 1000);
+}
 
 int collect(ibv_cq* cq, std::vector<ibv_wc>& got, size_t want, int timeout_ms, int max_per_poll) {
   const uint64_t end = now_ms() + static_cast<uint64_t>(timeout_ms);
@@ -242,23 +245,40 @@ int collect_extra(ibv_cq* cq, std::vector<ibv_wc>& got, int ms) {
 
 const char* status_name(ibv_wc_status s) {
   switch (s) {
-    case IBV_WC_SUCCESS: return "SUCCESS";
-    case IBV_WC_LOC_LEN_ERR: return "LOC_LEN_ERR";
-    case IBV_WC_LOC_QP_OP_ERR: return "LOC_QP_OP_ERR";
-    case IBV_WC_LOC_EEC_OP_ERR: return "LOC_EEC_OP_ERR";
-    case IBV_WC_LOC_PROT_ERR: return "LOC_PROT_ERR";
-    case IBV_WC_WR_FLUSH_ERR: return "WR_FLUSH_ERR";
-    case IBV_WC_MW_BIND_ERR: return "MW_BIND_ERR";
-    case IBV_WC_BAD_RESP_ERR: return "BAD_RESP_ERR";
-    case IBV_WC_LOC_ACCESS_ERR: return "LOC_ACCESS_ERR";
-    case IBV_WC_REM_INV_REQ_ERR: return "REM_INV_REQ_ERR";
-    case IBV_WC_REM_ACCESS_ERR: return "REM_ACCESS_ERR";
-    case IBV_WC_REM_OP_ERR: return "REM_OP_ERR";
-    case IBV_WC_RETRY_EXC_ERR: return "RETRY_EXC_ERR";
-    case IBV_WC_RNR_RETRY_EXC_ERR: return "RNR_RETRY_EXC_ERR";
-    case IBV_WC_REM_ABORT_ERR: return "REM_ABORT_ERR";
-    case IBV_WC_GENERAL_ERR: return "GENERAL_ERR";
-    default: return "OTHER_ERR";
+    case IBV_WC_SUCCESS:
+      return "SUCCESS";
+    case IBV_WC_LOC_LEN_ERR:
+      return "LOC_LEN_ERR";
+    case IBV_WC_LOC_QP_OP_ERR:
+      return "LOC_QP_OP_ERR";
+    case IBV_WC_LOC_EEC_OP_ERR:
+      return "LOC_EEC_OP_ERR";
+    case IBV_WC_LOC_PROT_ERR:
+      return "LOC_PROT_ERR";
+    case IBV_WC_WR_FLUSH_ERR:
+      return "WR_FLUSH_ERR";
+    case IBV_WC_MW_BIND_ERR:
+      return "MW_BIND_ERR";
+    case IBV_WC_BAD_RESP_ERR:
+      return "BAD_RESP_ERR";
+    case IBV_WC_LOC_ACCESS_ERR:
+      return "LOC_ACCESS_ERR";
+    case IBV_WC_REM_INV_REQ_ERR:
+      return "REM_INV_REQ_ERR";
+    case IBV_WC_REM_ACCESS_ERR:
+      return "REM_ACCESS_ERR";
+    case IBV_WC_REM_OP_ERR:
+      return "REM_OP_ERR";
+    case IBV_WC_RETRY_EXC_ERR:
+      return "RETRY_EXC_ERR";
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return "RNR_RETRY_EXC_ERR";
+    case IBV_WC_REM_ABORT_ERR:
+      return "REM_ABORT_ERR";
+    case IBV_WC_GENERAL_ERR:
+      return "GENERAL_ERR";
+    default:
+      return "OTHER_ERR";
   }
 }
 

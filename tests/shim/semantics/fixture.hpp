@@ -19,8 +19,8 @@
 
 namespace sem {
 
-[[noreturn]] void die(const char* what);   // "setup: <what>: <errno>" on stderr, exit 2
-[[noreturn]] void skip(const char* why);   // "skip: <why>", exit 77
+[[noreturn]] void die(const char* what);  // "setup: <what>: <errno>" on stderr, exit 2
+[[noreturn]] void skip(const char* why);  // "skip: <why>", exit 77
 
 // Prints a line of the outcome (printf format) and flushes it, so a watchdog or a crash
 // later leaves what came before.
@@ -32,7 +32,8 @@ void watchdog(unsigned seconds, const char* what, std::string (*note)() = nullpt
 // A stall fails too: a thread samples `progress()` every second and, when it has not
 // changed for `seconds`, prints "TIMEOUT: <what> (<note()>)" and exits 3. For long runs
 // whose duration depends on the machine's load.
-void stall_watchdog(unsigned seconds, const char* what, uint64_t (*progress)(), std::string (*note)() = nullptr);
+void stall_watchdog(unsigned seconds, const char* what, uint64_t (*progress)(),
+                    std::string (*note)() = nullptr);
 // Stops both watchdogs: once it returns, neither calls progress() or note() again. Call
 // it before the state those read goes out of scope.
 void stop_watchdogs();
@@ -79,12 +80,12 @@ struct Pair {
   ibv_mr* dmr = nullptr;
 };
 // `sender`: made by the caller (e.g. with ibv_create_qp_ex), else like the responder.
-Pair make_pair(Env& e, ibv_cq* scq, ibv_cq* rcq, size_t src_len, size_t dst_len,
-               const QpCaps& caps = {}, ibv_qp* sender = nullptr, ibv_mtu mtu = IBV_MTU_1024);
+Pair make_pair(Env& e, ibv_cq* scq, ibv_cq* rcq, size_t src_len, size_t dst_len, const QpCaps& caps = {},
+               ibv_qp* sender = nullptr, ibv_mtu mtu = IBV_MTU_1024);
 
 // One RDMA WRITE (opcode IBV_WR_RDMA_WRITE unless given); returns ibv_post_send's value.
-int post_write(ibv_qp* qp, uint64_t wr_id, const void* src, uint32_t len, uint32_t lkey,
-               uint64_t raddr, uint32_t rkey, unsigned flags);
+int post_write(ibv_qp* qp, uint64_t wr_id, const void* src, uint32_t len, uint32_t lkey, uint64_t raddr,
+               uint32_t rkey, unsigned flags);
 
 // Polls `cq` until `want` completions were collected in `got` or `timeout_ms` passed;
 // returns how many it collected. `max_per_poll` bounds the array handed to ibv_poll_cq.

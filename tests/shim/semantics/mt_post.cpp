@@ -1,4 +1,5 @@
-// mt_post: threads posting signaled 64 B writes on one QP (or QPs sharing one CQ), one poller thread; every wr_id completes once, in per-thread order, and lands right.
+// mt_post: threads posting signaled 64 B writes on one QP (or QPs sharing one CQ), one poller thread; every
+// wr_id completes once, in per-thread order, and lands right.
 //
 //   sem_mt_post THREADS QPS WRITES_PER_THREAD [OUTSTANDING_PER_THREAD]
 //
@@ -27,7 +28,7 @@ struct Thread {
   std::atomic<uint64_t> posted{0};  // writes posted successfully
   int post_rc = 0;                  // the first failure's return value
   std::atomic<bool> finished{false};
-  std::vector<uint8_t> seen;        // per write: completions seen
+  std::vector<uint8_t> seen;  // per write: completions seen
   uint64_t out_of_order = 0;
 };
 
@@ -46,7 +47,9 @@ uint64_t progress_count() {
   return n;
 }
 
-uint64_t seed_of(size_t t, uint64_t k) { return (uint64_t(t) << 32) | k; }
+uint64_t seed_of(size_t t, uint64_t k) {
+  return (uint64_t(t) << 32) | k;
+}
 
 }  // namespace
 
@@ -91,7 +94,10 @@ int main(int argc, char** argv) {
       for (int i = 0; i < n; ++i) {
         g_completions++;
         const uint64_t t = wc[i].wr_id >> 32, k = wc[i].wr_id & 0xffffffffu;
-        if (t >= nthreads || k >= writes) { unknown++; continue; }
+        if (t >= nthreads || k >= writes) {
+          unknown++;
+          continue;
+        }
         if (wc[i].status != IBV_WC_SUCCESS) errors++;
         Thread& th = threads[t];
         // A thread's writes are on one QP, posted in order: they complete in order.
@@ -122,7 +128,10 @@ int main(int argc, char** argv) {
         const uint64_t slot = ti * writes + k;
         const int rc = post_write(p.s, seed_of(ti, k), s, kLen, p.smr->lkey,
                                   reinterpret_cast<uintptr_t>(dst + slot * kLen), rkey, IBV_SEND_SIGNALED);
-        if (rc) { th.post_rc = rc; break; }
+        if (rc) {
+          th.post_rc = rc;
+          break;
+        }
         th.posted++;
       }
       th.finished = true;
@@ -161,16 +170,19 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(writes), static_cast<unsigned long long>(outstanding));
   out("posted %llu post_failures %llu%s", static_cast<unsigned long long>(posted),
       static_cast<unsigned long long>(failures), rcs.c_str());
-  out("completions %llu once %llu missing %llu duplicated %llu unknown_wr_id %llu errors %llu out_of_order %llu",
+  out("completions %llu once %llu missing %llu duplicated %llu unknown_wr_id %llu errors %llu out_of_order "
+      "%llu",
       static_cast<unsigned long long>(g_completions.load()), static_cast<unsigned long long>(once),
       static_cast<unsigned long long>(missing), static_cast<unsigned long long>(dups),
       static_cast<unsigned long long>(unknown.load()), static_cast<unsigned long long>(errors.load()),
       static_cast<unsigned long long>(disorder));
   out("target: writes whose slot is wrong %llu", static_cast<unsigned long long>(bad_slots));
-  out("qp states: %s", [&] {
-    std::string s;
-    for (auto& p : qps) s += std::string(s.empty() ? "" : " ") + qp_state(p.s) + "/" + qp_state(p.r);
-    return s;
-  }().c_str());
+  out("qp states: %s",
+      [&] {
+        std::string s;
+        for (auto& p : qps) s += std::string(s.empty() ? "" : " ") + qp_state(p.s) + "/" + qp_state(p.r);
+        return s;
+      }()
+          .c_str());
   return 0;
 }

@@ -1,4 +1,5 @@
-// notify_queued: ibv_req_notify_cq right after posting a write whose completion is still to come: the completion channel's fd wakes (poll(2) with a timeout) and the completion is there.
+// notify_queued: ibv_req_notify_cq right after posting a write whose completion is still to come: the
+// completion channel's fd wakes (poll(2) with a timeout) and the completion is there.
 //
 //   sem_notify_queued [ROUNDS]
 //
@@ -54,7 +55,8 @@ int main(int argc, char** argv) {
     collect(cq, wcs, rc ? 0 : 1, 10000);
     collect_extra(cq, wcs, 20);
     out("%s round %d (%u B): post_rc %d, event %s, completions %s, target %s", name, r, len, rc,
-        ev ? "yes" : "NONE within 5 s", describe(wcs).c_str(), std::memcmp(p.dst, p.src, len) == 0 ? "right" : "WRONG");
+        ev ? "yes" : "NONE within 5 s", describe(wcs).c_str(),
+        std::memcmp(p.dst, p.src, len) == 0 ? "right" : "WRONG");
   };
   for (int r = 0; r < rounds; ++r) round("post, arm, wait:", r, false, kBig);
   for (int r = 0; r < rounds; ++r) round("arm, post, wait:", 100 + r, true, 64);

@@ -1,4 +1,5 @@
-// post_bounded: ibv_post_send returns in bounded time where an ordering wait could not finish (a SEND waiting on RNR for a receive this thread posts next; a QP reset with requests outstanding).
+// post_bounded: ibv_post_send returns in bounded time where an ordering wait could not finish (a SEND waiting
+// on RNR for a receive this thread posts next; a QP reset with requests outstanding).
 //
 //   sem_post_bounded rnr|reset
 //

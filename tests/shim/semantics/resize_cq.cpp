@@ -1,4 +1,5 @@
-// resize_cq: ibv_resize_cq on a send CQ in use, grown (then filled to its new size before polling) and shrunk; completions exact, target right.
+// resize_cq: ibv_resize_cq on a send CQ in use, grown (then filled to its new size before polling) and
+// shrunk; completions exact, target right.
 //
 //   sem_resize_cq
 //
@@ -25,9 +26,13 @@ struct Run {
   uint64_t next = 0;  // the next write's index (and wr_id)
   void post(uint64_t n) {
     for (uint64_t i = 0; i < n; ++i, ++next) {
-      const int rc = post_write(p->s, next, p->src + next * kLen, kLen, p->smr->lkey,
-                                reinterpret_cast<uintptr_t>(p->dst + next * kLen), p->dmr->rkey, IBV_SEND_SIGNALED);
-      if (rc) { errno = rc; die("ibv_post_send"); }
+      const int rc =
+          post_write(p->s, next, p->src + next * kLen, kLen, p->smr->lkey,
+                     reinterpret_cast<uintptr_t>(p->dst + next * kLen), p->dmr->rkey, IBV_SEND_SIGNALED);
+      if (rc) {
+        errno = rc;
+        die("ibv_post_send");
+      }
     }
   }
   // Collects n completions: "n completions: exact" when they are the next n wr_ids in order.
@@ -41,8 +46,8 @@ struct Run {
       if (wcs[i].wr_id != first + i) exact = false;
       if (wcs[i].status != IBV_WC_SUCCESS) ++errors;
     }
-    return std::to_string(wcs.size()) + " completions, " + (exact ? "exact" : "NOT EXACT") + ", error statuses " +
-           std::to_string(errors);
+    return std::to_string(wcs.size()) + " completions, " + (exact ? "exact" : "NOT EXACT") +
+           ", error statuses " + std::to_string(errors);
   }
 };
 

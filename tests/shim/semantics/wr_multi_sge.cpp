@@ -1,4 +1,5 @@
-// wr_multi_sge: ibv_qp_ex wr_rdma_write with 2-4 SGEs (wr_set_sge_list), and one SGE as a control: the target gets the SGEs' bytes, concatenated, on every path.
+// wr_multi_sge: ibv_qp_ex wr_rdma_write with 2-4 SGEs (wr_set_sge_list), and one SGE as a control: the target
+// gets the SGEs' bytes, concatenated, on every path.
 //
 //   sem_wr_multi_sge equal|unequal
 //
@@ -22,19 +23,11 @@ constexpr size_t kSlot = 4096;
 
 const std::vector<std::vector<uint32_t>> kEqual = {
     {64},  // control: one SGE
-    {32, 32},
-    {8, 8, 8},
-    {64, 64, 64, 64},
-    {1000, 1000},
-    {512, 512, 512},
+    {32, 32}, {8, 8, 8}, {64, 64, 64, 64}, {1000, 1000}, {512, 512, 512},
 };
 const std::vector<std::vector<uint32_t>> kUnequal = {
     {64},  // control: one SGE
-    {20, 30},
-    {8, 100, 50},
-    {1, 2, 3, 4},
-    {1000, 24},
-    {200, 24},
+    {20, 30}, {8, 100, 50}, {1, 2, 3, 4}, {1000, 24}, {200, 24},
 };
 
 }  // namespace
@@ -85,8 +78,10 @@ int main(int argc, char** argv) {
     qx->wr_id = 100 + w;
     qx->wr_flags = IBV_SEND_SIGNALED;
     ibv_wr_rdma_write(qx, p.dmr->rkey, reinterpret_cast<uintptr_t>(p.dst + w * kSlot));
-    if (sg.size() == 1) ibv_wr_set_sge(qx, sg[0].lkey, sg[0].addr, sg[0].length);
-    else ibv_wr_set_sge_list(qx, sg.size(), sg.data());
+    if (sg.size() == 1)
+      ibv_wr_set_sge(qx, sg[0].lkey, sg[0].addr, sg[0].length);
+    else
+      ibv_wr_set_sge_list(qx, sg.size(), sg.data());
     const int rc = ibv_wr_complete(qx);
     std::vector<ibv_wc> wcs;
     collect(cq, wcs, rc ? 0 : 1, 10000);
@@ -95,11 +90,11 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> zero(want.size(), 0);
     const char* v = std::memcmp(t, want.data(), want.size()) == 0   ? "right"
                     : std::memcmp(t, zero.data(), want.size()) == 0 ? "NOTHING"
-                                                                     : "WRONG";
+                                                                    : "WRONG";
     std::string ls;
     for (uint32_t l : lens) ls += (ls.empty() ? "" : "+") + std::to_string(l);
-    out("write %zu (%zu SGEs, %s B): wr_complete %d, completions %s, target %s", w, lens.size(), ls.c_str(), rc,
-        describe(wcs).c_str(), v);
+    out("write %zu (%zu SGEs, %s B): wr_complete %d, completions %s, target %s", w, lens.size(), ls.c_str(),
+        rc, describe(wcs).c_str(), v);
   }
   out("qp %s/%s", qp_state(p.s), qp_state(p.r));
   return 0;

@@ -1,4 +1,5 @@
-// wr_untouched: ibv_post_send never writes the caller's ibv_send_wr list or its SGEs (byte-identical after, and a read-only list posts), for one write, a list, a list that fails, an SQ overflow.
+// wr_untouched: ibv_post_send never writes the caller's ibv_send_wr list or its SGEs (byte-identical after,
+// and a read-only list posts), for one write, a list, a list that fails, an SQ overflow.
 //
 //   sem_wr_untouched
 //
@@ -20,7 +21,7 @@ using namespace sem;
 
 namespace {
 
-constexpr size_t kSlot = 256;   // target / source bytes per request
+constexpr size_t kSlot = 256;  // target / source bytes per request
 constexpr int kMaxWr = 24;
 constexpr int kMaxSge = 64;
 
@@ -33,8 +34,8 @@ const char* g_case = "";
 
 void on_segv(int) {
   char line[160];
-  const int n = std::snprintf(line, sizeof line,
-                              "ro %s: SIGSEGV in ibv_post_send: the caller's request list was written\n", g_case);
+  const int n = std::snprintf(
+      line, sizeof line, "ro %s: SIGSEGV in ibv_post_send: the caller's request list was written\n", g_case);
   std::fflush(stdout);
   ssize_t w = write(1, line, static_cast<size_t>(n));
   (void)w;
@@ -69,7 +70,8 @@ int build(Ctx& c, const std::string& name, int case_no) {
       off += l;
     }
     w.num_sge = static_cast<int>(lens.size());
-    w.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(c.p.dst + (static_cast<size_t>(case_no) * kMaxWr + nwr) * kSlot);
+    w.wr.rdma.remote_addr =
+        reinterpret_cast<uintptr_t>(c.p.dst + (static_cast<size_t>(case_no) * kMaxWr + nwr) * kSlot);
     w.wr.rdma.rkey = c.p.dmr->rkey;
     if (nwr > 0) a->wr[nwr - 1].next = &w;
     ++nwr;
@@ -89,7 +91,9 @@ int build(Ctx& c, const std::string& name, int case_no) {
     ibv_send_wr& w = a->wr[nwr];
     add({4}, IBV_SEND_SIGNALED);
     for (int i = 1; i < 40; ++i)
-      a->sge[nsge++] = {reinterpret_cast<uintptr_t>(c.p.src + static_cast<size_t>(nwr - 1) * kSlot + 4u * static_cast<unsigned>(i)), 4, c.p.smr->lkey};
+      a->sge[nsge++] = {reinterpret_cast<uintptr_t>(c.p.src + static_cast<size_t>(nwr - 1) * kSlot +
+                                                    4u * static_cast<unsigned>(i)),
+                        4, c.p.smr->lkey};
     w.num_sge = 40;
     add({64}, IBV_SEND_SIGNALED);
   } else if (name == "sq_overflow") {
@@ -102,8 +106,11 @@ int build(Ctx& c, const std::string& name, int case_no) {
 void run_case(Ctx& c, const std::string& name, bool ro) {
   const int case_no = ++c.case_no;
   const int nwr = build(c, name, case_no);
-  for (int j = 0; j < nwr; ++j) fill(c.p.src + static_cast<size_t>(j) * kSlot, kSlot, 100u * static_cast<unsigned>(case_no) + static_cast<unsigned>(j));
-  std::vector<uint8_t> snap(reinterpret_cast<uint8_t*>(c.area), reinterpret_cast<uint8_t*>(c.area) + sizeof(Area));
+  for (int j = 0; j < nwr; ++j)
+    fill(c.p.src + static_cast<size_t>(j) * kSlot, kSlot,
+         100u * static_cast<unsigned>(case_no) + static_cast<unsigned>(j));
+  std::vector<uint8_t> snap(reinterpret_cast<uint8_t*>(c.area),
+                            reinterpret_cast<uint8_t*>(c.area) + sizeof(Area));
   const std::string label = std::string(ro ? "ro " : "rw ") + name;
   g_case = name.c_str();
   ibv_send_wr* bad = nullptr;
@@ -137,14 +144,16 @@ void run_case(Ctx& c, const std::string& name, bool ro) {
         off += w.sg_list[i].length;
       }
     }
-    if (std::memcmp(t, want_bytes.data(), kSlot) == 0) placed_right++;
-    else placed_wrong++;
+    if (std::memcmp(t, want_bytes.data(), kSlot) == 0)
+      placed_right++;
+    else
+      placed_wrong++;
   }
   out("%s: requests %d post_rc %d bad_wr_index %d list_unchanged %s", label.c_str(), nwr, rc, bad_index,
       same ? "yes" : "NO");
   out("%s: completions %s", label.c_str(), describe(wcs).c_str());
-  out("%s: target slots right %d wrong %d; qp %s/%s", label.c_str(), placed_right, placed_wrong, qp_state(c.p.s),
-      qp_state(c.p.r));
+  out("%s: target slots right %d wrong %d; qp %s/%s", label.c_str(), placed_right, placed_wrong,
+      qp_state(c.p.s), qp_state(c.p.r));
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
 // unloadctl set NAME VALUE: checked against the module's rules here (a clear message,
 // exit 2), then written to sysfs, where the module checks it again. Nothing is written
 // when a check fails.
+#include <sys/stat.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <sys/stat.h>
 
 #include "commands.hpp"
 #include "error.hpp"
@@ -51,7 +51,8 @@ int cmd_set(Options o, const Args& args) {
   const auto before = read_line(path);
   const int e = write_value(path, value);
   if (e == EINVAL) usage_error("the module refused " + name + " = " + value + " (EINVAL)");
-  if (e == EACCES || e == EPERM) fail("cannot set " + name + ": " + std::strerror(e) + " (tunables need root)");
+  if (e == EACCES || e == EPERM)
+    fail("cannot set " + name + ": " + std::strerror(e) + " (tunables need root)");
   if (e) fail("cannot set " + name + ": " + std::strerror(e));
   const auto after = read_line(path);
   if (o.json) {

@@ -23,7 +23,7 @@ namespace {
 struct StatArgs {
   double interval = 1.0;  // seconds between the two samples a rate is taken over
   bool watch = false;
-  uint64_t count = 1;     // reports to print (0: until interrupted)
+  uint64_t count = 1;  // reports to print (0: until interrupted)
 };
 
 StatArgs parse(const Args& args) {
@@ -93,13 +93,14 @@ void text_report(const Sample& a, const Sample& b) {
   for (const std::string& p : path_names()) {
     const std::string w = "writes_" + p, by = "bytes_" + p;
     std::printf("%-8s %16llu %20llu %14.1f %16.1f\n", p.c_str(),
-                static_cast<unsigned long long>(value_of(b, w)), static_cast<unsigned long long>(value_of(b, by)),
-                rate(a, b, w), rate(a, b, by));
+                static_cast<unsigned long long>(value_of(b, w)),
+                static_cast<unsigned long long>(value_of(b, by)), rate(a, b, w), rate(a, b, by));
   }
   std::printf("\n%-36s %16s %14s\n", "counter", "total", "per s");
   for (const std::string& n : other_counters(b)) {
     if (is_gauge(n))
-      std::printf("%-36s %16llu %14s\n", n.c_str(), static_cast<unsigned long long>(value_of(b, n)), "(gauge)");
+      std::printf("%-36s %16llu %14s\n", n.c_str(), static_cast<unsigned long long>(value_of(b, n)),
+                  "(gauge)");
     else
       std::printf("%-36s %16llu %14.1f\n", n.c_str(), static_cast<unsigned long long>(value_of(b, n)),
                   rate(a, b, n));
@@ -124,8 +125,10 @@ int cmd_stat(Options o, const Args& args) {
     if (o.json) {
       std::printf("%s\n", json_report(prev, cur).c_str());
     } else {
-      if (tty && a.watch) std::printf("\033[H\033[2J");  // in place, as watch(1)
-      else if (n) std::printf("\n");
+      if (tty && a.watch)
+        std::printf("\033[H\033[2J");  // in place, as watch(1)
+      else if (n)
+        std::printf("\n");
       text_report(prev, cur);
     }
     std::fflush(stdout);

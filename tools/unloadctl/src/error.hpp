@@ -16,7 +16,11 @@ struct Error : std::runtime_error {
   Error(int s, const std::string& msg) : std::runtime_error(msg), status(s) {}
 };
 
-[[noreturn]] inline void fail(const std::string& msg) { throw Error(kExitFailure, msg); }
-[[noreturn]] inline void usage_error(const std::string& msg) { throw Error(kExitUsage, msg); }
+[[noreturn]] inline void fail(const std::string& msg) {
+  throw Error(kExitFailure, msg);
+}
+[[noreturn]] inline void usage_error(const std::string& msg) {
+  throw Error(kExitUsage, msg);
+}
 
 }  // namespace unload::ctl

@@ -19,7 +19,8 @@ const char* usage_text() {
          "  set NAME VALUE          set a tunable (root); checked here, then by the module\n"
          "  stat [-w SECONDS] [-c COUNT]\n"
          "                          totals and rates per path, fences, denials and every\n"
-         "                          other counter of " UNLOAD_SYSFS_ROOT "/stats; rates over\n"
+         "                          other counter of " UNLOAD_SYSFS_ROOT
+         "/stats; rates over\n"
          "                          1 s, or refreshed in place every SECONDS with -w\n"
          "                          (COUNT times, default until interrupted)\n"
          "  ps                      the live sessions: pid, command, QPs, regions, pinned\n"

@@ -54,7 +54,9 @@ const std::vector<std::string>& path_names() {
   return names;
 }
 
-bool is_gauge(const std::string& name) { return name == "sessions" || name == "pinned_pages"; }
+bool is_gauge(const std::string& name) {
+  return name == "sessions" || name == "pinned_pages";
+}
 
 double rate(const Sample& a, const Sample& b, const std::string& name) {
   const auto ia = a.values.find(name);

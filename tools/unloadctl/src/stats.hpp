@@ -11,9 +11,9 @@
 namespace unload::ctl {
 
 struct Sample {
-  double t = 0;                             // CLOCK_MONOTONIC seconds
-  std::map<std::string, uint64_t> values;   // file name (relative to stats/) -> value
-  std::vector<std::string> unreadable;      // files the caller may not read (root only)
+  double t = 0;                            // CLOCK_MONOTONIC seconds
+  std::map<std::string, uint64_t> values;  // file name (relative to stats/) -> value
+  std::vector<std::string> unreadable;     // files the caller may not read (root only)
 };
 
 // Reads every readable file of dir (not write-only controls).

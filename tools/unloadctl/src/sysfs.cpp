@@ -13,7 +13,9 @@
 
 namespace unload::ctl {
 
-std::string sysfs_root() { return UNLOAD_SYSFS_ROOT; }
+std::string sysfs_root() {
+  return UNLOAD_SYSFS_ROOT;
+}
 
 bool module_loaded() {
   struct stat st;

@@ -13,18 +13,20 @@ namespace {
 constexpr std::array<std::string_view, 4> kModeWords = {"offload", "unload", "threshold", "adaptive"};
 
 #define UNLOAD_CTL_TUNABLE(name, min, max, def) Tunable{#name, false, min, max, def},
-constexpr std::array kTunables = {
-    Tunable{"mode", true, 0, UNLOAD_MODE_COUNT - 1, UNLOAD_MODE_DEFAULT},
-    UNLOAD_TUNABLE_RANGES(UNLOAD_CTL_TUNABLE)
-    UNLOAD_MODULE_TUNABLE_RANGES(UNLOAD_CTL_TUNABLE)
-};
+constexpr std::array kTunables = {Tunable{"mode", true, 0, UNLOAD_MODE_COUNT - 1, UNLOAD_MODE_DEFAULT},
+                                  UNLOAD_TUNABLE_RANGES(UNLOAD_CTL_TUNABLE)
+                                      UNLOAD_MODULE_TUNABLE_RANGES(UNLOAD_CTL_TUNABLE)};
 #undef UNLOAD_CTL_TUNABLE
 static_assert(kModeWords.size() == UNLOAD_MODE_COUNT, "a word per enum unload_mode");
 
 }  // namespace
 
-std::span<const std::string_view> mode_words() { return kModeWords; }
-std::span<const Tunable> tunables() { return kTunables; }
+std::span<const std::string_view> mode_words() {
+  return kModeWords;
+}
+std::span<const Tunable> tunables() {
+  return kTunables;
+}
 
 const Tunable* find_tunable(std::string_view name) {
   for (const Tunable& t : kTunables)

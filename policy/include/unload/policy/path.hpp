@@ -15,14 +15,20 @@ enum class Path : uint8_t {
 
 inline constexpr unsigned kPathCount = 4;
 
-constexpr unsigned index_of(Path p) { return static_cast<unsigned>(p); }
+constexpr unsigned index_of(Path p) {
+  return static_cast<unsigned>(p);
+}
 
 // CPU paths spend CPU time copying, which the CPU budget accounts for.
-constexpr bool is_cpu_path(Path p) { return p != Path::offload; }
+constexpr bool is_cpu_path(Path p) {
+  return p != Path::offload;
+}
 
 // Only the direct path leaves the QP's send queue, so only it needs the ordering fence
 // against NIC requests still outstanding on the QP (docs/design.md, section 3).
-constexpr bool needs_fence_after_nic(Path p) { return p == Path::unload_direct; }
+constexpr bool needs_fence_after_nic(Path p) {
+  return p == Path::unload_direct;
+}
 
 const char* name_of(Path p);
 

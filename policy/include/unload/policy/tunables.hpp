@@ -44,8 +44,7 @@ inline constexpr Tunables kDefaultTunables{
 };
 
 constexpr Mode mode_of(const Tunables& t) {
-  return t.mode <= static_cast<uint32_t>(Mode::adaptive) ? static_cast<Mode>(t.mode)
-                                                         : Mode::offload;
+  return t.mode <= static_cast<uint32_t>(Mode::adaptive) ? static_cast<Mode>(t.mode) : Mode::offload;
 }
 
 }  // namespace unload::policy
