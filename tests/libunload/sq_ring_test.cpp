@@ -36,6 +36,13 @@ TEST(SqRing, TagMapsBackToItsEntryWhileInFlight) {
   EXPECT_EQ(r.entry_of_tag(r.tag_of(b)), b);
 }
 
+TEST(SqRing, RingWithoutSlotsNamesNoTag) {
+  SqRing r;  // an untracked QP's: never initialised
+  EXPECT_EQ(r.entry_of_tag(0), nullptr);
+  EXPECT_EQ(r.entry_of_tag(sizeof(SqEntry)), nullptr);
+  EXPECT_EQ(r.entry_of_tag(~0ull), nullptr);
+}
+
 TEST(SqRing, CompletionRetiresEveryEarlierEntryAtOnce) {
   SqRing r;
   ASSERT_EQ(r.init(16), 0);

@@ -79,7 +79,10 @@ class SqRing {
   uint64_t tag_of(const SqEntry* e) const { return reinterpret_cast<uintptr_t>(e); }
   // The entry a completion's wr_id names, or nullptr when the wr_id is no tag of this
   // ring's in-flight entries (a receive completion, a request posted around the shim).
+  // An untracked QP's ring (UD, XRC, raw packet) has no slots and names no tag, wr_id 0
+  // included: its completions share CQs with tracked QPs' and pass through unmapped.
   SqEntry* entry_of_tag(uint64_t wr_id) const {
+    if (!slots_) return nullptr;
     const uintptr_t base = reinterpret_cast<uintptr_t>(slots_.get());
     if (wr_id < base || wr_id >= base + capacity() * sizeof(SqEntry)) return nullptr;
     if ((wr_id - base) % sizeof(SqEntry) != 0) return nullptr;
