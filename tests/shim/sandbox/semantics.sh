@@ -101,6 +101,7 @@ sem cqex_many 12 96
 sem cqex_many 12 48 noqpnum
 TRIES=3 REF_RACED='NONE within' sem notify_queued 2
 sem wr_multi_sge equal
+sem ud_rc_one_cq
 note wr_multi_sge unequal
 [ "$SKIPS" -eq 0 ] || echo "$SKIPS run(s) skipped"
 finish
