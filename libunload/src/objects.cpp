@@ -69,11 +69,12 @@ int SendQpList::add(QpRec* q) {
 void SendQpList::remove(QpRec* q) {
   std::lock_guard<std::mutex> g(mu);
   Array* old = list.load(std::memory_order_relaxed);
-  if (!old) return;
+  uint32_t at = 0;
+  while (old && at < old->n && old->qps[at] != q) ++at;
+  if (!old || at == old->n) return;  // not listed (an untracked QP)
   auto* a = static_cast<Array*>(std::malloc(sizeof(Array) + old->n * sizeof(QpRec*)));
   if (!a) {  // cannot shrink: blank the entry in place (readers skip nothing: keep a QP that is alive)
-    for (uint32_t i = 0; i < old->n; ++i)
-      if (old->qps[i] == q) old->qps[i] = old->qps[old->n - 1];
+    old->qps[at] = old->qps[old->n - 1];
     old->n--;
     return;
   }
@@ -137,16 +138,20 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_al
   q->sq.max_wr = cap.max_send_wr > kSqRoom ? cap.max_send_wr - kSqRoom : cap.max_send_wr;
   q->sq.max_sge = cap.max_send_sge;
   q->sq.sig_all = sq_sig_all;
-  q->tracked = qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC;
+  q->scq = q->send_cq ? g_cqs.find(key_of(q->send_cq)) : nullptr;
+  // Tracked only when every CQ its completions reach is recorded: a tag reaching a CQ the
+  // shim does not poll (its table full, or made past the shim) would come back to the
+  // program as a wr_id and never retire.
+  const bool cqs_recorded = q->scq && (!q->recv_cq || g_cqs.find(key_of(q->recv_cq)));
+  q->tracked = (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC) && cqs_recorded;
   if (q->tracked && q->sq.ring.init(cap.max_send_wr * 2 + 64) != 0) {
     delete q;
     return -ENOMEM;
   }
   if (q->tracked && kmod_present()) stage_alloc(q, qp->pd);
-  q->scq = q->send_cq ? g_cqs.find(key_of(q->send_cq)) : nullptr;
   int rc = g_qps.insert(key_of(qp), q);
   if (!rc) rc = g_qps_by_num.insert(qpn_key(c, qp->qp_num), q);
-  if (!rc && q->scq) rc = q->scq->send_qps.add(q);
+  if (!rc && q->tracked) rc = q->scq->send_qps.add(q);
   if (rc) {
     g_qps.remove_if(key_of(qp), q);
     g_qps_by_num.remove_if(qpn_key(c, qp->qp_num), q);

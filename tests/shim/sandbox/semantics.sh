@@ -102,6 +102,7 @@ sem cqex_many 12 48 noqpnum
 TRIES=3 REF_RACED='NONE within' sem notify_queued 2
 sem wr_multi_sge equal
 sem ud_rc_one_cq
+sem many_cqs 5000
 note wr_multi_sge unequal
 [ "$SKIPS" -eq 0 ] || echo "$SKIPS run(s) skipped"
 finish
