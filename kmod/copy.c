@@ -28,25 +28,17 @@ struct unload_seg {
 
 struct unload_src {
 	unsigned int nr;		/* segments resolved (and held) */
-	struct unload_seg *seg;		/* one[], or the batch's scratch */
+	struct unload_seg *seg;		/* one[], or the batch's */
 	struct unload_seg one[1];
 };
 
 /*
- * What a submission allocates only if one of its requests has a segment list, and then
- * once: the list as read from userspace, and its resolved segments.
- */
-struct unload_scratch {
-	struct unload_iov uiov[UNLOAD_MAX_IOV];
-	struct unload_seg seg[UNLOAD_MAX_IOV];
-};
-
-/*
- * Read and check a request's segments into *uiov (the request's own, or the scratch's);
- * returns a reason, NONE when well formed.
+ * Check a request's segments, its one (iov_count 0, filled from the request) or its list
+ * as the batch read it in (`list`, NULL when that read faulted); *uiovp points at them.
+ * Returns a reason, NONE when well formed.
  */
 static u32 unload_src_load(const struct unload_direct_req *req, struct unload_iov *one,
-			   struct unload_scratch **scratch, const struct unload_iov **uiovp)
+			   const struct unload_iov *list, const struct unload_iov **uiovp)
 {
 	const struct unload_iov *uiov = one;
 	unsigned int i, nr = 1;
@@ -60,15 +52,9 @@ static u32 unload_src_load(const struct unload_direct_req *req, struct unload_io
 	} else {
 		if (req->iov_count > UNLOAD_MAX_IOV || req->lkey)
 			return UNLOAD_DENY_INVALID;
-		if (!*scratch) {
-			*scratch = kmalloc(sizeof(**scratch), GFP_KERNEL);
-			if (!*scratch)
-				return UNLOAD_DENY_FAULT;
-		}
-		if (copy_from_user((*scratch)->uiov, u64_to_user_ptr(req->iov),
-				   req->iov_count * sizeof((*scratch)->uiov[0])))
+		if (!list)
 			return UNLOAD_DENY_FAULT;
-		uiov = (*scratch)->uiov;
+		uiov = list;
 		nr = req->iov_count;
 	}
 	for (i = 0; i < nr; i++)
@@ -297,13 +283,13 @@ static struct unload_pair *unload_pair_cache_get(struct unload_session *sess,
 }
 
 /*
- * Check and run one request; returns its reason (NONE: placed). `scratch` is the
- * submission's, allocated by the first request that has a segment list; `pc` its pair.
+ * Check and run one request; returns its reason (NONE: placed). `list` is its segment
+ * list as read in (NULL: none, or the read faulted), `seg` room for UNLOAD_MAX_IOV
+ * resolved segments; `pc` the submission's pair.
  */
 static u32 unload_direct_one(struct unload_session *sess,
-			     const struct unload_direct_req *req,
-			     struct unload_scratch **scratch, struct unload_pair_cache *pc,
-			     int *result)
+			     const struct unload_direct_req *req, const struct unload_iov *list,
+			     struct unload_seg *seg, struct unload_pair_cache *pc, int *result)
 {
 	const struct unload_tunables *t = &unload_ctl->tunables;
 	struct unload_src src = { .nr = 0 };
@@ -324,12 +310,12 @@ static u32 unload_direct_one(struct unload_session *sess,
 	if (!req->length || req->length > direct_max)
 		return UNLOAD_DENY_LENGTH;
 
-	deny = unload_src_load(req, &one, scratch, &uiov);
+	deny = unload_src_load(req, &one, list, &uiov);
 	if (deny == UNLOAD_DENY_INVALID)
 		*result = -EINVAL;
 	if (deny)
 		return deny;
-	src.seg = req->iov_count ? (*scratch)->seg : src.one;
+	src.seg = req->iov_count ? seg : src.one;
 
 	pr = unload_pair_cache_get(sess, pc, req, &deny);
 	if (!pr)
@@ -361,49 +347,129 @@ out_put_src:
 	return deny;
 }
 
+/*
+ * A submission as read in whole before any pair is held: user memory is touched only
+ * with no slot locked, so a request array or segment list on a page that never faults
+ * in (userfaultfd, a FUSE mount that never answers) stalls its submitter alone, never
+ * the teardown that locks every slot.
+ */
+struct unload_batch {
+	struct unload_direct_req *req;		/* count requests; results written here */
+	struct unload_iov *iov;			/* the segment lists, back to back, or NULL */
+	struct unload_seg *seg;			/* resolved segments of one request */
+	unsigned long faulted[BITS_TO_LONGS(UNLOAD_MAX_BATCH)]; /* list unreadable */
+};
+
+/*
+ * Bytes placed under one hold of a pair's slot before it is released and acquired
+ * again, so a teardown waits for at most this much copying, not a whole batch's.
+ */
+#define UNLOAD_HOLD_BYTES (1U << 20)
+
+static void unload_batch_free(struct unload_batch *b)
+{
+	kfree(b->seg);
+	kvfree(b->iov);
+	kvfree(b->req);
+}
+
+/* Read the requests and their segment lists in; -EFAULT if the array itself faults. */
+static int unload_batch_read(struct unload_batch *b, const struct unload_direct_req __user *u,
+			     u32 count)
+{
+	size_t lists = 0, at = 0;
+	u32 i;
+
+	b->req = kvmalloc_array(count, sizeof(*b->req), GFP_KERNEL_ACCOUNT);
+	if (!b->req)
+		return -ENOMEM;
+	if (copy_from_user(b->req, u, array_size(count, sizeof(*b->req))))
+		return -EFAULT;
+	for (i = 0; i < count; i++)
+		if (b->req[i].iov_count <= UNLOAD_MAX_IOV)
+			lists += b->req[i].iov_count;	/* <= 256 * 32: no overflow */
+	if (!lists)
+		return 0;
+	b->iov = kvmalloc_array(lists, sizeof(*b->iov), GFP_KERNEL_ACCOUNT);
+	b->seg = kmalloc_array(UNLOAD_MAX_IOV, sizeof(*b->seg), GFP_KERNEL_ACCOUNT);
+	if (!b->iov || !b->seg)
+		return -ENOMEM;
+	for (i = 0; i < count; i++) {
+		u32 n = b->req[i].iov_count;
+
+		if (!n || n > UNLOAD_MAX_IOV)
+			continue;
+		if (copy_from_user(b->iov + at, u64_to_user_ptr(b->req[i].iov),
+				   array_size(n, sizeof(*b->iov))))
+			__set_bit(i, b->faulted);	/* that request is refused, not the batch */
+		at += n;
+	}
+	return 0;
+}
+
 int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 flags,
 			u32 *done, u32 *accepted)
 {
 	struct unload_direct_req __user *u = u64_to_user_ptr(ureqs);
-	struct unload_scratch *scratch = NULL;
 	struct unload_pair_cache pc = { .slot = NULL };
-	struct unload_direct_req req;
-	u32 i, ok = 0;
-	int ret = 0;
+	struct unload_batch b = {};
+	u64 held = 0;
+	size_t at = 0;
+	u32 i, n, ok = 0;
+	int ret;
 
+	*done = 0;
+	*accepted = 0;
 	if (count > UNLOAD_MAX_BATCH || (flags & ~UNLOAD_SUBMIT_FLAGS))
 		return -EINVAL;
 	/* The source is the submitter's memory: only the opener's process submits. */
 	if (current->mm != sess->mm)
 		return -EPERM;
+	if (!count)
+		return 0;
+	ret = unload_batch_read(&b, u, count);
+	if (ret)
+		goto out_free;
 	for (i = 0; i < count; i++) {
-		u32 deny;
+		struct unload_direct_req *req = &b.req[i];
+		const struct unload_iov *list = NULL;
 		int result;
+		u32 deny;
 
-		if (copy_from_user(&req, &u[i], sizeof(req))) {
-			ret = -EFAULT;
-			break;
+		if (req->iov_count && req->iov_count <= UNLOAD_MAX_IOV) {
+			if (!test_bit(i, b.faulted))
+				list = b.iov + at;
+			at += req->iov_count;
 		}
-		deny = unload_direct_one(sess, &req, &scratch, &pc, &result);
-		if (put_user(result, &u[i].result)) {
-			ret = -EFAULT;
-			break;
+		if (held >= UNLOAD_HOLD_BYTES) {
+			unload_pair_cache_drop(&pc);
+			held = 0;
 		}
-		if (deny)
+		deny = unload_direct_one(sess, req, list, b.seg, &pc, &result);
+		req->result = result;	/* after: the request's own result field is an input too */
+		if (deny) {
 			atomic64_inc(&unload_denied[deny]);
-		else
+		} else {
 			ok++;
+			held += req->length;
+		}
 		if ((deny && (flags & UNLOAD_SUBMIT_STOP)) || fatal_signal_pending(current)) {
 			i++;
 			break;
 		}
 	}
 	unload_pair_cache_drop(&pc);
-	kfree(scratch);
-	if (i)
-		atomic64_inc(&unload_direct_submissions);
-	*done = i;
+	atomic64_inc(&unload_direct_submissions);
+	/* Results out with nothing held; a fault here leaves `done` at what was told. */
+	for (n = 0; n < i; n++)
+		if (put_user(b.req[n].result, &u[n].result)) {
+			ret = -EFAULT;
+			break;
+		}
+	*done = n;
 	*accepted = ok;
+out_free:
+	unload_batch_free(&b);
 	return ret;
 }
 
