@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """scripts/lib/python/bench_report.py's shim-overhead figures: the median of the pairs' ratios,
 its distribution-free interval, the baseline shim's comparison, failed runs left out;
-and adaptive against the best path, run by run.
+adaptive against the best path, run by run; a run of a few sizes (scripts/bench's default)
+tabled and plotted at those sizes alone; the policy's repetitions named.
 
   bench_report_test.py SOURCE_DIR
 """
 
+import json
 import math
 import os
 import sys
@@ -93,5 +95,64 @@ with tempfile.TemporaryDirectory() as d:
           "64 B: 3 pairs, no interval, no baseline")
     text = br.table([], list(ovh.values()))
     check("+0.6% [+0.2, +0.9] (10 pairs)" in text, "the table prints the interval:\n" + text)
+
+# A results directory of the default run: three sizes, two repetitions, every path, and
+# bench_policy's three repetitions.
+def bench_json(variant, sizes):
+    benches = [{"name": "BM_Floor_Syscall/iterations:20000/manual_time", "run_type": "iteration",
+                "median_ns": 500.0, "p99_ns": 900.0}]
+    for size in sizes:
+        ns = 1000.0 + size / 10 + VARIANT_NS[variant]
+        for workload in ("PostToCompletion", "PingPong"):
+            benches.append({"name": f"BM_Write_{workload}/bytes:{size}/iterations:100/manual_time",
+                            "run_type": "iteration", "median_ns": ns, "p99_ns": 2 * ns,
+                            "share_direct": 1.0 if variant in ("direct", "adaptive") else 0.0})
+        benches.append({"name": f"BM_Write_Bandwidth/bytes:{size}/depth:128/iterations:10/manual_time",
+                        "run_type": "iteration", "median_ns": ns / 4, "p99_ns": ns})
+        benches.append({"name": f"BM_Floor_Memcpy/bytes:{size}/iterations:100/manual_time",
+                        "run_type": "iteration", "median_ns": size / 8, "p99_ns": size / 4})
+    return {"context": {"kernel": "test"}, "benchmarks": benches}
+
+
+VARIANT_NS = {"noshim": 0.0, "offload": 10.0, "inline": 5.0, "stage": 8.0, "direct": -900.0, "adaptive": -890.0}
+check([br.size_label(n) for n in (8, 64, 1000, 4096, 65536, 1 << 20)] ==
+      ["8 B", "64 B", "1000 B", "4 KiB", "64 KiB", "1 MiB"], "size labels: B, KiB, MiB")
+with tempfile.TemporaryDirectory() as d:
+    os.mkdir(os.path.join(d, "raw"))
+    sizes = [8, 4096, 65536]
+    for run in ("1", "2"):
+        for v in VARIANT_NS:
+            with open(os.path.join(d, "raw", f"{v}.{run}.json"), "w") as f:
+                json.dump(bench_json(v, sizes), f)
+    with open(os.path.join(d, "policy.json"), "w") as f:
+        json.dump({"benchmarks": [{"run_name": "BM_Policy_Decide/mode:0", "aggregate_name": "median",
+                                   "real_time": 4.5, "repetitions": 3}]}, f)
+    runs, floors, _ = br.load(d)
+    rows = br.summarise(runs, floors)
+    for workload in ("PostToCompletion", "PingPong", "Bandwidth"):
+        got = [r["bytes"] for r in rows if r["workload"] == workload]
+        check(got == sizes, f"{workload}: a row for each size run and no other ({got})")
+    check(all(len(r["paths"]) == 6 and all(e["reps"] == 2 for e in r["paths"].values()) for r in rows),
+          "every row has the six paths, two repetitions each")
+    ptc = [r for r in rows if r["workload"] == "PostToCompletion"]
+    check([r.get("adaptive_chose") for r in ptc] == ["direct"] * 3, "adaptive chose direct at each size")
+    check(all("direct_vs_floor" in r for r in ptc), "the direct floor at each size run")
+    pol, reps = br.policy_costs(d)
+    check(pol == {"BM_Policy_Decide/mode:0": 4.5} and reps == 3, f"policy: the median and its repetitions ({reps})")
+    text = br.table(rows, [], pol, None, reps)
+    lines = text.splitlines()
+    for workload in ("PostToCompletion", "PingPong"):
+        at = lines.index(next(l for l in lines if l.startswith(workload)))
+        got = [int(l.split()[0]) for l in lines[at + 2:at + 5]]
+        check(got == sizes and not lines[at + 5].strip(), f"{workload} table: the three sizes, in order ({got})")
+    check("median of 3" in text, "the policy's table names its 3 repetitions")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("skip: plot of three sizes: matplotlib missing in " + sys.executable)
+    else:
+        br.plot(rows, d)
+        check(all(os.path.getsize(os.path.join(d, f"latency.{e}")) > 0 for e in ("png", "svg")),
+              "plot of three sizes: latency.png and latency.svg written")
 
 sys.exit(1 if fails else 0)

@@ -4,7 +4,7 @@ set -uo pipefail
 src=${UNLOAD_SOURCE_DIR:?} build=${UNLOAD_BUILD_DIR:?}
 out=$(mktemp -d)
 # The shim under test stands in as its own baseline: the rotation and report are what's checked.
-"$src/scripts/lib/guest/bench-sweep" "$out" "$build" 1 1 "" all "$build/shim/libunload_shim.so" || exit 1
+"$src/scripts/lib/guest/bench-sweep" --out "$out" --build "$build" --reps 1 --profile quick --baseline-shim "$build/shim/libunload_shim.so" || exit 1
 /usr/bin/python3 "$src/scripts/lib/python/bench_report.py" "$out" >"$out/report.txt" || { echo "FAIL: bench_report"; exit 1; }
 sed 's/^/  | /' "$out/report.txt"
 /usr/bin/python3 - "$out" <<'PY'

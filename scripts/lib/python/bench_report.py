@@ -222,14 +222,24 @@ def perftest_bandwidth(results):
 
 
 def policy_costs(results):
-    """Median ns per call of the policy's decide/observe per mode, from bench_policy."""
+    """Median ns per call of the policy's decide/observe per mode, from bench_policy, and
+    the repetitions it is the median of (scripts/bench runs fewer for a quick look)."""
     path = os.path.join(results, "policy.json")
-    out = {}
+    out, reps = {}, None
     if os.path.exists(path):
         for b in json.load(open(path)).get("benchmarks", []):
             if b.get("aggregate_name") == "median":
                 out[b["run_name"]] = b["real_time"]
-    return out
+                reps = b.get("repetitions", reps)
+    return out, reps
+
+
+def size_label(n):
+    """8 -> "8 B", 4096 -> "4 KiB", 1048576 -> "1 MiB"; the plot's ticks are the sizes run."""
+    for scale, unit in ((1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
 
 
 def fmt_ns(v):
@@ -265,7 +275,7 @@ def bandwidth_table(sel):
     return lines
 
 
-def table(rows, shim_overhead, policy=None, perftest_bw=None):
+def table(rows, shim_overhead, policy=None, perftest_bw=None, policy_reps=None):
     lines = []
     for workload in WORKLOADS:
         sel = [r for r in rows if r["workload"] == workload]
@@ -323,7 +333,7 @@ def table(rows, shim_overhead, policy=None, perftest_bw=None):
                     cells.append(f"{v} {e['mb_per_s']:.1f} MB/s {fmt_rate(e['mwrites_per_s'] * 1e6, 'w/s')}{ratio}")
             lines.append(f"{row['bytes']:>8} B: " + ", ".join(cells))
     if policy:
-        lines.append("\nPolicy cost per call (host CPU, median of 5):")
+        lines.append(f"\nPolicy cost per call (host CPU, median of {policy_reps or '?'}):")
         for name, ns in sorted(policy.items()):
             lines.append(f"  {name:<32} {ns:6.1f} ns")
     return "\n".join(lines)
@@ -334,6 +344,7 @@ def plot(rows, results):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         print("bench_report: matplotlib missing, no plot", file=sys.stderr)
         return
@@ -350,8 +361,14 @@ def plot(rows, results):
             if pts:
                 ax.plot(*zip(*pts), marker="o", label=v)
         ax.set_xscale("log", base=2)
+        # Ticks at the sizes run, however few: a quick run's three sizes read as such.
+        ticks = sorted({r["bytes"] for r in sel})
+        if ticks:
+            ax.set_xticks(ticks)
+            ax.set_xticklabels([size_label(t) for t in ticks])
+            ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_yscale("log")
-        ax.set_xlabel("write size (bytes)")
+        ax.set_xlabel("write size")
         ax.set_ylabel("MB/s at the median time per write" if bandwidth else "median latency (us)")
         ax.set_title("RDMA WRITE bandwidth (depth 128)" if bandwidth else f"RDMA WRITE {workload}")
         ax.grid(True, which="both", alpha=0.3)
@@ -370,11 +387,11 @@ def main():
     if not rows and not ovh and not pbw:
         print("bench_report: no benchmark results in", results, file=sys.stderr)
         return 1
-    pol = policy_costs(results)
+    pol, pol_reps = policy_costs(results)
     with open(os.path.join(results, "summary.json"), "w") as f:
         json.dump({"context": context, "rows": rows, "shim_overhead": ovh, "perftest_bandwidth": pbw,
                    "policy_ns": pol}, f, indent=1)
-    text = table(rows, ovh, pol, pbw)
+    text = table(rows, ovh, pol, pbw, pol_reps)
     with open(os.path.join(results, "table.txt"), "w") as f:
         f.write(text + "\n")
     print(text)
