@@ -127,7 +127,7 @@ same_outcome() {
 		mv "$ref.tmp" "$ref"
 	fi
 	if under "$mode" "$name" "$BIN/sem_$prog" "$@" && diff -q "$ref" "$WORK/$name.out" >/dev/null; then
-		ok "$name ${mode:-sysfs}: outcome equals the reference" "sem_$prog $*"
+		ok "$name ${mode:-sysfs}: outcome equals the reference" "sem_$prog${*:+ $*}"
 		return 0
 	fi
 	fail "$name ${mode:-sysfs}" "outcome differs from the reference (sem_$prog $*)"
