@@ -8,7 +8,7 @@
 
 namespace unload::test {
 
-// ibv_modify_qp, or a program's own pointer to it (verbs_check's dlopen build).
+// ibv_modify_qp, or a program's own pointer to it (sem_dlopen_write, which dlopens libibverbs).
 using ModifyQp = int (*)(ibv_qp*, ibv_qp_attr*, int);
 
 // The connection: the far end and how to reach it, and both directions' first PSN.

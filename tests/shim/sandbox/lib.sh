@@ -1,17 +1,18 @@
-# Helpers for the shim's sandbox tests (sourced). Each check prints one result line.
+# Helpers for the shim's sandbox tests (sourced). Each check prints one result line
+# (ok:, FAIL:, skip:; tests/support/check.sh).
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/../../support/check.sh"
 BUILD=${UNLOAD_BUILD_DIR:?UNLOAD_BUILD_DIR is not set (run through ctest)}
 SHIM=$BUILD/shim/libunload_shim.so
+BIN=$BUILD/tests/shim
 WORK=$(mktemp -d /tmp/unload-test.XXXXXX)
-FAILS=0
+trap 'rm -rf "$WORK"' EXIT
 DEV=${UNLOAD_TEST_DEV:-rxe0}
 GIDX=${UNLOAD_TEST_GID:-1}
 ADDR=${UNLOAD_TEST_ADDR:-192.0.2.1}
 
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-# check "description" command...: passes when the command succeeds.
-check() { local d=$1; shift; if "$@"; then pass "$d"; else fail "$d"; fi; }
+# Without the shim built there is nothing to test.
+need_shim() { [ -e "$SHIM" ] || skip "no $SHIM"; }
 
 # stat FILE KEY: the sum of KEY over every process block in a UNLOAD_STATS_FILE.
 stat() { awk -v k="$2" '$1 == k { s += $2 } END { print s + 0 }' "$1" 2>/dev/null || echo 0; }
@@ -95,9 +96,41 @@ run_pair() {
 
 show_stats() { echo "    $1: $(tr '\n' ' ' <"$WORK/$1.stats" 2>/dev/null)"; }
 
-finish() {
-	rm -rf "$WORK"
-	if [ "$FAILS" -ne 0 ]; then echo "$FAILS check(s) failed"; exit 1; fi
-	echo "all checks passed"
-	exit 0
+total_writes() { echo $(($(stat "$1" writes_offload) + $(stat "$1" writes_inline) + $(stat "$1" writes_stage) + $(stat "$1" writes_direct))); }
+
+# under MODE NAME CMD...: CMD under the shim (UNLOAD_MODE=MODE; empty: the module's mode),
+# its outcome in $WORK/NAME.out, stderr in $WORK/NAME.err, statistics in $WORK/NAME.stats.
+# Returns CMD's status; on a failure shows the outcome and the end of stderr.
+under() {
+	local mode=$1 name=$2; shift 2
+	rm -f "$WORK/$name.stats"
+	env LD_PRELOAD="$SHIM" ${mode:+UNLOAD_MODE=$mode} UNLOAD_STATS_FILE="$WORK/$name.stats" \
+		timeout 600 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+	local rc=$?
+	[ $rc -eq 0 ] || { echo "    --- $name rc=$rc"; sed 's/^/    out | /' "$WORK/$name.out"; tail -5 "$WORK/$name.err" | sed 's/^/    err ! /'; }
+	return $rc
+}
+
+# same_outcome MODE NAME PROG ARGS...: a semantics program ($BIN/sem_PROG) under the shim
+# in MODE prints the outcome it prints without the shim (that reference run once per
+# command line, kept in $WORK). One check, named "NAME MODE: outcome equals the reference".
+same_outcome() {
+	local mode=$1 name=$2 prog=$3; shift 3
+	local ref rc
+	ref=$WORK/ref.$(echo "$prog $*" | md5sum | cut -c1-12)
+	if [ ! -e "$ref" ]; then
+		timeout 600 "$BIN/sem_$prog" "$@" >"$ref.tmp" 2>"$ref.err"
+		rc=$?
+		[ $rc -eq 77 ] && { skip_check "$name ${mode:-sysfs}" "$(grep -m1 '^skip:' "$ref.tmp")"; rm -f "$ref.tmp"; return 0; }
+		[ $rc -eq 0 ] || { fail "$name ${mode:-sysfs}" "the reference run (no shim) of sem_$prog $* ended rc=$rc"
+			sed 's/^/    ref | /' "$ref.tmp"; tail -5 "$ref.err" | sed 's/^/    ref ! /'; rm -f "$ref.tmp"; return 1; }
+		mv "$ref.tmp" "$ref"
+	fi
+	if under "$mode" "$name" "$BIN/sem_$prog" "$@" && diff -q "$ref" "$WORK/$name.out" >/dev/null; then
+		ok "$name ${mode:-sysfs}: outcome equals the reference" "sem_$prog${*:+ $*}"
+		return 0
+	fi
+	fail "$name ${mode:-sysfs}" "outcome differs from the reference (sem_$prog $*)"
+	diff "$ref" "$WORK/$name.out" | head -20 | sed 's/^/    diff /'
+	return 1
 }

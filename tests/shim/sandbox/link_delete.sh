@@ -1,19 +1,18 @@
 #!/bin/bash
 # With the module loaded, `rdma link delete` completes while a program that registered QPs with the module still runs, its device closed: through the shim (which unregisters at destroy) and by itself (the module's ib_client forgets the QP).
 . "$(dirname "$0")/lib.sh"
-[ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
-[ -e /dev/unload ] || { echo "SKIP: the kernel module is not loaded"; exit 77; }
-command -v rdma >/dev/null || { echo "SKIP: no rdma tool (iproute2)"; exit 77; }
-BIN=$BUILD/tests/shim
+need_shim
+[ -e /dev/unload ] || skip "the kernel module is not loaded"
+command -v rdma >/dev/null || skip "no rdma tool (iproute2)"
 NETDEV=$(rdma link show "$DEV/1" 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
-[ -n "$NETDEV" ] || { echo "SKIP: cannot tell the netdev of $DEV"; exit 77; }
+[ -n "$NETDEV" ] || skip "cannot tell the netdev of $DEV"
 
 # rxe cannot disassociate a live verbs context, so the programs close their device first:
 # what is tested is the module's hold on it.
 for how in shim kmod; do
 	rm -f "$WORK/linger_$how.out"
 	if [ $how = shim ]; then
-		env LD_PRELOAD="$SHIM" UNLOAD_MODE=unload timeout 120 "$BIN/verbs_check" linger destroy >"$WORK/linger_$how.out" 2>&1 &
+		env LD_PRELOAD="$SHIM" UNLOAD_MODE=unload timeout 120 "$BIN/sem_close_device" destroy 60 >"$WORK/linger_$how.out" 2>&1 &
 	else
 		timeout 120 "$BUILD/tests/kmod/kmod_lifecycle" linger >"$WORK/linger_$how.out" 2>&1 &
 	fi

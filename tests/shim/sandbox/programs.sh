@@ -1,10 +1,9 @@
 #!/bin/bash
 # Unmodified ib_write_bw (both post-send flows), ib_send_lat, ibv_rc_pingpong and rping under the shim in each mode (adaptive too); stats show the path.
 . "$(dirname "$0")/lib.sh"
-[ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
+need_shim
 
 N=500
-total_writes() { echo $(($(stat "$1" writes_offload) + $(stat "$1" writes_inline) + $(stat "$1" writes_stage) + $(stat "$1" writes_direct))); }
 # expect NAME MODE: the writes of a small-message run took the path MODE implies.
 expect_small() {
 	local f=$WORK/$1.stats want=$2

@@ -1,9 +1,8 @@
 #!/bin/bash
 # Reach of the direct path in mode unload: ib_write_bw (plain, post lists, --cq-mod 1, rdma_cm) and a program whose MRs use ibv_reg_mr_iova(2) at iova != address take it for every eligible write; every write that does not has one counted reason, in the process's statistics and in sysfs.
 . "$(dirname "$0")/lib.sh"
-[ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
-[ -e /dev/unload ] || { echo "SKIP: the kernel module is not loaded"; exit 77; }
-BIN=$BUILD/tests/shim
+need_shim
+[ -e /dev/unload ] || skip "the kernel module is not loaded"
 S=/sys/kernel/unload
 sysstat() { cat "$S/stats/$1"; }
 # Writes that did not go direct, and the reasons counted, over a stats file's processes.

@@ -1,9 +1,11 @@
 #!/bin/bash
 # Verbs semantics: each program of tests/shim/semantics without the shim (the reference), then under it in offload mode and with each CPU path forced (UNLOAD_PATH=inline, stage, direct); every outcome must equal the reference.
 . "$(dirname "$0")/lib.sh"
-[ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
-BIN=$BUILD/tests/shim
+need_shim
+# PART (1 or 2; both when absent) picks a half, each a ctest test that boots once:
+# 1 the request-level programs, 2 the write streams (integrity .. close_device).
 # SEMANTICS_ONLY="prog ..." runs those programs alone; SEMANTICS_PATHS the paths to force.
+PART=${1:-all}
 ONLY=${SEMANTICS_ONLY:-}
 PATHS=${SEMANTICS_PATHS:-offload inline stage direct}
 SKIPS=0
@@ -27,12 +29,12 @@ sem() {
 		echo "    reference: the NIC's timing decided ('$REF_RACED'); again"
 	done
 	if [ $rc -eq 77 ]; then
-		echo "SKIP: $label: $(grep -m1 '^skip:' "$ref")"
+		skip_check "$label" "$(grep -m1 '^skip:' "$ref" | sed 's/^skip: //')"
 		SKIPS=$((SKIPS + 1))
 		return
 	fi
 	if [ $rc -ne 0 ]; then
-		fail "$label: the reference run (no shim) finished (rc=$rc)"
+		fail "$label" "the reference run (no shim) ended rc=$rc"
 		sed 's/^/    ref | /' "$ref"; tail -5 "$ref.err" | sed 's/^/    ref ! /'
 		return
 	fi
@@ -44,7 +46,7 @@ sem() {
 		else
 			envs=(UNLOAD_MODE=unload UNLOAD_PATH="$path")
 			if [ "$path" != inline ] && ! have_kmod; then
-				echo "SKIP: $label $path: needs the kernel module"
+				skip_check "$label $path" "needs the kernel module"
 				SKIPS=$((SKIPS + 1))
 				continue
 			fi
@@ -59,9 +61,9 @@ sem() {
 			[ "$attempt" -lt "${TRIES:-1}" ] && echo "    $path: differs from the reference; again (the NIC's timing may decide)"
 		done
 		if [ $rc -eq 0 ] && diff -q "$ref" "$o.out" >/dev/null; then
-			pass "$label $path: outcome equals the reference"
+			ok "$label $path: outcome equals the reference"
 		else
-			fail "$label $path: outcome equals the reference (rc=$rc)"
+			fail "$label $path" "outcome differs from the reference (rc=$rc)"
 			diff "$ref" "$o.out" | head -40 | sed 's/^/    diff /'
 			grep -v '^unload: kernel module not available' "$o.err" | tail -5 | sed 's/^/    err  /'
 		fi
@@ -80,6 +82,7 @@ note() {
 	timeout 150 "$BIN/sem_$prog" "$@" 2>&1 | sed 's/^/    ref | /'
 }
 
+if [ "$PART" != 2 ]; then
 sem mt_post 4 1 3000
 sem mt_post 4 2 1500
 sem mt_post 4 4 800
@@ -104,5 +107,20 @@ sem wr_multi_sge equal
 sem ud_rc_one_cq
 sem many_cqs 5000
 note wr_multi_sge unequal
+fi
+if [ "$PART" != 1 ]; then
+sem integrity 3000 7
+sem order 2000 3
+sem error_status
+sem dlopen_write 100
+sem event block 150
+sem event fd 150
+sem threads separate 4 500
+sem threads shared 4 500
+sem fork 50
+sem wr_batches 1500 5
+sem close_device destroy
+sem close_device keep
+fi
 [ "$SKIPS" -eq 0 ] || echo "$SKIPS run(s) skipped"
 finish

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Unmodified perftest ib_write_lat (server and client on rxe0) under the shim, per mode; the stats file shows the path.
 . "$(dirname "$0")/lib.sh"
-[ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
+need_shim
 
 N=200
 lat() { run_pair "$1" "$2" ib_write_lat -d "$DEV" -x "$GIDX" -n $N -s "$3" -- ib_write_lat -d "$DEV" -x "$GIDX" -n $N -s "$3" "$ADDR"; }
