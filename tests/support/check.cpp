@@ -27,10 +27,6 @@ void line(const char* s) {
 
 }  // namespace
 
-void die(const char* what) {
-  die(what, -errno);
-}
-
 void die(const char* what, int err) {
   std::fflush(stdout);
   std::fprintf(stderr, "setup: %s: %s\n", what, err ? std::strerror(-err) : "failed");

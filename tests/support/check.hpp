@@ -11,6 +11,7 @@
 // watchdog later leaves everything printed before it.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <string>
 
@@ -22,10 +23,9 @@ constexpr int kExitSetup = 2;
 constexpr int kExitHang = 3;
 constexpr int kExitSkip = 77;
 
-// Set-up failed: "setup: WHAT: <strerror(errno)>" on stderr, exit 2. With `err` (a
-// negative errno, as the 0/-errno functions return), that error instead of errno's.
-[[noreturn]] void die(const char* what);
-[[noreturn]] void die(const char* what, int err);
+// Set-up failed: "setup: WHAT: <strerror(-err)>" on stderr, exit 2. `err` is a negative
+// errno, as the 0/-errno functions return; by default errno's at the call ("failed" if 0).
+[[noreturn]] void die(const char* what, int err = -errno);
 // The whole test cannot run here: "skip: WHY" on stdout, exit 77.
 [[noreturn]] void skip(const char* why);
 
