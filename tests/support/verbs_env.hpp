@@ -1,16 +1,16 @@
 // The one rule by which the test programs and the verbs benchmark choose their RDMA device
 // and GID, and the RC connection they all make; error-returning (0 or a negative errno),
-// so product code (bench/verbs) links it as well as the tests' dying wrappers (test.hpp).
+// so product code (bench/verbs) links it as well as the tests' dying wrappers (verbs.hpp).
 //
 // The rule, each step an override of the next:
 //   device  the caller's name (a command-line flag), else $UNLOAD_TEST_DEV, else the first
 //           device ibv_get_device_list reports (rxe0 in the sandbox);
 //   GID     the caller's index, else $UNLOAD_TEST_GID, else the first RoCE v2 GID of the
 //           port whose address is IPv4-mapped (::ffff:a.b.c.d).
-// Why RoCE v2 over IPv4: it is what rxe on the sandbox's links speaks, the only type the
-// module's peer resolution and the two-host tests route, and a GID every test can reach
-// (loopback in one process or a peer on the link); a fixed index is not the same GID on
-// every kernel. A device or GID asked for and absent is an error, never a fallback.
+// Why RoCE v2 over IPv4: it is what rxe speaks on the sandbox's 192.0.2.0/24 links (the
+// only addresses test traffic may use), it reaches a QP of the same device as well as a
+// peer on the link, and a fixed index names a different GID depending on which addresses
+// the netdev has. A device or GID asked for and absent is an error, never a fallback.
 #pragma once
 
 #include <infiniband/verbs.h>
