@@ -1,5 +1,7 @@
 #include "rc_link.hpp"
 
+#include "verbs_env.hpp"
+
 #include <arpa/inet.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -35,20 +37,6 @@ int sock_recv(int fd, void* p, size_t n) {
   return 0;
 }
 
-// RoCE v2 over IPv4 is what rxe on a dummy netdev with an IPv4 address speaks; its GID
-// is the IPv4-mapped IPv6 address (::ffff:a.b.c.d).
-static int find_ipv4_gid(ibv_context* ctx, uint8_t port) {
-  ibv_port_attr pa{};
-  if (ibv_query_port(ctx, port, &pa)) return 0;
-  for (int i = 0; i < pa.gid_tbl_len; i++) {
-    ibv_gid_entry e{};
-    if (ibv_query_gid_ex(ctx, port, static_cast<uint32_t>(i), &e, 0)) continue;
-    static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && !memcmp(e.gid.raw, v4mapped, 12)) return i;
-  }
-  return 0;
-}
-
 RcLink::~RcLink() {
   if (qp) ibv_destroy_qp(qp);
   if (mr) ibv_dereg_mr(mr);
@@ -58,28 +46,17 @@ RcLink::~RcLink() {
   if (buf) munmap(buf, buf_len);
 }
 
-static ibv_context* open_named(const std::string& name, std::string& device) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list) return nullptr;
-  ibv_context* ctx = nullptr;
-  for (int i = 0; i < n && !ctx; i++) {
-    if (name.empty() || name == ibv_get_device_name(list[i])) {
-      ctx = ibv_open_device(list[i]);
-      device = ibv_get_device_name(list[i]);
-    }
-  }
-  ibv_free_device_list(list);
-  return ctx;
-}
-
 int RcLink::connect(const LinkOptions& opt, int sock, std::string& error) {
-  ctx = open_named(opt.device, device_name);
-  if (!ctx) {
-    error = opt.device.empty() ? "no RDMA device" : "no RDMA device " + opt.device;
-    return -ENODEV;
+  // The tests' device rule (tests/support/verbs_env.hpp), the flags overriding it.
+  verbs::Device dev;
+  if (int rc = verbs::open_device(&dev, opt.device.c_str(), opt.gid_index, opt.port)) {
+    error = verbs::open_error(rc);
+    if (!opt.device.empty()) error += " (" + opt.device + ")";
+    return rc;
   }
-  gid_index = opt.gid_index >= 0 ? opt.gid_index : find_ipv4_gid(ctx, opt.port);
+  ctx = dev.ctx;
+  device_name = dev.name;
+  gid_index = dev.gid_index;
 
   buf_len = opt.buffer_bytes;
   void* p = mmap(nullptr, buf_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -123,12 +100,7 @@ int RcLink::connect(const LinkOptions& opt, int sock, std::string& error) {
   PeerInfo me{};
   me.qpn = qp->qp_num;
   me.psn = std::random_device{}() & 0xffffff;
-  ibv_gid gid{};
-  if (ibv_query_gid(ctx, opt.port, gid_index, &gid)) {
-    error = "ibv_query_gid";
-    return -EINVAL;
-  }
-  memcpy(me.gid, gid.raw, 16);
+  memcpy(me.gid, dev.gid.raw, 16);
   me.addr = reinterpret_cast<uintptr_t>(buf);
   me.length = buf_len;
   me.rkey = mr->rkey;
@@ -139,44 +111,17 @@ int RcLink::connect(const LinkOptions& opt, int sock, std::string& error) {
     return rc;
   }
 
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = opt.port;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
-    error = "modify to INIT";
-    return -EINVAL;
-  }
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = peer.qpn;
-  a.rq_psn = peer.psn;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  memcpy(a.ah_attr.grh.dgid.raw, peer.gid, 16);
-  a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_index);
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = opt.port;
-  if (ibv_modify_qp(qp, &a,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
-    error = "modify to RTR";
-    return -EINVAL;
-  }
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = me.psn;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  if (ibv_modify_qp(qp, &a,
-                    IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                        IBV_QP_MAX_QP_RD_ATOMIC)) {
-    error = "modify to RTS";
-    return -EINVAL;
+  verbs::RcPath path;
+  path.dest_qpn = peer.qpn;
+  memcpy(path.dgid.raw, peer.gid, 16);
+  path.sgid_index = gid_index;
+  path.rq_psn = peer.psn;
+  path.sq_psn = me.psn;
+  path.port = opt.port;
+  const char* step = "";
+  if (int e = verbs::rc_connect(qp, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, path, &step)) {
+    error = step;
+    return e;
   }
   // Both sides are connected before either writes.
   char token = 1;

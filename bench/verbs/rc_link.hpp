@@ -15,8 +15,10 @@ namespace unload::bench {
 constexpr int kMaxSendWr = 128;
 
 struct LinkOptions {
-  std::string device;  // empty: the first device
-  int gid_index = -1;  // -1: the first RoCE v2 IPv4 GID, else 0
+  // Empty and -1: the tests' device rule (tests/support/verbs_env.hpp: $UNLOAD_TEST_DEV,
+  // $UNLOAD_TEST_GID, else the first device and its RoCE v2 IPv4 GID).
+  std::string device;
+  int gid_index = -1;
   uint8_t port = 1;
   size_t buffer_bytes = 1 << 20;  // the local buffer both sides register
   uint32_t max_inline = 0;        // asked for at QP creation (the device may cap it)

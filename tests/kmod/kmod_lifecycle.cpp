@@ -60,10 +60,10 @@ int cmd_pins() {
   int st = 0;
   waitpid(pid, &st, 0);
   const long long p1 = foll_pins_outstanding(), pp1 = stat("pinned_pages");
-  check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "pins.calls", "child status %d", WEXITSTATUS(st));
-  check(p1 == p0, "pins.foll_pin_balance", "outstanding %lld -> %lld", p0, p1);
-  check(pp1 == pp0, "pins.pinned_pages", "%lld -> %lld", pp0, pp1);
-  check(stat("sessions") == 0, "pins.sessions", "%lld", stat("sessions"));
+  expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "pins.calls", "child status %d", WEXITSTATUS(st));
+  expect(p1 == p0, "pins.foll_pin_balance", "outstanding %lld -> %lld", p0, p1);
+  expect(pp1 == pp0, "pins.pinned_pages", "%lld -> %lld", pp0, pp1);
+  expect(stat("sessions") == 0, "pins.sessions", "%lld", stat("sessions"));
   return failures() ? 1 : 0;
 }
 
@@ -137,12 +137,12 @@ int cmd_kill(int n) {
     for (int fd : {ts[0], ts[1], st_[0], st_[1], rd[0], rd[1]}) close(fd);
   }
   const long long s1 = stat("sessions"), pp1 = stat("pinned_pages");
-  check(not_ready == 0, "kill.pairs_streamed", "%d pairs, %d never ready, %lld direct writes, %lds", n,
-        not_ready, stat("writes_direct") - w0, static_cast<long>(time(nullptr) - t0));
-  check(s1 == s0 && pp1 == pp0, "kill.back_to_baseline", "sessions %lld -> %lld, pinned_pages %lld -> %lld",
-        s0, s1, pp0, pp1);
+  expect(not_ready == 0, "kill.pairs_streamed", "%d pairs, %d never ready, %lld direct writes, %lds", n,
+         not_ready, stat("writes_direct") - w0, static_cast<long>(time(nullptr) - t0));
+  expect(s1 == s0 && pp1 == pp0, "kill.back_to_baseline", "sessions %lld -> %lld, pinned_pages %lld -> %lld",
+         s0, s1, pp0, pp1);
   const long long pins1 = foll_pins_outstanding();
-  check(pins1 == pins0, "kill.foll_pin_balance", "outstanding %lld -> %lld (rxe included)", pins0, pins1);
+  expect(pins1 == pins0, "kill.foll_pin_balance", "outstanding %lld -> %lld (rxe included)", pins0, pins1);
   return failures() ? 1 : 0;
 }
 
@@ -259,12 +259,12 @@ int cmd_fuzz(long n, unsigned seed) {
   }
   int st = 0;
   waitpid(pid, &st, 0);
-  check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fuzz.calls", "%ld calls seed %u, status %d", n, seed,
-        WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
+  expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fuzz.calls", "%ld calls seed %u, status %d", n, seed,
+         WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
   const long long pp1 = stat("pinned_pages"), pins1 = foll_pins_outstanding();
-  check(pp1 == pp0 && stat("sessions") == 0, "fuzz.no_leak", "pinned_pages %lld -> %lld, sessions %lld", pp0,
-        pp1, stat("sessions"));
-  check(pins1 == pins0, "fuzz.foll_pin_balance", "outstanding %lld -> %lld", pins0, pins1);
+  expect(pp1 == pp0 && stat("sessions") == 0, "fuzz.no_leak", "pinned_pages %lld -> %lld, sessions %lld", pp0,
+         pp1, stat("sessions"));
+  expect(pins1 == pins0, "fuzz.foll_pin_balance", "outstanding %lld -> %lld", pins0, pins1);
   return failures() ? 1 : 0;
 }
 

@@ -196,37 +196,37 @@ int cmd_stall() {
   if (poll(&sp, 1, 60000) != 1) die("sender never submitted");
   StallOutcome o;
   xread(from_s[0], &o, sizeof o);
-  check(o.rc == 0 && o.result == -EACCES && !o.faulted && now_s() - ts <= kLimit, "stall.source_untouched",
-        "submit status %d, result %d, fault on the held page: %s", o.rc, o.result, o.faulted ? "yes" : "no");
+  expect(o.rc == 0 && o.result == -EACCES && !o.faulted && now_s() - ts <= kLimit, "stall.source_untouched",
+         "submit status %d, result %d, fault on the held page: %s", o.rc, o.result, o.faulted ? "yes" : "no");
 
   double t0 = now_s();
   xwrite(to_t[1], "D", 1);
   const bool dereg = read_within(from_t[0], kLimit);
-  check(dereg, "stall.target_dereg", "region and MR deregistered in %.2fs (limit %.0fs)", now_s() - t0,
-        kLimit);
+  expect(dereg, "stall.target_dereg", "region and MR deregistered in %.2fs (limit %.0fs)", now_s() - t0,
+         kLimit);
 
   t0 = now_s();
   xwrite(to_t[1], "X", 1);
   int tst = 0;
   const bool exited = reaped_within(tpid, kLimit, &tst);
-  check(exited, "stall.target_exit", "target exited in %.2fs (limit %.0fs)", now_s() - t0, kLimit);
+  expect(exited, "stall.target_exit", "target exited in %.2fs (limit %.0fs)", now_s() - t0, kLimit);
   if (!exited) kill(tpid, SIGKILL);
 
   xwrite(to_s[1], "C", 1);
-  check(read_within(from_s[0], kLimit), "stall.sender_closed_verbs",
-        "the sender closed its QP, MR and device");
+  expect(read_within(from_s[0], kLimit), "stall.sender_closed_verbs",
+         "the sender closed its QP, MR and device");
   t0 = now_s();
   const int rc = system("timeout 30 rdma link delete rxe0");
   const double took = now_s() - t0;
-  check(rc == 0 && took <= kLimit, "stall.link_delete",
-        "rdma link delete rxe0: status %d in %.2fs (limit %.0fs)", rc, took, kLimit);
+  expect(rc == 0 && took <= kLimit, "stall.link_delete",
+         "rdma link delete rxe0: status %d in %.2fs (limit %.0fs)", rc, took, kLimit);
 
   // The sender holds nothing of the module: it goes at once.
   kill(spid, SIGKILL);
   t0 = now_s();
   int w = 0;
   const bool gone = reaped_within(spid, kLimit, &w);
-  check(gone, "stall.sender_killable", "sender reaped %.2fs after SIGKILL", now_s() - t0);
+  expect(gone, "stall.sender_killable", "sender reaped %.2fs after SIGKILL", now_s() - t0);
   if (!exited) reaped_within(tpid, kLimit, &tst);
   return failures() ? 1 : 0;
 }
@@ -251,13 +251,9 @@ int cmd_memlock() {
   const bool shim = getenv("LD_PRELOAD") != nullptr;
   std::printf("info: uid %u, RLIMIT_MEMLOCK %llu KiB, %s\n", getuid(),
               static_cast<unsigned long long>(limit >> 10), shim ? "under the shim" : "no shim");
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list || !n) skip("no RDMA device");
-  ibv_context* ctx = ibv_open_device(list[0]);
-  if (!ctx) die("ibv_open_device");
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  if (!pd) die("ibv_alloc_pd");
+  Device dev = open_device();
+  ibv_context* ctx = dev.ctx;
+  ibv_pd* pd = make_pd(ctx);
 
   // 40 QP create/destroy cycles: everything the shim and the module take per QP (the
   // staging arena and its MR) goes back.
@@ -265,8 +261,8 @@ int cmd_memlock() {
   long long pin_live = 0, pp_live = 0;  // while a cycle's QPs exist (the shim's arenas)
   for (int i = 0; i < 40; i++) {
     Rc a, b;
-    rc_open(&a, ctx, pd);
-    rc_open(&b, ctx, pd);
+    rc_open(&a, &dev, pd);
+    rc_open(&b, &dev, pd);
     rc_connect(&a, b.wire);
     rc_connect(&b, a.wire);
     pin_live = std::max(pin_live, vm_pin_kb());
@@ -275,9 +271,9 @@ int cmd_memlock() {
     rc_close(&b);
   }
   const long long pin1 = vm_pin_kb(), pp1 = kt::stat("pinned_pages");
-  check(pin1 == pin0 && pp1 == pp0, "memlock.qp_cycles",
-        "40 cycles: VmPin %lld -> %lld kB (%lld while QPs lived), pinned_pages %lld -> %lld (%lld)", pin0,
-        pin1, pin_live, pp0, pp1, pp_live);
+  expect(pin1 == pin0 && pp1 == pp0, "memlock.qp_cycles",
+         "40 cycles: VmPin %lld -> %lld kB (%lld while QPs lived), pinned_pages %lld -> %lld (%lld)", pin0,
+         pin1, pin_live, pp0, pp1, pp_live);
 
   // MRs adding up to just under the limit (what VmPin already holds included).
   const size_t room = limit - static_cast<size_t>(pin1) * 1024 - 64 * 1024;
@@ -292,14 +288,14 @@ int cmd_memlock() {
   }
   size_t ok = 0;
   for (auto* m : mrs) ok += m != nullptr;
-  check(ok == 4, "memlock.just_under_limit", "%zu/4 MRs of %zu KiB registered, VmPin %lld kB of %llu", ok,
-        each >> 10, vm_pin_kb(), static_cast<unsigned long long>(limit >> 10));
+  expect(ok == 4, "memlock.just_under_limit", "%zu/4 MRs of %zu KiB registered, VmPin %lld kB of %llu", ok,
+         each >> 10, vm_pin_kb(), static_cast<unsigned long long>(limit >> 10));
 
   // A write from the first MR into the second, on a connected pair.
   if (ok == 4) {
     Rc a, b;
-    rc_open(&a, ctx, pd);
-    rc_open(&b, ctx, pd);
+    rc_open(&a, &dev, pd);
+    rc_open(&b, &dev, pd);
     rc_connect(&a, b.wire);
     rc_connect(&b, a.wire);
     memset(mrs[0]->addr, 0x5a, 4096);
@@ -316,16 +312,15 @@ int cmd_memlock() {
     if (!ibv_post_send(a.qp, &w, &badw))
       for (int i = 0; i < 5000000 && got == 0; i++) got = ibv_poll_cq(a.cq, 1, &wc);
     const bool placed = got == 1 && wc.status == IBV_WC_SUCCESS && !memcmp(mrs[0]->addr, mrs[1]->addr, 4096);
-    check(placed, "memlock.write", "status %s, bytes %s", got == 1 ? ibv_wc_status_str(wc.status) : "none",
-          placed ? "placed" : "not placed");
+    expect(placed, "memlock.write", "status %s, bytes %s", got == 1 ? ibv_wc_status_str(wc.status) : "none",
+           placed ? "placed" : "not placed");
     rc_close(&a);
     rc_close(&b);
   }
   for (auto* m : mrs)
     if (m) ibv_dereg_mr(m);
   ibv_dealloc_pd(pd);
-  ibv_close_device(ctx);
-  ibv_free_device_list(list);
+  unload::verbs::close_device(&dev);
   return failures() ? 1 : 0;
 }
 

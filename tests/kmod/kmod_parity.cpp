@@ -7,11 +7,12 @@
 //
 //   kmod_parity <case>     prints "outcome <key> <value>" and "info ..." lines
 //
-// Each case: two RC QPs of this process connected to each other on rxe0 (the responder
+// Each case: two RC QPs of this process connected to each other on one device (the responder
 // as the case wants it), a target MR over a canary-filled block, a control write (which
 // in unload mode goes direct: the pair is live), the write under test, then the next
 // request. Recorded: the completion status of each, both QPs' states after, and a hash
-// and changed-byte count of every target block. Exit 0 ran, 2 usage, 77 skip.
+// and changed-byte count of every target block. The device is tests/support's (its rule,
+// rxe0 in the sandbox). Exit 0 ran, 2 usage or set-up, 77 skip.
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
 #include <string.h>
@@ -27,19 +28,14 @@
 #include <string>
 #include <vector>
 
-#include "rc_qp.hpp"
+#include "check.hpp"
+#include "verbs.hpp"
 
 namespace {
 
-[[noreturn]] void skip(const char* why) {
-  std::printf("skip: %s\n", why);
-  std::exit(77);
-}
-
-[[noreturn]] void die(const char* what) {
-  std::printf("error: %s: %s\n", what, strerror(errno));
-  std::exit(1);
-}
+namespace t = unload::test;
+using t::die;
+using t::skip;
 
 void outcome(const char* key, const std::string& v) {
   std::printf("outcome %s %s\n", key, v.c_str());
@@ -50,34 +46,7 @@ constexpr size_t kOff = 4096 + 64;  // the MR starts here in the block
 constexpr size_t kLen = 32 * 1024;  // MR length
 constexpr uint8_t kFill = 0xc3;
 
-struct Dev {
-  ibv_context* ctx = nullptr;
-  int gid_index = -1;
-  ibv_gid gid{};
-};
-
-Dev open_dev(const char* name) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  Dev d;
-  for (int i = 0; list && i < n && !d.ctx; i++)
-    if (!strcmp(ibv_get_device_name(list[i]), name)) d.ctx = ibv_open_device(list[i]);
-  if (list) ibv_free_device_list(list);
-  if (!d.ctx) return d;
-  ibv_port_attr pa{};
-  if (ibv_query_port(d.ctx, 1, &pa)) die("ibv_query_port");
-  static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  for (int i = 0; i < pa.gid_tbl_len && d.gid_index < 0; i++) {
-    ibv_gid_entry e{};
-    if (ibv_query_gid_ex(d.ctx, 1, static_cast<uint32_t>(i), &e, 0)) continue;
-    if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && !memcmp(e.gid.raw, v4, 12)) {
-      d.gid_index = i;
-      memcpy(d.gid.raw, e.gid.raw, 16);
-    }
-  }
-  if (d.gid_index < 0) skip("no RoCE v2 IPv4 GID on port 1");
-  return d;
-}
+using Dev = t::Device;
 
 struct Qp {
   Dev* dev;
@@ -87,34 +56,23 @@ struct Qp {
 };
 
 Qp make_qp(Dev* d, ibv_pd* pd) {
-  Qp q{d, pd, ibv_create_cq(d->ctx, 512, nullptr, nullptr, 0), nullptr};
-  if (!q.cq) die("ibv_create_cq");
-  ibv_qp_init_attr ia{};
-  ia.send_cq = q.cq;
-  ia.recv_cq = q.cq;
-  ia.qp_type = IBV_QPT_RC;
-  ia.cap.max_send_wr = 256;
-  ia.cap.max_recv_wr = 4;
-  ia.cap.max_send_sge = 2;
-  ia.cap.max_recv_sge = 1;
-  ia.sq_sig_all = 0;
-  q.qp = ibv_create_qp(pd, &ia);
-  if (!q.qp) die("ibv_create_qp");
+  Qp q{d, pd, t::make_cq(d->ctx, 512), nullptr};
+  t::QpCaps caps;
+  caps.send_wr = 256;
+  caps.recv_wr = 4;
+  caps.send_sge = 2;
+  q.qp = t::make_rc_qp(pd, q.cq, q.cq, caps);
   return q;
 }
 
 // RESET -> INIT (with these access flags) -> RTR -> RTS, to the peer's QPN and GID; both
 // directions start at PSN 0x100 unless rq_psn says otherwise.
 void connect(Qp* q, const Qp& peer, int access, uint32_t rq_psn = 0x100) {
-  unload::test::RcPath p;
-  p.dest_qpn = peer.qp->qp_num;
+  t::RcPath p = t::loopback_path(*q->dev, peer.qp->qp_num);
   p.dgid = peer.dev->gid;
-  p.sgid_index = q->dev->gid_index;
   p.rq_psn = rq_psn;
   p.sq_psn = 0x100;
-  if (unload::test::rc_to_init(q->qp, access)) die("modify INIT");
-  if (unload::test::rc_to_rtr(q->qp, p)) die("modify RTR");
-  if (unload::test::rc_to_rts(q->qp, p)) die("modify RTS");
+  t::connect(q->qp, access, p);
 }
 
 constexpr int kRemote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
@@ -228,10 +186,8 @@ struct Frame {
 };
 
 void setup(Frame* f, int responder_access) {
-  f->d0 = open_dev("rxe0");
-  if (!f->d0.ctx) skip("no rxe0");
-  f->pd = ibv_alloc_pd(f->d0.ctx);
-  if (!f->pd) die("ibv_alloc_pd");
+  f->d0 = t::open_device();
+  f->pd = t::make_pd(f->d0.ctx);
   f->s = make_qp(&f->d0, f->pd);
   f->r = make_qp(&f->d0, f->pd);
   f->src = make_src(f->pd);
@@ -268,12 +224,10 @@ int case_qp_no_remote_write() {
 // names an MR of context 1's PD while the responder QP is on context 2's PD.
 int case_two_contexts() {
   Frame f;
-  f.d0 = open_dev("rxe0");
-  if (!f.d0.ctx) skip("no rxe0");
-  Dev d0b = open_dev("rxe0");
-  ibv_pd* pd1 = ibv_alloc_pd(f.d0.ctx);
-  ibv_pd* pd2 = ibv_alloc_pd(d0b.ctx);
-  if (!pd1 || !pd2) die("ibv_alloc_pd");
+  f.d0 = t::open_device();
+  Dev d0b = t::open_device(f.d0.name.c_str());
+  ibv_pd* pd1 = t::make_pd(f.d0.ctx);
+  ibv_pd* pd2 = t::make_pd(d0b.ctx);
   std::printf("info: pd handles %u and %u\n", pd1->handle, pd2->handle);
   f.pd = pd1;
   f.s = make_qp(&f.d0, pd1);
@@ -297,8 +251,10 @@ int case_two_contexts() {
 // rkeys. Writes on rxe0's pair must land in rxe0's MR only; an address of rxe1's MR
 // with that rkey is out of bounds on rxe0.
 int case_two_devices() {
-  Dev d0 = open_dev("rxe0"), d1 = open_dev("rxe1");
-  if (!d0.ctx || !d1.ctx) skip("needs rxe0 and rxe1 (--rxe 2)");
+  Dev d0 = t::open_device(), d1;
+  // The second device: the sandbox's other rxe (--rxe 2), by name.
+  const char* second = d0.name == "rxe1" ? "rxe0" : "rxe1";
+  if (unload::verbs::open_device(&d1, second)) skip("needs a second device, rxe1 (--rxe 2)");
   ibv_pd* p0 = ibv_alloc_pd(d0.ctx);
   ibv_pd* p1 = ibv_alloc_pd(d1.ctx);
   Qp s0 = make_qp(&d0, p0), r0 = make_qp(&d0, p0);

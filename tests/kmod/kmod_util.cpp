@@ -1,6 +1,5 @@
+// Helpers of the kmod sandbox tests (see kmod_util.hpp).
 #include "kmod_util.hpp"
-
-#include "rc_qp.hpp"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,36 +12,6 @@
 #include <sstream>
 
 namespace kt {
-
-static int g_failures = 0;
-
-void skip(const char* why) {
-  std::printf("skip: %s\n", why);
-  std::fflush(stdout);
-  std::exit(77);
-}
-
-void die(const char* what) {
-  std::printf("FAIL: %s: %s\n", what, strerror(errno));
-  std::fflush(stdout);
-  std::exit(1);
-}
-
-bool check(bool ok, const char* name, const char* fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  std::printf("check %-40s %s ... %s\n", name, buf, ok ? "ok" : "FAIL");
-  std::fflush(stdout);
-  if (!ok) g_failures++;
-  return ok;
-}
-
-int failures() {
-  return g_failures;
-}
 
 std::string sysfs_path(const std::string& name) {
   return "/sys/kernel/unload/" + name;
@@ -149,61 +118,33 @@ int dereg_region(int fd, uint64_t handle) {
   return uioctl(fd, UNLOAD_IOC_DEREG_REGION, &d);
 }
 
-void rc_open(Rc* rc, ibv_context* ctx, ibv_pd* pd) {
-  if (!ctx) {
-    int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    if (!list || n == 0) skip("no RDMA device");
-    ctx = ibv_open_device(list[0]);
-    if (!ctx) die("ibv_open_device");
-    ibv_free_device_list(list);
-  }
-  rc->ctx = ctx;
-  rc->dev = ibv_get_device_name(ctx->device);
-  rc->pd = pd ? pd : ibv_alloc_pd(ctx);
-  if (!rc->pd) die("ibv_alloc_pd");
-  rc->cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
-  if (!rc->cq) die("ibv_create_cq");
-  ibv_qp_init_attr ia{};
-  ia.send_cq = rc->cq;
-  ia.recv_cq = rc->cq;
-  ia.qp_type = IBV_QPT_RC;
-  ia.cap.max_send_wr = 16;
-  ia.cap.max_recv_wr = 16;
-  ia.cap.max_send_sge = 1;
-  ia.cap.max_recv_sge = 1;
-  rc->qp = ibv_create_qp(rc->pd, &ia);
-  if (!rc->qp) die("ibv_create_qp");
-  ibv_port_attr pa{};
-  if (ibv_query_port(ctx, 1, &pa)) die("ibv_query_port");
-  for (int i = 0; i < pa.gid_tbl_len && rc->gid_index < 0; i++) {
-    ibv_gid_entry e{};
-    if (ibv_query_gid_ex(ctx, 1, static_cast<uint32_t>(i), &e, 0)) continue;
-    static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && memcmp(e.gid.raw, v4, 12) == 0) {
-      rc->gid_index = i;
-      memcpy(rc->wire.gid, e.gid.raw, 16);
-    }
-  }
-  if (rc->gid_index < 0) skip("no RoCE v2 IPv4 GID on port 1");
+void rc_open(Rc* rc, const Device* d, ibv_pd* pd) {
+  rc->device = d ? *d : open_device();
+  rc->ctx = rc->device.ctx;
+  rc->dev = rc->device.name;
+  rc->gid_index = rc->device.gid_index;
+  rc->pd = pd ? pd : make_pd(rc->ctx);
+  rc->cq = make_cq(rc->ctx, 64);
+  QpCaps caps;
+  caps.send_wr = 16;
+  rc->qp = make_rc_qp(rc->pd, rc->cq, rc->cq, caps);
+  memcpy(rc->wire.gid, rc->device.gid.raw, 16);
   rc->wire.qpn = rc->qp->qp_num;
   rc->wire.psn = static_cast<uint32_t>(random()) & 0xffffff;
 }
 
 void rc_init_only(Rc* rc, int access) {
-  if (unload::test::rc_to_init(rc->qp, access)) die("modify INIT");
+  if (int e = unload::verbs::rc_to_init(rc->qp, access)) die("modify INIT", -e);
 }
 
 void rc_connect(Rc* rc, const Wire& peer, int access) {
-  rc_init_only(rc, access);
-  unload::test::RcPath p;
+  RcPath p;
   p.dest_qpn = peer.qpn;
   memcpy(p.dgid.raw, peer.gid, 16);
   p.sgid_index = rc->gid_index;
   p.rq_psn = peer.psn;
   p.sq_psn = rc->wire.psn;
-  if (unload::test::rc_to_rtr(rc->qp, p)) die("modify RTR");
-  if (unload::test::rc_to_rts(rc->qp, p)) die("modify RTS");
+  connect(rc->qp, access, p);
 }
 
 void rc_close(Rc* rc) {

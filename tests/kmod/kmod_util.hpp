@@ -1,4 +1,5 @@
-// Helpers of the kmod sandbox tests: /dev/unload, sysfs, and an RC QP on rxe.
+// Helpers of the kmod sandbox tests: /dev/unload, sysfs, and an RC QP on the test device.
+// The vocabulary, exit codes and device rule are tests/support's (check.hpp, verbs.hpp).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -9,17 +10,13 @@
 #include <cstdlib>
 #include <string>
 
+#include "check.hpp"
 #include "unload.h"
+#include "verbs.hpp"
 
 namespace kt {
 
-// Exit codes: 0 pass, 1 fail, 77 skip.
-[[noreturn]] void skip(const char* why);
-[[noreturn]] void die(const char* what);
-
-// One line per check: "check <name>: <figure> ... ok|FAIL". Returns ok.
-bool check(bool ok, const char* name, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
-int failures();
+using namespace unload::test;
 
 // sysfs
 std::string sysfs_path(const std::string& name);  // "mode" or "stats/sessions"
@@ -40,7 +37,7 @@ int reg_region(int fd, const char* dev, const void* addr, uint64_t len, uint32_t
                uint32_t access, uint64_t* handle = nullptr);
 int dereg_region(int fd, uint64_t handle);
 
-// An RC QP on the first RDMA device, port 1, on its RoCE v2 IPv4 GID.
+// An RC QP on the test device (tests/support's rule), port 1.
 struct Wire {
   uint32_t qpn;
   uint32_t psn;
@@ -48,6 +45,7 @@ struct Wire {
 };
 
 struct Rc {
+  Device device;
   ibv_context* ctx = nullptr;
   ibv_pd* pd = nullptr;
   ibv_cq* cq = nullptr;
@@ -57,9 +55,9 @@ struct Rc {
   Wire wire{};
 };
 
-// Opens the device (skip when there is none) and, if pd is given, uses it.
-void rc_open(Rc* rc, ibv_context* ctx = nullptr, ibv_pd* pd = nullptr);
-constexpr int kAllAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE;
+// On device d (its context and GID), else on the test device opened anew (skip when there
+// is none); on pd if given, else a new PD.
+void rc_open(Rc* rc, const Device* d = nullptr, ibv_pd* pd = nullptr);
 void rc_connect(Rc* rc, const Wire& peer, int access = kAllAccess);  // INIT -> RTR -> RTS
 void rc_init_only(Rc* rc, int access = kAllAccess);                  // RESET -> INIT
 void rc_close(Rc* rc);

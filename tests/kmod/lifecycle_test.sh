@@ -2,23 +2,20 @@
 # Lifecycle of unload.ko: own pin balance, kill -9 of either process mid-stream x100, rmmod refused while a session is open, reload x100 with sysfs and a session each time, a seeded fuzzer of ioctl/mmap/uring_cmd.
 # Usage: lifecycle_test.sh <unload.ko> <kmod_lifecycle binary>
 set -u
+. "$(dirname "$0")/../support/check.sh"
 KO=$1 BIN=$2
-fail=0
-check() {
-	if [ "$2" = 1 ]; then s=ok; else s=FAIL; fail=$((fail + 1)); fi
-	printf 'check %-40s %s ... %s\n' "$1" "$3" "$s"
-}
-[ -e /dev/unload ] || { echo "skip: no /dev/unload (module not loaded)"; exit 77; }
+[ -e /dev/unload ] || skip "no /dev/unload (module not loaded)"
 
-$BIN pins || fail=$((fail + 1))
-$BIN kill "${UNLOAD_KILL_ROUNDS:-100}" || fail=$((fail + 1))
-$BIN fuzz "${UNLOAD_FUZZ_CALLS:-20000}" "${UNLOAD_FUZZ_SEED:-1}" || fail=$((fail + 1))
+# Each run prints its own checks; its status is one more.
+check "kmod_lifecycle pins" "$BIN" pins
+check "kmod_lifecycle kill" "$BIN" kill "${UNLOAD_KILL_ROUNDS:-100}"
+check "kmod_lifecycle fuzz" "$BIN" fuzz "${UNLOAD_FUZZ_CALLS:-20000}" "${UNLOAD_FUZZ_SEED:-1}"
 
 # rmmod is refused while a session is open, and works after.
 exec 7</dev/unload
 rmmod unload 2>/dev/null && r=0 || r=1
 exec 7<&-
-check rmmod.refused_while_open $r "rmmod with an open session $([ $r = 1 ] && echo refused || echo succeeded)"
+expect rmmod.refused_while_open $r "rmmod with an open session $([ $r = 1 ] && echo refused || echo succeeded)"
 if [ $r = 0 ]; then insmod "$KO"; fi
 
 # reload loop
@@ -32,7 +29,5 @@ for ((i = 0; i < n; i++)); do
 	exec 7<&-
 done
 chmod 0666 /dev/unload
-check reload.loop "$([ $bad = 0 ] && echo 1)" "$n reloads, $bad bad, $(($(date +%s) - t0))s"
-
-echo "$([ $fail = 0 ] && echo PASS || echo FAIL): $fail failed checks"
-[ $fail = 0 ]
+expect reload.loop "$([ $bad = 0 ] && echo 1)" "$n reloads, $bad bad, $(($(date +%s) - t0))s"
+finish

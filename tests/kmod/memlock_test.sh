@@ -4,20 +4,18 @@
 # RLIMIT_MEMLOCK; both runs must pass.
 # Usage: memlock_test.sh <kmod_limits binary>
 set -u
+. "$(dirname "$0")/../support/check.sh"
 BIN=$1
 BUILD=${UNLOAD_BUILD_DIR:?UNLOAD_BUILD_DIR is not set (run through ctest)}
 SHIM=$BUILD/shim/libunload_shim.so
-[ -e /dev/unload ] || { echo "skip: no /dev/unload (module not loaded)"; exit 77; }
-[ -e "$SHIM" ] || { echo "skip: no $SHIM"; exit 77; }
-fail=0
+[ -e /dev/unload ] || skip "no /dev/unload (module not loaded)"
+[ -e "$SHIM" ] || skip "no $SHIM"
 echo "== no shim"
-"$BIN" memlock || fail=$((fail + 1))
+check "memlock.no_shim" "$BIN" memlock
 echo "== shim, UNLOAD_MODE=unload"
 W=$(mktemp -d /tmp/memlock.XXXXXX)
 chmod 0777 "$W"
-env LD_PRELOAD="$SHIM" UNLOAD_MODE=unload UNLOAD_STATS_FILE="$W/stats" "$BIN" memlock || fail=$((fail + 1))
+check "memlock.shim" env LD_PRELOAD="$SHIM" UNLOAD_MODE=unload UNLOAD_STATS_FILE="$W/stats" "$BIN" memlock
 d=$(awk '$1 == "writes_direct" { s += $2 } END { print s + 0 }' "$W/stats" 2>/dev/null)
-printf 'check %-40s %s ... %s\n' memlock.went_direct "writes_direct $d" "$([ "${d:-0}" -ge 1 ] && echo ok || echo FAIL)"
-[ "${d:-0}" -ge 1 ] || fail=$((fail + 1))
-echo "$([ $fail = 0 ] && echo PASS || echo FAIL): $fail failed runs"
-[ $fail = 0 ]
+expect memlock.went_direct "$([ "${d:-0}" -ge 1 ] && echo 1)" "writes_direct $d"
+finish

@@ -7,14 +7,15 @@
 # the write under test itself (its refusal reason counted in sysfs).
 # Usage: parity_test.sh <kmod_parity binary>
 set -u
+. "$(dirname "$0")/../support/check.sh"
 BIN=$1
 BUILD=${UNLOAD_BUILD_DIR:?UNLOAD_BUILD_DIR is not set (run through ctest)}
 SHIM=$BUILD/shim/libunload_shim.so
 S=/sys/kernel/unload/stats
 W=$(mktemp -d /tmp/parity.XXXXXX)
-fail=0 skipped=0 ran=0
-[ -e /dev/unload ] || { echo "skip: no /dev/unload (module not loaded)"; exit 77; }
-[ -e "$SHIM" ] || { echo "skip: no $SHIM"; exit 77; }
+skipped=0 ran=0
+[ -e /dev/unload ] || skip "no /dev/unload (module not loaded)"
+[ -e "$SHIM" ] || skip "no $SHIM"
 
 reasons="rkey pd access bounds lkey source poisoned peer_unknown peer_unpaired qp_state fault"
 snap() { for r in $reasons; do printf '%s=%s ' $r "$(cat $S/direct_denied_$r)"; done; }
@@ -72,12 +73,12 @@ while read -r c want; do
 		echo "$rc" >"$W/$n.$mode.rc"
 	done
 	if [ "$(cat "$W/$n.offload.rc")" = 77 ]; then
-		echo "skip $c: $(grep '^skip' "$W/$n.offload.out")"
+		skip_check "parity.$c" "$(sed -n 's/^skip: //p' "$W/$n.offload.out" | head -n 1)"
 		skipped=$((skipped + 1))
 		continue
 	fi
 	if [ "$c" = rereg_drop_remote_write ] && grep -q rereg-unsupported "$W/$n.offload.out"; then
-		echo "skip $c: this kernel's rxe has no ibv_rereg_mr (it failed alike in both runs), so the shim's rereg hook is not exercised"
+		skip_check "parity.$c" "this kernel's rxe has no ibv_rereg_mr (it failed alike in both runs), so the shim's rereg hook is not exercised"
 		skipped=$((skipped + 1))
 		continue
 	fi
@@ -109,16 +110,17 @@ while read -r c want; do
 	summary=$(grep '^outcome' "$W/$n.unload.out" | grep -E ' (write|next|first|statuses|sender_state|responder_state|target) ' |
 		sed 's/^outcome //' | tr '\n' ' ')
 	if [ -z "$problems" ]; then
-		printf 'check parity.%-28s %s| direct %s, module: %s ... ok\n' "$c" "$summary" "$wd_un" "${d[unload]:-nothing}"
+		ok "parity.$c" "${summary}| direct $wd_un, module: ${d[unload]:-nothing}"
 	else
-		printf 'check parity.%-28s %s| direct %s, module: %s ... FAIL:%s\n' "$c" "$summary" "$wd_un" "${d[unload]:-nothing}" "$problems"
-		cat "$W/$n.diff"
-		tail -n 3 "$W/$n.offload.err" "$W/$n.unload.err"
-		fail=$((fail + 1))
+		fail "parity.$c" "${problems# } | ${summary}| direct $wd_un, module: ${d[unload]:-nothing}"
+		# Indented: scripts/test's digest of failed checks carries the lines after one.
+		sed 's/^/    /' "$W/$n.diff"
+		tail -n 3 "$W/$n.offload.err" "$W/$n.unload.err" | sed 's/^/    /'
 	fi
 	unset d
 done <<<"$cases"
 
-echo "$([ $fail = 0 ] && echo PASS || echo FAIL): $ran cases compared, $fail differ, $skipped skipped"
-[ $fail = 0 ] || exit 1
-[ $ran -gt 0 ] || exit 77
+echo "$ran cases compared, $UNLOAD_CHECK_FAILS differ, $skipped skipped"
+[ "$UNLOAD_CHECK_FAILS" -eq 0 ] || finish
+[ $ran -gt 0 ] || skip "no case could run here"
+finish

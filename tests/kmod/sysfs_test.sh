@@ -1,16 +1,12 @@
 #!/bin/bash
 # sysfs of unload.ko: every tunable round-trips, a table of bad inputs is rejected with EINVAL leaving the value unchanged, file modes, stats reset, the docs list every file.
 set -u
+. "$(dirname "$0")/../support/check.sh"
 R=/sys/kernel/unload
 DOC=${UNLOAD_SOURCE_DIR:-$(dirname "$0")/../..}/docs/sysfs.md
-fail=0
-check() { # name ok figure
-	if [ "$2" = 1 ]; then s=ok; else s=FAIL; fail=$((fail + 1)); fi
-	printf 'check %-40s %s ... %s\n' "$1" "$3" "$s"
-}
 # Builtins only in the loops: TCG makes every fork expensive.
 get() { read -r REPLY <"$1" || REPLY=; }
-[ -d $R ] || { echo "skip: no $R (module not loaded)"; exit 77; }
+[ -d $R ] || skip "no $R (module not loaded)"
 
 # name min max default
 tunables="enabled 0 1 1
@@ -26,12 +22,12 @@ pair_idle_ms 1 1000 10"
 long=$(printf '9%.0s' {1..5000})
 while read -r n min max def; do
 	get $R/$n; v=$REPLY
-	check "default.$n" "$([ "$v" = "$def" ] && echo 1)" "$v (want $def)"
+	expect "default.$n" "$([ "$v" = "$def" ] && echo 1)" "$v (want $def)"
 	ok=1
 	for x in $min $max $(((min + max) / 2)) $def; do
 		echo $x >$R/$n 2>/dev/null && get $R/$n && [ "$REPLY" = "$x" ] || ok=0
 	done
-	check "roundtrip.$n" $ok "min $min max $max mid default"
+	expect "roundtrip.$n" $ok "min $min max $max mid default"
 	echo $def >$R/$n
 	bad=0 total=0
 	below=()
@@ -42,67 +38,65 @@ while read -r n min max def; do
 		if printf '%s' "$x" >$R/$n 2>/dev/null; then bad=$((bad + 1)); continue; fi
 		get $R/$n; [ "$REPLY" = "$def" ] || bad=$((bad + 1))
 	done
-	check "invalid.$n" "$([ $bad = 0 ] && echo 1)" "$((total - bad))/$total rejected, value kept"
+	expect "invalid.$n" "$([ $bad = 0 ] && echo 1)" "$((total - bad))/$total rejected, value kept"
 done <<<"$tunables"
 
 # decimal only: a leading zero is not octal
 echo 010 >$R/hysteresis_pct 2>/dev/null; get $R/hysteresis_pct; v=$REPLY
 echo 10 >$R/hysteresis_pct
-check decimal.leading_zero "$([ "$v" = 10 ] && echo 1)" "010 -> $v (want 10)"
+expect decimal.leading_zero "$([ "$v" = 10 ] && echo 1)" "010 -> $v (want 10)"
 
 # mode takes words
 v=$(cat $R/mode)
-check default.mode "$([ "$v" = adaptive ] && echo 1)" "$v (want adaptive)"
+expect default.mode "$([ "$v" = adaptive ] && echo 1)" "$v (want adaptive)"
 ok=1
 for m in offload unload threshold adaptive; do
 	echo $m >$R/mode && get $R/mode && [ "$REPLY" = $m ] || ok=0
 done
-check roundtrip.mode $ok "offload unload threshold adaptive"
+expect roundtrip.mode $ok "offload unload threshold adaptive"
 bad=0 total=0
 for x in $'\n' bogus 0 3 Offload "offload2" "unloadx" " adaptive"; do
 	total=$((total + 1))
 	if printf '%s' "$x" >$R/mode 2>/dev/null; then bad=$((bad + 1)); continue; fi
 	get $R/mode; [ "$REPLY" = adaptive ] || bad=$((bad + 1))
 done
-check invalid.mode "$([ $bad = 0 ] && echo 1)" "$((total - bad))/$total rejected, value kept"
+expect invalid.mode "$([ $bad = 0 ] && echo 1)" "$((total - bad))/$total rejected, value kept"
 err=$( (echo bogus >$R/mode) 2>&1)
-check invalid.mode_errno "$(echo "$err" | grep -q 'Invalid argument' && echo 1)" "${err##*: }"
+expect invalid.mode_errno "$(echo "$err" | grep -q 'Invalid argument' && echo 1)" "${err##*: }"
 
 # modes: nothing world-writable; stats read-only but reset write-only
 ww=$(find $R -type f -perm -o+w | wc -l)
-check modes.no_world_writable "$([ "$ww" = 0 ] && echo 1)" "$ww world-writable files"
+expect modes.no_world_writable "$([ "$ww" = 0 ] && echo 1)" "$ww world-writable files"
 ro=$(find $R/stats -type f ! -name reset -perm /222 | wc -l)
-check modes.stats_read_only "$([ "$ro" = 0 ] && echo 1)" "$ro writable statistics"
+expect modes.stats_read_only "$([ "$ro" = 0 ] && echo 1)" "$ro writable statistics"
 dn=$(find $R/stats -type f -name 'direct_denied_*' ! -perm 0400 | wc -l)
 nd=$(find $R/stats -type f -name 'direct_denied_*' | wc -l)
-check modes.reasons_root_only "$([ "$dn" = 0 ] && [ "$nd" -gt 0 ] && echo 1)" "$dn of $nd reason files not 0400"
+expect modes.reasons_root_only "$([ "$dn" = 0 ] && [ "$nd" -gt 0 ] && echo 1)" "$dn of $nd reason files not 0400"
 rm=$(stat -c %a $R/stats/reset)
-check modes.reset "$([ "$rm" = 200 ] && echo 1)" "mode $rm"
+expect modes.reset "$([ "$rm" = 200 ] && echo 1)" "mode $rm"
 
 # reset
 acc=0
 for x in 0 2 abc $'\n' -1; do printf '%s' "$x" >$R/stats/reset 2>/dev/null && acc=$((acc + 1)); done
-check invalid.reset "$([ $acc = 0 ] && echo 1)" "$((5 - acc))/5 rejected"
+expect invalid.reset "$([ $acc = 0 ] && echo 1)" "$((5 - acc))/5 rejected"
 echo 1 >$R/stats/reset
 nz=0
 for f in $R/stats/*; do
 	case $(basename $f) in reset | sessions | pinned_pages) continue ;; esac
 	[ "$(cat $f)" = 0 ] || nz=$((nz + 1))
 done
-check stats.reset "$([ $nz = 0 ] && echo 1)" "$nz counters non-zero after reset"
+expect stats.reset "$([ $nz = 0 ] && echo 1)" "$nz counters non-zero after reset"
 s=$(cat $R/stats/sessions)
 exec 7</dev/unload
 s1=$(cat $R/stats/sessions)
 exec 7<&-
 s2=$(cat $R/stats/sessions)
-check stats.sessions "$([ $((s1 - s)) = 1 ] && [ "$s2" = "$s" ] && echo 1)" "$s -> $s1 -> $s2"
+expect stats.sessions "$([ $((s1 - s)) = 1 ] && [ "$s2" = "$s" ] && echo 1)" "$s -> $s1 -> $s2"
 
 # documentation lists every file
 missing=""
 for f in $(cd $R && find . -type f | sed 's|^\./||'); do
 	grep -q "\`$f\`" "$DOC" 2>/dev/null || missing="$missing $f"
 done
-check docs.every_file "$([ -z "$missing" ] && echo 1)" "missing:${missing:- none}"
-
-echo "$([ $fail = 0 ] && echo PASS || echo FAIL): $fail failed checks"
-[ $fail = 0 ]
+expect docs.every_file "$([ -z "$missing" ] && echo 1)" "missing:${missing:- none}"
+finish

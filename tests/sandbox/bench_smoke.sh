@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The bench suite runs end to end (one small size, few iterations): every path yields a latency, a baseline shim joins the overhead rotation, the report and plots are written.
 set -uo pipefail
+. "$(dirname "$0")/../support/check.sh"
 src=${UNLOAD_SOURCE_DIR:?} build=${UNLOAD_BUILD_DIR:?}
 out=$(mktemp -d)
 # The shim under test stands in as its own baseline: the rotation and report are what's checked.
-"$src/scripts/lib/guest/bench-sweep" --out "$out" --build "$build" --reps 1 --profile quick --baseline-shim "$build/shim/libunload_shim.so" || exit 1
-/usr/bin/python3 "$src/scripts/lib/python/bench_report.py" "$out" >"$out/report.txt" || { echo "FAIL: bench_report"; exit 1; }
+"$src/scripts/lib/guest/bench-sweep" --out "$out" --build "$build" --reps 1 --profile quick \
+	--baseline-shim "$build/shim/libunload_shim.so" || { fail "bench-sweep runs every path" "exit $?"; finish; }
+/usr/bin/python3 "$src/scripts/lib/python/bench_report.py" "$out" >"$out/report.txt" ||
+	{ fail "bench_report writes the report" "exit $?"; finish; }
 sed 's/^/  | /' "$out/report.txt"
 /usr/bin/python3 - "$out" <<'PY'
 import json, os, sys

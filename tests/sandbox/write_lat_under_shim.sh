@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Unmodified perftest ib_write_lat (server and client on rxe0) passes under the shim with the module loaded, and its writes are counted.
 . "$UNLOAD_SOURCE_DIR/tests/shim/sandbox/lib.sh"
-command -v ib_write_lat >/dev/null || { echo "SKIP: perftest is not installed"; exit 77; }
-[ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
+# The one vocabulary (its check, fail and finish replace lib.sh's).
+. "$UNLOAD_SOURCE_DIR/tests/support/check.sh"
+command -v ib_write_lat >/dev/null || skip "perftest is not installed"
+[ -e "$SHIM" ] || skip "no $SHIM"
 
 N=200
 check "ib_write_lat passes under the shim (the module's mode)" run_pair lat - \
@@ -14,4 +16,5 @@ for p in offload inline stage direct; do total=$((total + $(stat "$WORK/lat.stat
 check "writes counted by the shim: $total (expected >= $((2 * N)))" [ "$total" -ge $((2 * N)) ]
 [ -r /sys/kernel/unload/stats/writes_offload ] &&
 	echo "    module stats: $(cd /sys/kernel/unload/stats && grep -H . writes_* | tr '\n' ' ')"
+rm -rf "$WORK"
 finish

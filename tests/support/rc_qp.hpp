@@ -1,12 +1,13 @@
-// An RC QP from RESET to RTS, for the test programs: the three modify_qp steps with the
-// attributes they all share, the ones that differ between tests named in RcPath.
+// An RC QP from RESET to RTS, for the test programs and the verbs benchmark: the three
+// modify_qp steps with the attributes they all share, the ones that differ named in RcPath.
+// Header-only, so a program that loads libibverbs with dlopen passes its own modify_qp.
 #pragma once
 
 #include <infiniband/verbs.h>
 
 #include <cstdint>
 
-namespace unload::test {
+namespace unload::verbs {
 
 // ibv_modify_qp, or a program's own pointer to it (sem_dlopen_write, which dlopens libibverbs).
 using ModifyQp = int (*)(ibv_qp*, ibv_qp_attr*, int);
@@ -22,14 +23,15 @@ struct RcPath {
   uint8_t min_rnr_timer = 12;  // IBTA code: 12 is 0.64 ms
   uint8_t hop_limit = 1;
   uint8_t timeout = 14;  // local ACK timeout, 4.096 us << timeout
+  uint8_t port = 1;
 };
 
-// RESET -> INIT on port 1 with these access flags. 0, or modify_qp's error.
-inline int rc_to_init(ibv_qp* qp, int access, ModifyQp modify = ibv_modify_qp) {
+// RESET -> INIT on `port` with these access flags. 0, or modify_qp's error.
+inline int rc_to_init(ibv_qp* qp, int access, ModifyQp modify = ibv_modify_qp, uint8_t port = 1) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
-  a.port_num = 1;
+  a.port_num = port;
   a.qp_access_flags = static_cast<unsigned>(access);
   return modify(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 }
@@ -47,7 +49,7 @@ inline int rc_to_rtr(ibv_qp* qp, const RcPath& p, ModifyQp modify = ibv_modify_q
   a.ah_attr.grh.dgid = p.dgid;
   a.ah_attr.grh.sgid_index = static_cast<uint8_t>(p.sgid_index);
   a.ah_attr.grh.hop_limit = p.hop_limit;
-  a.ah_attr.port_num = 1;
+  a.ah_attr.port_num = p.port;
   return modify(qp, &a,
                 IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
@@ -67,4 +69,13 @@ inline int rc_to_rts(ibv_qp* qp, const RcPath& p, ModifyQp modify = ibv_modify_q
                     IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
+}  // namespace unload::verbs
+
+// The names verbs_check (its dlopen build links no support library) still spells.
+namespace unload::test {
+using verbs::ModifyQp;
+using verbs::rc_to_init;
+using verbs::rc_to_rtr;
+using verbs::rc_to_rts;
+using verbs::RcPath;
 }  // namespace unload::test

@@ -2,21 +2,18 @@
 # Installed into a fresh prefix, built by DKMS for the guest's kernel and loaded with modprobe, unloadctl's every command agrees with sysfs while a program runs under the shim; bad input fails and changes nothing.
 #
 # Runs in the sandbox as root, without --kmod: it loads (and unloads) the module itself.
-# Each check prints PASS or FAIL; the status is 1 if any failed. Steps print their time.
+# One line per check (tests/support/check.sh); the status is 1 if any failed. Steps print
+# their time.
 set -uo pipefail
+. "$(dirname "$0")/../support/check.sh"
 BUILD=${UNLOAD_BUILD_DIR:?UNLOAD_BUILD_DIR is not set (run through ctest)}
 SRC=${UNLOAD_SOURCE_DIR:?UNLOAD_SOURCE_DIR is not set (run through ctest)}
 DEV=${UNLOAD_TEST_DEV:-rxe0} GIDX=${UNLOAD_TEST_GID:-1} ADDR=${UNLOAD_TEST_ADDR:-192.0.2.1}
 SYS=/sys/kernel/unload
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-FAILS=0
 T0=$SECONDS
 
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-check() { local d=$1; shift; if "$@"; then pass "$d"; else fail "$d"; fi; }
 step() { echo "--- [$((SECONDS - T0)) s] $*"; }
-die() { echo "FAIL: $*"; echo "$((FAILS + 1)) check(s) failed"; exit 1; }
 # rc EXPECTED CMD...: CMD exits with EXPECTED (its stderr kept in $WORK/err).
 rc() { local want=$1; shift; "$@" >"$WORK/out" 2>"$WORK/err"; local got=$?; [ "$got" -eq "$want" ] || { echo "    exit $got, wanted $want: $(cat "$WORK/err")"; return 1; }; }
 # py EXPR-FILE: python3 assertions reading JSON documents; exits non-zero on the first failed one.
@@ -26,10 +23,10 @@ PY=/usr/bin/python3
 py() { "$PY" - "$@"; }
 
 for tool in dkms cmake setpriv ib_write_lat pkg-config; do
-	command -v $tool >/dev/null || { echo "SKIP: no $tool here (scripts/setup installs it)"; exit 77; }
+	command -v $tool >/dev/null || skip "no $tool here (scripts/setup installs it)"
 done
 KVER=$(uname -r)
-[ -d "/usr/src/linux-headers-$KVER" ] || { echo "SKIP: no headers for $KVER in /usr/src"; exit 77; }
+[ -d "/usr/src/linux-headers-$KVER" ] || skip "no headers for $KVER in /usr/src"
 WORK=$(mktemp -d /tmp/unloadctl-test.XXXXXX)
 PREFIX=$WORK/prefix
 VER=$(sed -n 's/^#define UNLOAD_MODULE_VERSION "\(.*\)"/\1/p' "$SRC/kmod/version.h")
@@ -238,5 +235,4 @@ left=$(find "$PREFIX" -type f | wc -l)
 check "nothing installed is left in the prefix ($left files)" test "$left" -eq 0
 step "done"
 rm -rf "$WORK"
-[ "$FAILS" -eq 0 ] || { echo "$FAILS check(s) failed"; exit 1; }
-echo "all checks passed"
+finish

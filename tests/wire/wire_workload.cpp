@@ -10,7 +10,9 @@
 // server's buffer, which sits at a fixed virtual address so every run puts the same
 // RETH VA on the wire. The client checks its completions exactly (the signaled wr_ids in
 // order, all successful); the server checks each immediate and every byte of its buffer.
-// Each prints one "ok" line per check, or "FAIL" lines and exits 1. Exit 2: set-up error.
+// Each prints one "ok:" line per check, or "FAIL:" lines and exits 1; set-up errors exit 2
+// (tests/support's vocabulary). DEV and GID override tests/support's device rule (by
+// default the first device and its RoCE v2 IPv4 GID).
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
@@ -26,7 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "rc_qp.hpp"
+#include "check.hpp"
+#include "verbs.hpp"
 
 namespace {
 
@@ -86,17 +89,14 @@ uint32_t imm_of(size_t write) {
   return 0x5a000000u | uint32_t(write);
 }
 
-[[noreturn]] void die(const char* what) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "wire_workload: %s: %s\n", what, errno ? std::strerror(errno) : "failed");
-  std::exit(2);
-}
+namespace t = unload::test;
+using t::die;
 
-int fails = 0;
 void check(bool ok, const std::string& what) {
-  std::printf("%s: %s\n", ok ? "ok" : "FAIL", what.c_str());
-  std::fflush(stdout);
-  fails += !ok;
+  if (ok)
+    t::ok(what.c_str());
+  else
+    t::fail(what.c_str(), "does not hold");
 }
 
 struct PeerInfo {
@@ -164,10 +164,10 @@ int main(int argc, char** argv) {
   if (argc < 2) die("usage: wire_workload server|client [-d DEV] [-g GID] [-p PORT] [ADDR]");
   const bool server = std::strcmp(argv[1], "server") == 0;
   if (!server && std::strcmp(argv[1], "client") != 0) die("the first argument is server or client");
-  const char* dev_name = "rxe0";
+  const char* dev_name = nullptr;
   const char* addr = nullptr;
   const char* flip = nullptr;
-  int gid_index = 1, port = 18600;
+  int gid_index = -1, port = 18600;
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "-d") && i + 1 < argc)
       dev_name = argv[++i];
@@ -187,40 +187,28 @@ int main(int argc, char** argv) {
   const auto posts = workload();
   const Layout lay = layout(posts);
 
-  int ndev = 0;
-  ibv_device** devs = ibv_get_device_list(&ndev);
-  ibv_device* dev = nullptr;
-  for (int i = 0; i < ndev; ++i)
-    if (!std::strcmp(ibv_get_device_name(devs[i]), dev_name)) dev = devs[i];
-  if (!dev) die("no such RDMA device");
-  ibv_context* ctx = ibv_open_device(dev);
-  if (!ctx) die("ibv_open_device");
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  ibv_cq* cq = ibv_create_cq(ctx, 512, nullptr, nullptr, 0);
-  if (!pd || !cq) die("pd/cq");
-  ibv_qp_init_attr ia{};
-  ia.send_cq = ia.recv_cq = cq;
-  ia.qp_type = IBV_QPT_RC;
-  ia.cap.max_send_wr = 128;
-  ia.cap.max_recv_wr = 128;
-  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-  ibv_qp* qp = ibv_create_qp(pd, &ia);
-  if (!qp) die("ibv_create_qp");
+  t::Device dev = t::open_device(dev_name, gid_index);
+  ibv_context* ctx = dev.ctx;
+  ibv_pd* pd = t::make_pd(ctx);
+  ibv_cq* cq = t::make_cq(ctx, 512);
+  t::QpCaps caps;
+  caps.send_wr = 128;
+  caps.recv_wr = 128;
+  ibv_qp* qp = t::make_rc_qp(pd, cq, cq, caps);
 
   auto* buf = static_cast<uint8_t*>(map_at(server ? kTargetAddr : kSourceAddr, lay.total));
   ibv_mr* mr = ibv_reg_mr(pd, buf, lay.total, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (!mr) die("ibv_reg_mr");
 
   ibv_port_attr pa{};
-  ibv_gid gid{};
-  if (ibv_query_port(ctx, 1, &pa) || ibv_query_gid(ctx, 1, gid_index, &gid)) die("query port/gid");
+  if (ibv_query_port(ctx, 1, &pa)) die("ibv_query_port");
   PeerInfo me{qp->qp_num, kPsn, mr->rkey, 0, uintptr_t(buf), {}}, peer{};
-  std::memcpy(me.gid, gid.raw, 16);
+  std::memcpy(me.gid, dev.gid.raw, 16);
   int fd = connect_peer(server, addr, port);
   full_io(fd, &me, sizeof me, true);
   full_io(fd, &peer, sizeof peer, false);
 
-  if (unload::test::rc_to_init(qp, IBV_ACCESS_REMOTE_WRITE)) die("modify to INIT");
+  if (int e = unload::verbs::rc_to_init(qp, IBV_ACCESS_REMOTE_WRITE)) die("modify to INIT", -e);
   if (server) {
     // Every immediate's receive is posted before the client may write (no RNR on the wire).
     for (size_t i = 0; i < lay.imms; ++i) {
@@ -229,10 +217,10 @@ int main(int argc, char** argv) {
       if (ibv_post_recv(qp, &rw, &bad)) die("ibv_post_recv");
     }
   }
-  unload::test::RcPath path;
+  t::RcPath path;
   path.dest_qpn = peer.qpn;
   std::memcpy(path.dgid.raw, peer.gid, 16);
-  path.sgid_index = gid_index;
+  path.sgid_index = dev.gid_index;
   path.mtu = pa.active_mtu;
   path.rq_psn = peer.psn;
   path.sq_psn = kPsn;
@@ -240,8 +228,8 @@ int main(int argc, char** argv) {
   // A long retransmission timeout (4.3 s): a TCG guest on a shared host can be slow to
   // ack, and a retransmission is a timing artefact on the wire, not a difference.
   path.timeout = 20;
-  if (unload::test::rc_to_rtr(qp, path)) die("modify to RTR");
-  if (unload::test::rc_to_rts(qp, path)) die("modify to RTS");
+  if (int e = unload::verbs::rc_to_rtr(qp, path)) die("modify to RTR", -e);
+  if (int e = unload::verbs::rc_to_rts(qp, path)) die("modify to RTS", -e);
   // Both QPs are ready before the first write.
   char go = 1;
   full_io(fd, &go, 1, true);
@@ -336,7 +324,6 @@ int main(int argc, char** argv) {
   ibv_dereg_mr(mr);
   ibv_destroy_cq(cq);
   ibv_dealloc_pd(pd);
-  ibv_close_device(ctx);
-  ibv_free_device_list(devs);
-  return fails ? 1 : 0;
+  unload::verbs::close_device(&dev);
+  t::finish();
 }

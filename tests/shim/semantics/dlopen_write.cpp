@@ -19,9 +19,13 @@
 #include <cstring>
 #include <string>
 
+#include "check.hpp"
 #include "rc_qp.hpp"
 
 #undef ibv_reg_mr
+
+using unload::test::die;
+using unload::test::skip;
 
 namespace {
 
@@ -37,17 +41,6 @@ struct Verbs {
   decltype(&::ibv_query_gid) query_gid;
   decltype(&::ibv_reg_mr) reg_mr;
 } V;
-
-[[noreturn]] void die(const char* what) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "setup: %s: %s\n", what, std::strerror(errno));
-  std::exit(2);
-}
-
-[[noreturn]] void skip(const char* why) {
-  std::printf("skip: %s\n", why);
-  std::exit(77);
-}
 
 void load() {
   void* h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);

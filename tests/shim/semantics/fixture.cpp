@@ -1,34 +1,17 @@
 // The semantics programs' common set-up (see fixture.hpp).
 #include "fixture.hpp"
 
-#include "rc_qp.hpp"
-
-#include <signal.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <condition_variable>
 #include <cstdarg>
-#include <cstdlib>
-#include <cstring>
-#include <mutex>
-#include <thread>
+
+#include "check.hpp"
+#include "verbs.hpp"
 
 namespace sem {
 
-void die(const char* what) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "setup: %s: %s\n", what, std::strerror(errno));
-  std::exit(2);
-}
-
-void skip(const char* why) {
-  std::printf("skip: %s\n", why);
-  std::fflush(stdout);
-  std::exit(77);
-}
+namespace t = unload::test;
 
 void out(const char* fmt, ...) {
   va_list ap;
@@ -39,119 +22,39 @@ void out(const char* fmt, ...) {
   std::fflush(stdout);
 }
 
-namespace {
-
-const char* g_wd_what = "";
-std::string (*g_wd_note)() = nullptr;
-
-void on_alarm(int) {
-  // Diagnostics only: the run has failed already.
-  std::string line = std::string("TIMEOUT: ") + g_wd_what;
-  if (g_wd_note) line += " (" + g_wd_note() + ")";
-  line += "\n";
-  std::fflush(stdout);
-  ssize_t w = write(1, line.data(), line.size());
-  (void)w;
-  _exit(3);
-}
-
-}  // namespace
-
-void watchdog(unsigned seconds, const char* what, std::string (*note)()) {
-  g_wd_what = what;
-  g_wd_note = note;
-  signal(SIGALRM, on_alarm);
-  alarm(seconds);
-}
-
-namespace {
-
-// What stops the stall watchdog: its progress() reads the program's state, which must
-// outlive every sample. It samples only under g_stall_mu with g_stall_stop false, so once
-// stop_watchdogs has set the flag under the lock, no sample runs or will run.
-// Never destroyed: the detached thread may still be leaving a wait at exit.
-std::mutex& g_stall_mu = *new std::mutex;
-std::condition_variable& g_stall_cv = *new std::condition_variable;
-bool g_stall_stop = false;  // guarded by g_stall_mu
-
-}  // namespace
-
-void stall_watchdog(unsigned seconds, const char* what, uint64_t (*progress)(), std::string (*note)()) {
-  std::thread([=] {
-    std::unique_lock<std::mutex> lk(g_stall_mu);
-    uint64_t last = progress();
-    unsigned still = 0;
-    while (!g_stall_cv.wait_for(lk, std::chrono::seconds(1), [] { return g_stall_stop; })) {
-      const uint64_t now = progress();
-      still = now == last ? still + 1 : 0;
-      last = now;
-      if (still >= seconds) {
-        g_wd_what = what;
-        g_wd_note = note;
-        on_alarm(0);
-      }
-    }
-  }).detach();
-}
-
-void stop_watchdogs() {
-  alarm(0);
-  {
-    std::lock_guard<std::mutex> lk(g_stall_mu);
-    g_stall_stop = true;
-  }
-  g_stall_cv.notify_all();
-}
-
 Env open_env() {
+  const t::Device d = t::open_device();
   Env e;
-  const char* want = std::getenv("UNLOAD_TEST_DEV") ? std::getenv("UNLOAD_TEST_DEV") : "rxe0";
-  if (const char* g = std::getenv("UNLOAD_TEST_GID")) e.gid_index = std::atoi(g);
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  for (int i = 0; list && i < n; ++i)
-    if (std::strcmp(ibv_get_device_name(list[i]), want) == 0) e.ctx = ibv_open_device(list[i]);
-  if (list) ibv_free_device_list(list);
-  if (!e.ctx) skip("no RDMA device named by UNLOAD_TEST_DEV (rxe0)");
-  e.pd = ibv_alloc_pd(e.ctx);
-  if (!e.pd) die("ibv_alloc_pd");
-  if (ibv_query_gid(e.ctx, 1, e.gid_index, &e.gid)) die("ibv_query_gid");
+  e.ctx = d.ctx;
+  e.pd = t::make_pd(d.ctx);
+  e.gid_index = d.gid_index;
+  e.gid = d.gid;
   return e;
 }
 
 ibv_cq* make_cq(Env& e, int cqe, ibv_comp_channel* ch) {
-  ibv_cq* cq = ibv_create_cq(e.ctx, cqe, nullptr, ch, 0);
-  if (!cq) die("ibv_create_cq");
-  return cq;
+  return t::make_cq(e.ctx, cqe, ch);
 }
 
 ibv_qp* make_qp(Env& e, ibv_cq* scq, ibv_cq* rcq, const QpCaps& caps) {
-  ibv_qp_init_attr a{};
-  a.send_cq = scq;
-  a.recv_cq = rcq;
-  a.qp_type = IBV_QPT_RC;
-  a.sq_sig_all = caps.sig_all;
-  a.cap.max_send_wr = caps.send_wr;
-  a.cap.max_recv_wr = caps.recv_wr;
-  a.cap.max_send_sge = caps.send_sge;
-  a.cap.max_recv_sge = caps.recv_sge;
-  a.cap.max_inline_data = caps.inline_data;
-  ibv_qp* qp = ibv_create_qp(e.pd, &a);
-  if (!qp) die("ibv_create_qp");
-  return qp;
+  t::QpCaps c;
+  c.send_wr = caps.send_wr;
+  c.recv_wr = caps.recv_wr;
+  c.send_sge = caps.send_sge;
+  c.recv_sge = caps.recv_sge;
+  c.inline_data = caps.inline_data;
+  c.sig_all = caps.sig_all;
+  return t::make_rc_qp(e.pd, scq, rcq, c);
 }
 
 void connect(Env& e, ibv_qp* qp, uint32_t dest, ibv_mtu mtu) {
-  unload::test::RcPath p;
+  t::RcPath p;
   p.dest_qpn = dest;
   p.dgid = e.gid;
   p.sgid_index = e.gid_index;
   p.mtu = mtu;
   p.min_rnr_timer = 1;
-  if (unload::test::rc_to_init(qp, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE))
-    die("modify INIT");
-  if (unload::test::rc_to_rtr(qp, p)) die("modify RTR");
-  if (unload::test::rc_to_rts(qp, p)) die("modify RTS");
+  t::connect(qp, t::kAllAccess, p);
 }
 
 void connect_pair(Env& e, ibv_qp* a, ibv_qp* b, ibv_mtu mtu) {
@@ -160,17 +63,11 @@ void connect_pair(Env& e, ibv_qp* a, ibv_qp* b, ibv_mtu mtu) {
 }
 
 uint8_t* alloc(size_t len) {
-  const size_t pg = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  void* p =
-      mmap(nullptr, (len + pg - 1) / pg * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) die("mmap");
-  return static_cast<uint8_t*>(p);
+  return t::map_zeroed(len);
 }
 
 ibv_mr* reg(Env& e, void* p, size_t len, int access) {
-  ibv_mr* mr = ibv_reg_mr(e.pd, p, len, access);
-  if (!mr) die("ibv_reg_mr");
-  return mr;
+  return t::make_mr(e.pd, p, len, access);
 }
 
 Pair make_pair(Env& e, ibv_cq* scq, ibv_cq* rcq, size_t src_len, size_t dst_len, const QpCaps& caps,

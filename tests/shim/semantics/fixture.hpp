@@ -3,9 +3,10 @@
 //
 // Every program prints a deterministic outcome (statuses and wr_ids in order, QP states,
 // checksums as verdicts) that the sandbox script diffs between the run without the shim
-// and each path forced under it. Exit codes: 0 the program ran to its end (whatever the
-// outcome says), 2 set-up failure, 3 the watchdog fired (a hang), 77 a capability is
-// missing (one "skip: <reason>" line).
+// and each path forced under it. Built on tests/support (its vocabulary, exit codes, device
+// rule and watchdogs): 0 the program ran to its end (whatever the outcome says), 2 set-up
+// failure, 3 the watchdog fired (a hang), 77 a capability is missing (one "skip: <reason>"
+// line).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -15,28 +16,29 @@
 #include <string>
 #include <vector>
 
+#include "check.hpp"
+
 #undef ibv_reg_mr
 
 namespace sem {
 
-[[noreturn]] void die(const char* what);  // "setup: <what>: <errno>" on stderr, exit 2
-[[noreturn]] void skip(const char* why);  // "skip: <why>", exit 77
+// tests/support's: "setup: <what>: <errno>" on stderr, exit 2; "skip: <why>", exit 77.
+using unload::test::die;
+using unload::test::skip;
 
 // Prints a line of the outcome (printf format) and flushes it, so a watchdog or a crash
 // later leaves what came before.
 void out(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
-// A hang fails instead of blocking: after `seconds` the watchdog prints
-// "TIMEOUT: <what> (<note()>)" and exits 3. `note` (optional) describes the progress.
-void watchdog(unsigned seconds, const char* what, std::string (*note)() = nullptr);
-// A stall fails too: a thread samples `progress()` every second and, when it has not
-// changed for `seconds`, prints "TIMEOUT: <what> (<note()>)" and exits 3. For long runs
-// whose duration depends on the machine's load.
-void stall_watchdog(unsigned seconds, const char* what, uint64_t (*progress)(),
-                    std::string (*note)() = nullptr);
-// Stops both watchdogs: once it returns, neither calls progress() or note() again. Call
-// it before the state those read goes out of scope.
-void stop_watchdogs();
+// tests/support's watchdogs. watchdog(seconds, what, note = nullptr): a hang fails instead
+// of blocking: after `seconds` it prints "FAIL: watchdog: <what> (<note()>)" and exits 3.
+// stall_watchdog(seconds, what, progress, note = nullptr): a thread samples `progress()`
+// every second and fires when it has not changed for `seconds` (for long runs whose
+// duration depends on the machine's load). stop_watchdogs(): once it returns, neither
+// calls progress() or note() again; call it before the state those read goes away.
+using unload::test::stall_watchdog;
+using unload::test::stop_watchdogs;
+using unload::test::watchdog;
 
 struct Env {
   ibv_context* ctx = nullptr;
@@ -45,7 +47,8 @@ struct Env {
   ibv_gid gid{};
 };
 
-// UNLOAD_TEST_DEV (rxe0), UNLOAD_TEST_GID (1). Skips when the device is absent.
+// The device and GID by the tests' one rule (tests/support/verbs_env.hpp: UNLOAD_TEST_DEV,
+// UNLOAD_TEST_GID, else the first device and its RoCE v2 IPv4 GID). Skips when there is none.
 Env open_env();
 
 struct QpCaps {

@@ -10,7 +10,7 @@
 //        (the reset discards the SEND); then a signaled 64 B write, which completes.
 //        rxe on 6.12 sometimes completes that write without placing it, with or without
 //        the shim (its responder counts a duplicate request): semantics.sh runs it again.
-// A post that does not return is the watchdog's (10 s): "TIMEOUT: ...".
+// A post that does not return is the watchdog's (10 s): "FAIL: watchdog: ...".
 #include <cstring>
 #include <string>
 
