@@ -1,8 +1,9 @@
 #!/bin/bash
-# Memory is charged once: kmod_limits memlock runs without the shim and under
-# it (UNLOAD_MODE=unload: its writes go direct), as uid 65534 with an 8 MiB
-# RLIMIT_MEMLOCK; both runs must pass.
-# Usage: memlock_test.sh <kmod_limits binary>
+# The module's limits in one boot: nothing a submitter's faults hold stalls anyone else
+# (kmod_limits stall), and memory is charged once (kmod_limits memlock without the shim
+# and under it, UNLOAD_MODE=unload: its writes go direct, as uid 65534 with an 8 MiB
+# RLIMIT_MEMLOCK).
+# Usage: limits_test.sh <kmod_limits binary>
 set -u
 . "$(dirname "$0")/../support/check.sh"
 BIN=$1
@@ -10,6 +11,13 @@ BUILD=${UNLOAD_BUILD_DIR:?UNLOAD_BUILD_DIR is not set (run through ctest)}
 SHIM=$BUILD/shim/libunload_shim.so
 [ -e /dev/unload ] || skip "no /dev/unload (module not loaded)"
 [ -e "$SHIM" ] || skip "no $SHIM"
+echo "== stall"
+"$BIN" stall
+case $? in
+0) ok "stall" ;;
+77) skip_check "stall" "kmod_limits stall cannot run here (its skip line above)" ;;
+*) fail "stall" "kmod_limits stall failed (its lines above)" ;;
+esac
 echo "== no shim"
 check "memlock.no_shim" "$BIN" memlock
 echo "== shim, UNLOAD_MODE=unload"
