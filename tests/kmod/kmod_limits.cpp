@@ -7,6 +7,9 @@
 //                         (once the sender closed its verbs context, which rxe waits for
 //                         with or without the module) `rdma link delete` removes the
 //                         device: each must finish within 5 s.
+//   kmod_limits stall_batch  the same steps while the pair's submitter is blocked for good
+//                         reading its own request array (its second request on the held
+//                         page, the first one live): nothing of the pair may be held then.
 //   kmod_limits memlock   a plain verbs program (run with and without the shim): 40 QP
 //                         create/destroy cycles leave the process's pinned memory (VmPin)
 //                         and the module's pinned_pages at their baseline; then MRs
@@ -30,6 +33,7 @@
 #include <algorithm>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kmod_util.hpp"
@@ -112,17 +116,23 @@ struct StallOutcome {
 // request's result, whether a fault reached the userfaultfd). On 'C' it closes its verbs
 // resources (rxe cannot disassociate a live context: `rdma link delete` waits for every
 // process that has the device open, module or not) and answers 'C'. Never returns.
-[[noreturn]] void stall_sender(int in, int out) {
+// With `batch`, the held page is instead the second page of the request array: a batch
+// of two whose first request (live, from sbuf) sits at the end of a normal page and whose
+// second is on the held page. The submission blocks in a thread of its own; the outcome
+// says whether a fault reached the userfaultfd.
+[[noreturn]] void stall_sender(int in, int out, bool batch) {
   const int uffd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
   uffdio_api api{};
   api.api = UFFD_API;
   const size_t len = 4096;
-  void* held = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  auto* area = static_cast<uint8_t*>(
+      mmap(nullptr, 2 * len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  void* held = area + len;
   uffdio_register reg{};
   reg.range.start = reinterpret_cast<uintptr_t>(held);
   reg.range.len = len;
   reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-  if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api) || held == MAP_FAILED || ioctl(uffd, UFFDIO_REGISTER, &reg)) {
+  if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api) || area == MAP_FAILED || ioctl(uffd, UFFDIO_REGISTER, &reg)) {
     xwrite(out, "U", 1);  // no userfaultfd here
     _exit(77);
   }
@@ -154,14 +164,25 @@ struct StallOutcome {
   lb.reqs = reinterpret_cast<uintptr_t>(&live);
   lb.count = 1;
   if (ioctl(fd, UNLOAD_IOC_SUBMIT, &lb) || live.result != 0) _exit(6);
-  unload_submit sb{};
-  sb.reqs = reinterpret_cast<uintptr_t>(&r);
-  sb.count = 1;
   StallOutcome o{};
-  o.rc = ioctl(fd, UNLOAD_IOC_SUBMIT, &sb) ? -errno : 0;
-  o.result = r.result;
   pollfd p{uffd, POLLIN, 0};
-  o.faulted = poll(&p, 1, 0) == 1;
+  if (batch) {
+    auto* reqs = reinterpret_cast<unload_direct_req*>(area + len - sizeof live);
+    reqs[0] = live;  // reqs[1] is on the held page: never written, read by the module only
+    static unload_submit bb{};
+    bb.reqs = reinterpret_cast<uintptr_t>(reqs);
+    bb.count = 2;
+    std::thread([] { ioctl(fd, UNLOAD_IOC_SUBMIT, &bb); }).detach();  // blocks for good
+    o.faulted = poll(&p, 1, 10000) == 1;
+    o.result = -EACCES;  // nothing to report: the submission never returns
+  } else {
+    unload_submit sb{};
+    sb.reqs = reinterpret_cast<uintptr_t>(&r);
+    sb.count = 1;
+    o.rc = ioctl(fd, UNLOAD_IOC_SUBMIT, &sb) ? -errno : 0;
+    o.result = r.result;
+    o.faulted = poll(&p, 1, 0) == 1;
+  }
   xwrite(out, &o, sizeof o);
   char c;
   xread(in, &c, 1);  // 'C'
@@ -171,11 +192,15 @@ struct StallOutcome {
   for (;;) pause();
 }
 
-int cmd_stall() {
+// Each check's name is "<mode>.<step>": mode "stall" (a source on the held page) or
+// "stall_batch" (the request array on it).
+int cmd_stall(bool batch) {
+  const std::string m = batch ? "stall_batch" : "stall";
+  const auto name = [&m](const char* step) { return m + "." + step; };
   int to_t[2], from_t[2], to_s[2], from_s[2];
   if (pipe(to_t) || pipe(from_t) || pipe(to_s) || pipe(from_s)) die("pipe");
   pid_t spid = fork();
-  if (spid == 0) stall_sender(to_s[0], from_s[1]);
+  if (spid == 0) stall_sender(to_s[0], from_s[1], batch);
   char c = 0;
   xread(from_s[0], &c, 1);
   if (c == 'U') {
@@ -196,29 +221,34 @@ int cmd_stall() {
   if (poll(&sp, 1, 60000) != 1) die("sender never submitted");
   StallOutcome o;
   xread(from_s[0], &o, sizeof o);
-  expect(o.rc == 0 && o.result == -EACCES && !o.faulted && now_s() - ts <= kLimit, "stall.source_untouched",
-         "submit status %d, result %d, fault on the held page: %s", o.rc, o.result, o.faulted ? "yes" : "no");
+  if (batch)
+    expect(o.faulted, name("submitter_blocked").c_str(),
+           "the module's read of the array reached the userfaultfd");
+  else
+    expect(o.rc == 0 && o.result == -EACCES && !o.faulted && now_s() - ts <= kLimit, "stall.source_untouched",
+           "submit status %d, result %d, fault on the held page: %s", o.rc, o.result,
+           o.faulted ? "yes" : "no");
 
   double t0 = now_s();
   xwrite(to_t[1], "D", 1);
   const bool dereg = read_within(from_t[0], kLimit);
-  expect(dereg, "stall.target_dereg", "region and MR deregistered in %.2fs (limit %.0fs)", now_s() - t0,
-         kLimit);
+  expect(dereg, name("target_dereg").c_str(), "region and MR deregistered in %.2fs (limit %.0fs)",
+         now_s() - t0, kLimit);
 
   t0 = now_s();
   xwrite(to_t[1], "X", 1);
   int tst = 0;
   const bool exited = reaped_within(tpid, kLimit, &tst);
-  expect(exited, "stall.target_exit", "target exited in %.2fs (limit %.0fs)", now_s() - t0, kLimit);
+  expect(exited, name("target_exit").c_str(), "target exited in %.2fs (limit %.0fs)", now_s() - t0, kLimit);
   if (!exited) kill(tpid, SIGKILL);
 
   xwrite(to_s[1], "C", 1);
-  expect(read_within(from_s[0], kLimit), "stall.sender_closed_verbs",
+  expect(read_within(from_s[0], kLimit), name("sender_closed_verbs").c_str(),
          "the sender closed its QP, MR and device");
   t0 = now_s();
   const int rc = system("timeout 30 rdma link delete rxe0");
   const double took = now_s() - t0;
-  expect(rc == 0 && took <= kLimit, "stall.link_delete",
+  expect(rc == 0 && took <= kLimit, name("link_delete").c_str(),
          "rdma link delete rxe0: status %d in %.2fs (limit %.0fs)", rc, took, kLimit);
 
   // The sender holds nothing of the module: it goes at once.
@@ -226,7 +256,7 @@ int cmd_stall() {
   t0 = now_s();
   int w = 0;
   const bool gone = reaped_within(spid, kLimit, &w);
-  expect(gone, "stall.sender_killable", "sender reaped %.2fs after SIGKILL", now_s() - t0);
+  expect(gone, name("sender_killable").c_str(), "sender reaped %.2fs after SIGKILL", now_s() - t0);
   if (!exited) reaped_within(tpid, kLimit, &tst);
   return failures() ? 1 : 0;
 }
@@ -329,11 +359,11 @@ int cmd_memlock() {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const std::string c = argc > 1 ? argv[1] : "";
-  if (c == "stall") {
+  if (c == "stall" || c == "stall_batch") {
     if (access(UNLOAD_DEVICE_PATH, F_OK)) skip("no /dev/unload (module not loaded)");
-    return cmd_stall();
+    return cmd_stall(c == "stall_batch");
   }
   if (c == "memlock") return cmd_memlock();
-  std::fprintf(stderr, "usage: kmod_limits stall | memlock\n");
+  std::fprintf(stderr, "usage: kmod_limits stall | stall_batch | memlock\n");
   return 2;
 }
