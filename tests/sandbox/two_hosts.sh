@@ -7,14 +7,18 @@
 # its time limit for a machine busy with other sandbox tests. Every sandbox run here has
 # a --timeout below the test's, so a hang ends with the sandbox's report, not ctest's kill.
 set -uo pipefail
+here=$(dirname "$0")
+# shellcheck source=tests/support/check.sh
+. "$here/../support/check.sh"
 flavour=${1:?kernel flavour}
 case=${2:?case: link, warning, boot_fault or panic}
-sandbox=$(dirname "$0")/../../scripts/sandbox
-limit=200
-fail=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fail=1; }
+sandbox=$here/../../scripts/sandbox
+# Two boots (a boot fault's retry) of two guests on a host loaded by others' sandboxes
+# (load 8 on two cores) take minutes: the limit only ends a hang, so it is generous.
+limit=400
 pair() { "$sandbox" --kernel "$flavour" --hosts 2 --timeout "$limit" "$@"; }
+# report: the sandbox's output, indented, for the reader of a failure.
+report() { echo "$out" | sed 's/^/  | /'; }
 
 case $case in
 link)
@@ -23,33 +27,41 @@ link)
 	show='rdma link show; ip -4 -br addr; echo "host $UNLOAD_HOST peer $UNLOAD_PEER_ADDR"'
 	out=$(pair --logs "$logs" -- bash -c "$show; exit 0" :: bash -c "$show; exit 4" 2>&1)
 	rc=$?
-	echo "$out" | sed 's/^/  | /'
-	[ "$rc" -eq 4 ] && ok "A exit 0, B exit 4 -> sandbox exit 4" || bad "A 0, B 4 -> sandbox exit $rc"
-	echo "$out" | grep -q 'host A exit 0, host B exit 4' && ok "both statuses reported" || bad "no status line"
+	report
+	expect "A exit 0, B exit 4 -> sandbox exit 4" "$([ "$rc" -eq 4 ] && echo 1)" "exit $rc"
+	expect "both statuses reported" "$(grep -q 'host A exit 0, host B exit 4' <<<"$out" && echo 1)" \
+		"a status line for both hosts"
 	for h in A:192.0.2.1:192.0.2.2 B:192.0.2.2:192.0.2.1; do
 		IFS=: read -r name me peer <<<"$h"
-		grep -q "rxe0.*ACTIVE" "$logs/$name.log" && ok "$name: rxe0 active on the link" || bad "$name: no active rxe0"
-		grep -q "$me/24" "$logs/$name.log" && grep -q "host $name peer $peer" "$logs/$name.log" &&
-			ok "$name: $me, peer $peer" || bad "$name: addresses"
+		expect "$name: rxe0 active on the link" "$(grep -q 'rxe0.*ACTIVE' "$logs/$name.log" && echo 1)" \
+			"rdma link show in $name's log"
+		expect "$name: address $me, peer $peer" \
+			"$(grep -q "$me/24" "$logs/$name.log" && grep -q "host $name peer $peer" "$logs/$name.log" && echo 1)" \
+			"ip addr and UNLOAD_* in $name's log"
 	done
 	;;
 warning)
+	warn='echo "WARNING: two-host self-test" >/dev/kmsg'
 	for h in A B; do
-		warn='echo "WARNING: two-host self-test" >/dev/kmsg'
 		if [ "$h" = A ]; then args=(sh -c "$warn" :: true); else args=(true :: sh -c "$warn"); fi
 		out=$(pair -- "${args[@]}" 2>&1)
 		rc=$?
-		[ "$rc" -eq 126 ] && ok "a kernel WARNING on $h -> sandbox exit 126" ||
-			{ bad "WARNING on $h -> sandbox exit $rc"; echo "$out" | tail -n 10 | sed 's/^/  | /'; }
+		expect "a kernel WARNING on $h -> sandbox exit 126" "$([ "$rc" -eq 126 ] && echo 1)" "exit $rc"
+		[ "$rc" -eq 126 ] || report
 	done
 	;;
 boot_fault)
-	# B faulting while booting boots both again; the run passes.
-	out=$(UNLOAD_SANDBOX_SELFTEST=boot-fault pair -- true :: true 2>&1)
+	# B faulting while booting boots both again; the run passes. B's command runs once, after
+	# the retry; A's may have run in the faulted attempt too, and runs again in the new one.
+	out=$(UNLOAD_SANDBOX_SELFTEST=boot-fault pair -- echo ran-A :: echo ran-B 2>&1)
 	rc=$?
-	[ "$rc" -eq 0 ] && echo "$out" | grep -q 'booting again (attempt 2 of 3)' &&
-		ok "B faults while booting -> both booted again, exit 0" ||
-		{ bad "B faults while booting -> sandbox exit $rc"; echo "$out" | tail -n 10 | sed 's/^/  | /'; }
+	expect "B faults while booting -> sandbox exit 0" "$([ "$rc" -eq 0 ] && echo 1)" "exit $rc"
+	expect "both booted again" "$(grep -q 'booting again (attempt 2 of 3)' <<<"$out" && echo 1)" \
+		"the retry said so on stderr"
+	after=$(sed -n '/booting again/,$p' <<<"$out")
+	expect "B's command ran once, both ran after the retry" \
+		"$([ "$(grep -c '^B| ran-B' <<<"$out")" -eq 1 ] && grep -q '^B| ran-B' <<<"$after" &&
+			grep -q '^A| ran-A' <<<"$after" && echo 1)" "ran-B once, ran-A and ran-B after the retry"
 	;;
 panic)
 	# A guest that panics powers its peer off instead of leaving it to wait for the timeout:
@@ -57,13 +69,17 @@ panic)
 	# report onto the console, else 125, no status.
 	out=$(pair -- sleep 600 :: sh -c 'echo c >/proc/sysrq-trigger' 2>&1)
 	rc=$?
-	{ [ "$rc" -eq 125 ] || [ "$rc" -eq 126 ]; } && ok "B crashes -> A powered off, the run fails with $rc" ||
-		{ bad "B panics -> sandbox exit $rc"; echo "$out" | tail -n 10 | sed 's/^/  | /'; }
+	expect "B crashes -> A powered off, the run fails" "$([ "$rc" -eq 125 ] || [ "$rc" -eq 126 ] && echo 1)" \
+		"exit $rc (125 or 126)"
+	expect "the sandbox says why A stopped" \
+		"$(grep -q 'host A was powered off: host B stopped without a status' <<<"$out" && echo 1)" \
+		"A's verdict names B"
 	;;
 *)
-	echo "two_hosts.sh: unknown case '$case'" >&2
-	exit 2
+	die "two_hosts.sh: unknown case '$case'"
 	;;
 esac
+# The link case shows its output whatever the verdict; the others when a check failed.
+[ "$case" = link ] || [ "$case" = warning ] || [ "$UNLOAD_CHECK_FAILS" -eq 0 ] || report
 echo "($case: ${SECONDS} s)"
-exit $fail
+finish

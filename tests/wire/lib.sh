@@ -3,6 +3,10 @@
 # Both hosts walk the same list of steps; each step is a server on one host and a client
 # on the other, kept in lockstep through files in $UNLOAD_PAIR_DIR. Host A judges.
 . "$(dirname "${BASH_SOURCE[0]}")/../shim/sandbox/lib.sh"
+# The result vocabulary (ok/FAIL/skip, check, finish) over the shim helpers' own.
+# shellcheck source=tests/support/check.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../support/check.sh"
+trap 'rm -rf "$WORK"' EXIT
 ME=${UNLOAD_HOST:?not in a two-host sandbox}
 PEER_ADDR=${UNLOAD_PEER_ADDR:?}
 P=${UNLOAD_PAIR_DIR:?}
@@ -17,6 +21,12 @@ wait_file() {
 	done
 	echo "    timed out waiting for $(basename "$1") from the other host"
 	return 1
+}
+
+# put PATH VALUE: PATH holds VALUE, whole or not at all for the other host, which may read
+# it the moment it exists (over 9p a plain write is a create, then a write).
+put() {
+	echo "$2" >"$1.$ME.tmp" && mv "$1.$ME.tmp" "$1"
 }
 
 # listening PROGRAM PID: until the server listens (18515 for perftest and
@@ -74,12 +84,12 @@ step() {
 			fi
 		fi
 		cp "$WORK/$name.$role" "$k.$ME.log"
-		echo $rc >"$k.$ME.rc"
+		put "$k.$ME.rc" "$rc"
 		local other=B
 		[ "$ME" = B ] && other=A
 		wait_file "$k.$other.rc" 300 || return 1
 		if [ "$ME" = B ]; then
-			wait_file "$k.verdict" 60 || return 0
+			wait_file "$k.verdict" 300 || return 0
 			[ "$(cat "$k.verdict")" = again ] && continue
 			return 0
 		fi
@@ -87,15 +97,15 @@ step() {
 		orc=$(cat "$k.$other.rc")
 		cp "$k.$other.log" "$WORK/$name.$([ $role = srv ] && echo cli || echo srv)"
 		if [ "$rc" -eq 0 ] && [ "$orc" -eq 0 ]; then
-			echo "done" >"$k.verdict"
+			put "$k.verdict" "done"
 			return 0
 		fi
 		if [ $attempt -lt 3 ] && perftest_clock_failed "$WORK/$name.srv" "$WORK/$name.cli"; then
 			echo "    $name: perftest could not measure the CPU clock (r^2 < 0.9); again"
-			echo again >"$k.verdict"
+			put "$k.verdict" again
 			continue
 		fi
-		echo "done" >"$k.verdict"
+		put "$k.verdict" "done"
 		echo "--- $name: host A ($role) rc=$rc, host B rc=$orc"
 		echo "--- server:"; cat "$WORK/$name.srv"
 		echo "--- client:"; cat "$WORK/$name.cli"

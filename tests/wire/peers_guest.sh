@@ -1,10 +1,11 @@
 #!/bin/bash
 # Guest half of wire_peers: host A under the shim in every mode against host B with no shim and no module, A as initiator and as target.
 . "$(dirname "$0")/lib.sh"
-[ -x "$WL" ] || { echo "SKIP: no $WL"; exit 77; }
-[ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
+[ -x "$WL" ] || skip "no wire_workload at $WL"
+[ -e "$SHIM" ] || skip "no shim at $SHIM"
 if [ "$ME" = B ] && { [ -e /dev/unload ] || grep -q '^unload ' /proc/modules; }; then
-	echo "FAIL: host B must run without our module"; exit 1
+	fail "host B without unload" "our module is loaded on B"
+	finish
 fi
 
 D=(-d "$DEV")

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Guest half of wire_proof: the workload from A to B without the shim, under it with offload, inline and stage forced, then adaptive with sysfs mode flips.
 . "$(dirname "$0")/lib.sh"
-[ -x "$WL" ] || { echo "SKIP: no $WL"; exit 77; }
-[ -e "$SHIM" ] || { echo "SKIP: no $SHIM"; exit 77; }
+[ -x "$WL" ] || skip "no wire_workload at $WL"
+[ -e "$SHIM" ] || skip "no shim at $SHIM"
 
 # The runs, in capture order (connections 0 to 4); run_proof.sh compares their streams.
 wl() { step "$1" B "$2" -- "$WL" server -- "$WL" client "$PEER_ADDR"; }
