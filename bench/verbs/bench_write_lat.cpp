@@ -432,7 +432,7 @@ void register_all() {
   register_bandwidth(kMaxWrite, ub::kMaxSendWr);
   register_sizes("BM_Write_RandomTarget", BM_Write_RandomTarget, 64 * 1024);
   // 1 ms: inside the module's default pair_idle_ms; 20 ms: beyond it. Not in the sweep,
-  // a run being mostly sleep: --benchmark_filter=BM_Write_Sparse runs it (README, Benchmarks).
+  // a run being mostly sleep: --benchmark_filter=BM_Write_Sparse runs it (docs/perf/README.md).
   for (int64_t gap_ms : {1, 20})
     benchmark::RegisterBenchmark("BM_Write_Sparse", BM_Write_Sparse)
         ->ArgNames({"bytes", "gap_ms"})
