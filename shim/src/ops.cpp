@@ -17,20 +17,22 @@ namespace {
 
 // The wr_* entries of an ibv_qp_ex the engine takes over; the others (wr_set_ud_addr,
 // wr_set_xrc_srqn: not RC) stay the provider's.
-#define UNLOAD_QPX_OPS(X)                                                                                    \
-  X(wr_atomic_cmp_swp)                                                                                       \
-  X(wr_atomic_fetch_add) X(wr_bind_mw) X(wr_local_inv) X(wr_rdma_read) X(wr_rdma_write) X(wr_rdma_write_imm) \
-      X(wr_send) X(wr_send_imm) X(wr_send_inv) X(wr_send_tso) X(wr_atomic_write) X(wr_set_sge)               \
-          X(wr_set_sge_list) X(wr_set_inline_data) X(wr_set_inline_data_list) X(wr_start) X(wr_complete)     \
-              X(wr_abort)
+// clang-format 14 re-wraps these lists differently on every pass: left as written.
+// clang-format off
+#define UNLOAD_QPX_OPS(X)                                                                  \
+  X(wr_atomic_cmp_swp) X(wr_atomic_fetch_add) X(wr_bind_mw) X(wr_local_inv)               \
+  X(wr_rdma_read) X(wr_rdma_write) X(wr_rdma_write_imm) X(wr_send) X(wr_send_imm)          \
+  X(wr_send_inv) X(wr_send_tso) X(wr_atomic_write) X(wr_set_sge) X(wr_set_sge_list)        \
+  X(wr_set_inline_data) X(wr_set_inline_data_list) X(wr_start) X(wr_complete) X(wr_abort)
 
 // The polling entries of an ibv_cq_ex: every one the provider has (it has the read_* the
 // program's wc_flags asked for), so a completion of the shim's can be current whatever the
 // program reads.
-#define UNLOAD_CQX_OPS(X)                                                                      \
-  X(start_poll)                                                                                \
-  X(next_poll) X(end_poll) X(read_opcode) X(read_vendor_err) X(read_byte_len) X(read_imm_data) \
-      X(read_qp_num) X(read_src_qp) X(read_wc_flags) X(read_slid) X(read_sl) X(read_dlid_path_bits)
+#define UNLOAD_CQX_OPS(X)                                                                  \
+  X(start_poll) X(next_poll) X(end_poll) X(read_opcode) X(read_vendor_err)                 \
+  X(read_byte_len) X(read_imm_data) X(read_qp_num) X(read_src_qp) X(read_wc_flags)         \
+  X(read_slid) X(read_sl) X(read_dlid_path_bits)
+// clang-format on
 
 void install_qpx(ibv_qp* qp) {
   ibv_qp_ex* qpx = real().qp_to_qp_ex ? real().qp_to_qp_ex(qp) : nullptr;
