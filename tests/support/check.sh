@@ -22,7 +22,7 @@ check() {
 }
 
 # expect NAME COND DETAIL: ok when COND is 1 (the form a computed verdict takes).
-expect() { if [ "$2" = 1 ]; then ok "$1" "$3"; else fail "$1" "$3"; fi; }
+expect() { if [ "$2" = 1 ]; then ok "$1" "${3:-}"; else fail "$1" "${3:-}"; fi; }
 
 die() { echo "setup: $*" >&2; exit 2; }
 skip() { echo "skip: $*"; exit 77; }
