@@ -3,26 +3,27 @@
 set -uo pipefail
 . "$(dirname "$0")/../support/check.sh"
 flavour=${1:?kernel flavour}
-sandbox=$(dirname "$0")/../../scripts/sandbox
+# Each run bounded well inside ctest's limit, so a hang ends with the sandbox's report.
+sandbox() { "$(dirname "$0")/../../scripts/sandbox" --timeout 150 "$@"; }
 
-out=$("$sandbox" --kernel "$flavour" -- sh -c 'ibv_devinfo; uname -r; exit 3' 2>&1)
+out=$(sandbox --kernel "$flavour" -- sh -c 'ibv_devinfo; uname -r; exit 3' 2>&1)
 rc=$?
 echo "$out" | sed 's/^/  | /'
 expect "guest exit 3 -> sandbox exit 3" "$([ "$rc" -eq 3 ] && echo 1)" "sandbox exit $rc"
 expect "ibv_devinfo shows rxe0" "$(echo "$out" | grep -q 'hca_id:.*rxe0' && echo 1)"
 expect "kernel $flavour booted" "$(echo "$out" | grep -q "^$flavour\." && echo 1)"
 
-out=$("$sandbox" --kernel "$flavour" -- true 2>&1)
+out=$(sandbox --kernel "$flavour" -- true 2>&1)
 rc=$?
 if [ "$rc" -eq 0 ]; then ok "guest exit 0 -> sandbox exit 0"; else fail "guest exit 0 -> sandbox exit 0" "sandbox exit $rc"; echo "$out" | tail -n 30 | sed 's/^/    | /'; fi
 
 # A kernel warning in the guest fails the run even when the command succeeds.
-"$sandbox" --kernel "$flavour" -- sh -c 'echo "WARNING: sandbox self-test" >/dev/kmsg' >/dev/null 2>&1
+sandbox --kernel "$flavour" -- sh -c 'echo "WARNING: sandbox self-test" >/dev/kmsg' >/dev/null 2>&1
 rc=$?
 expect "a guest kernel WARNING -> sandbox exit 126" "$([ "$rc" -eq 126 ] && echo 1)" "sandbox exit $rc"
 
 # A fault while booting, before the module or the command, boots again; the run passes.
-out=$(UNLOAD_SANDBOX_SELFTEST=boot-fault "$sandbox" --kernel "$flavour" -- sh -c 'echo ran' 2>&1)
+out=$(UNLOAD_SANDBOX_SELFTEST=boot-fault sandbox --kernel "$flavour" -- sh -c 'echo ran' 2>&1)
 rc=$?
 if [ "$rc" -eq 0 ] && echo "$out" | grep -q 'booting again (attempt 2 of 3)' && [ "$(echo "$out" | grep -c '^ran')" -eq 1 ]; then
 	ok "a fault while booting -> booted again, the command ran once, exit 0"
