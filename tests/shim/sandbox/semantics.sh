@@ -1,5 +1,5 @@
 #!/bin/bash
-# Verbs semantics: each program of tests/shim/semantics without the shim (the reference), then under it in offload mode and with each CPU path forced (UNLOAD_PATH=inline, stage, direct); every outcome must equal the reference.
+# Verbs semantics: each program of tests/shim/semantics without the shim (the reference), then under it in offload mode, with each CPU path forced (UNLOAD_PATH=inline, stage, direct) and in the default mode (no UNLOAD_* variable); every outcome must equal the reference.
 . "$(dirname "$0")/lib.sh"
 need_shim
 # PART (1 or 2; both when absent) picks a half, each a ctest test that boots once:
@@ -7,7 +7,7 @@ need_shim
 # SEMANTICS_ONLY="prog ..." runs those programs alone; SEMANTICS_PATHS the paths to force.
 PART=${1:-all}
 ONLY=${SEMANTICS_ONLY:-}
-PATHS=${SEMANTICS_PATHS:-offload inline stage direct}
+PATHS=${SEMANTICS_PATHS:-offload inline stage direct default}
 SKIPS=0
 
 # A path the module provides cannot be forced without it; the rest still runs.
@@ -43,6 +43,8 @@ sem() {
 	for path in $PATHS; do
 		if [ "$path" = offload ]; then
 			envs=(UNLOAD_MODE=offload)
+		elif [ "$path" = default ]; then
+			envs=()  # what users run: the module's mode, nothing forced
 		else
 			envs=(UNLOAD_MODE=unload UNLOAD_PATH="$path")
 			if [ "$path" != inline ] && ! have_kmod; then
@@ -54,7 +56,7 @@ sem() {
 		o=$WORK/$name.$path
 		for attempt in $(seq "${TRIES:-1}"); do
 			rm -f "$o.stats"
-			env LD_PRELOAD="$SHIM" "${envs[@]}" UNLOAD_STATS_FILE="$o.stats" \
+			env -u UNLOAD_MODE -u UNLOAD_PATH LD_PRELOAD="$SHIM" "${envs[@]}" UNLOAD_STATS_FILE="$o.stats" \
 				timeout 150 "$BIN/sem_$prog" "$@" >"$o.out" 2>"$o.err"
 			rc=$?
 			[ $rc -eq 0 ] && diff -q "$ref" "$o.out" >/dev/null && break
