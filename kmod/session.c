@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Sessions (one per open of /dev/unload), the QPs and regions they register, their
- * staging arenas, and the folding of their counters pages into the statistics.
+ * Sessions (one per open of /dev/unload), the QPs and regions they register, and the
+ * folding of their counters pages into the statistics.
  */
 #include <linux/capability.h>
 #include <linux/hashtable.h>
@@ -24,9 +24,8 @@ u64 unload_folded_base[UNLOAD_NR_FOLDED];	/* closed sessions since the last rese
 
 static atomic64_t unload_next_session_id = ATOMIC64_INIT(0);
 
-/* Largest region and arena: keeps page arrays well inside kvmalloc's limits. */
+/* Largest region: keeps page arrays well inside kvmalloc's limits. */
 #define UNLOAD_MAX_REGION	(1ULL << 34)
-#define UNLOAD_MAX_ARENA	(1ULL << 30)
 
 /* --- statistics folding ---------------------------------------------------------- */
 
@@ -71,9 +70,9 @@ void unload_folded_reset(void)
 	mutex_unlock(&unload_sessions_lock);
 }
 
-/* --- memlock accounting of arenas, as ib_umem does ---------------------------------- */
+/* --- memlock accounting (of arenas), as ib_umem does -------------------------------- */
 
-static int unload_charge(struct unload_session *sess, unsigned long npages)
+int unload_session_charge(struct unload_session *sess, unsigned long npages)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 	u64 pinned = atomic64_add_return(npages, &sess->mm->pinned_vm);
@@ -86,7 +85,7 @@ static int unload_charge(struct unload_session *sess, unsigned long npages)
 	return 0;
 }
 
-static void unload_uncharge(struct unload_session *sess, unsigned long npages)
+void unload_session_uncharge(struct unload_session *sess, unsigned long npages)
 {
 	atomic64_sub(npages, &sess->mm->pinned_vm);
 	atomic64_sub(npages, &unload_pinned_pages);
@@ -1096,126 +1095,6 @@ long unload_ioctl_unreg_qp(struct unload_session *sess, void __user *arg)
 	return q ? 0 : -ENOENT;
 }
 
-/* --- staging arenas ----------------------------------------------------------------- */
-
-static void unload_arena_destroy(struct unload_session *sess, struct unload_arena_obj *a)
-{
-	unsigned long i;
-
-	/* Mappings hold their own page references: the pages outlive us if mapped. */
-	for (i = 0; i < a->npages; i++)
-		put_page(a->pages[i]);
-	unload_uncharge(sess, a->npages);
-	kvfree(a->pages);
-	kmem_cache_free(unload_arena_cache, a);
-}
-
-long unload_ioctl_arena_alloc(struct unload_session *sess, struct file *file,
-			      void __user *arg)
-{
-	struct unload_arena req;
-	struct unload_arena_obj *a;
-	unsigned long i, npages;
-	u32 id;
-	long ret;
-
-	if (copy_from_user(&req, arg, sizeof(req)))
-		return -EFAULT;
-	if (req.flags || req.id || req.mmap_offset || req.reserved[0] || req.reserved[1])
-		return -EINVAL;
-	if (!req.length || req.length > UNLOAD_MAX_ARENA)
-		return -EINVAL;
-	npages = PAGE_ALIGN(req.length) >> PAGE_SHIFT;
-
-	a = kmem_cache_zalloc(unload_arena_cache, GFP_KERNEL_ACCOUNT);
-	if (!a)
-		return -ENOMEM;
-	ret = unload_charge(sess, npages);
-	if (ret)
-		goto err_free_arena;
-	a->pages = kvcalloc(npages, sizeof(*a->pages), GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
-	if (!a->pages) {
-		ret = -ENOMEM;
-		goto err_uncharge;
-	}
-	for (i = 0; i < npages; i++) {
-		/* Charged to the caller's memory cgroup, like the memlock above. */
-		a->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN);
-		if (!a->pages[i]) {
-			ret = -ENOMEM;
-			goto err_free_pages;
-		}
-		a->npages = i + 1;
-		if (fatal_signal_pending(current)) {
-			ret = -EINTR;
-			goto err_free_pages;
-		}
-	}
-
-	mutex_lock(&sess->lock);
-	ret = sess->dead ? -ENODEV :
-		xa_alloc(&sess->arenas, &id, a, XA_LIMIT(0, 0xffff), GFP_KERNEL);
-	if (!ret)
-		a->id = id;
-	mutex_unlock(&sess->lock);
-	if (ret)
-		goto err_free_pages;
-
-	req.length = (u64)npages << PAGE_SHIFT;
-	req.id = a->id;
-	req.mmap_offset = UNLOAD_MMAP_ARENA_BASE + (u64)a->id * UNLOAD_MMAP_ARENA_STRIDE;
-	return copy_to_user(arg, &req, sizeof(req)) ? -EFAULT : 0;
-
-err_free_pages:
-	for (i = 0; i < a->npages; i++)
-		__free_page(a->pages[i]);
-	kvfree(a->pages);
-err_uncharge:
-	unload_uncharge(sess, npages);
-err_free_arena:
-	kmem_cache_free(unload_arena_cache, a);
-	return ret;
-}
-
-long unload_ioctl_arena_free(struct unload_session *sess, void __user *arg)
-{
-	struct unload_arena req;
-	struct unload_arena_obj *a;
-
-	if (copy_from_user(&req, arg, sizeof(req)))
-		return -EFAULT;
-	if (req.flags || req.reserved[0] || req.reserved[1])
-		return -EINVAL;
-	mutex_lock(&sess->lock);
-	a = xa_erase(&sess->arenas, req.id);
-	mutex_unlock(&sess->lock);
-	if (!a)
-		return -ENOENT;
-	unload_arena_destroy(sess, a);
-	return 0;
-}
-
-int unload_arena_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id)
-{
-	unsigned long size = vma->vm_end - vma->vm_start;
-	struct unload_arena_obj *a;
-	unsigned long i;
-	int ret = 0;
-
-	mutex_lock(&sess->lock);
-	a = xa_load(&sess->arenas, id);
-	if (!a || size > (a->npages << PAGE_SHIFT)) {
-		ret = -EINVAL;
-		goto out_unlock;
-	}
-	unload_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
-	for (i = 0; i < size >> PAGE_SHIFT && !ret; i++)
-		ret = vm_insert_page(vma, vma->vm_start + i * PAGE_SIZE, a->pages[i]);
-out_unlock:
-	mutex_unlock(&sess->lock);
-	return ret;
-}
-
 /* --- sessions ----------------------------------------------------------------------- */
 
 static void unload_session_free_rcu(struct rcu_head *head)
@@ -1292,7 +1171,6 @@ err_free_session:
 /* The file is closed: release everything the session holds. */
 void unload_session_release(struct unload_session *sess)
 {
-	struct unload_arena_obj *a;
 	struct unload_region *r;
 	struct unload_qp *q, *tmp;
 	unsigned long idx;
@@ -1317,13 +1195,7 @@ void unload_session_release(struct unload_session *sess)
 		unload_region_mr_forget(r);	/* the process's exit destroys the MR next */
 		unload_region_retire(r);
 	}
-	xa_for_each(&sess->arenas, idx, a) {
-		mutex_lock(&sess->lock);
-		a = xa_erase(&sess->arenas, idx);
-		mutex_unlock(&sess->lock);
-		if (a)
-			unload_arena_destroy(sess, a);
-	}
+	unload_arenas_release(sess);
 
 	mutex_lock(&unload_sessions_lock);
 	for (i = 0; i < UNLOAD_NR_FOLDED; i++)

@@ -150,16 +150,14 @@ void unload_session_release(struct unload_session *sess);
 void unload_session_put(struct unload_session *sess);
 u64 unload_folded_read(unsigned int idx);
 void unload_folded_reset(void);
+int unload_session_charge(struct unload_session *sess, unsigned long npages);
+void unload_session_uncharge(struct unload_session *sess, unsigned long npages);
 long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg);
 long unload_ioctl_unreg_qp(struct unload_session *sess, void __user *arg);
 int unload_device_added(struct ib_device *dev);
 void unload_device_removed(struct ib_device *dev);
 long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg);
 long unload_ioctl_dereg_region(struct unload_session *sess, void __user *arg);
-long unload_ioctl_arena_alloc(struct unload_session *sess, struct file *file,
-			      void __user *arg);
-long unload_ioctl_arena_free(struct unload_session *sess, void __user *arg);
-int unload_arena_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id);
 
 /*
  * What the RDMA core says of a QP now (unload_qp_view_get), with a restrack reference
@@ -252,6 +250,13 @@ void unload_pair_drop(struct unload_pair_slot *slot);
 struct ib_mr *unload_kept_mr_get(struct unload_kept_mr *kept, struct unload_session *owner,
 				 struct unload_region *r, struct ib_device *dev);
 void unload_pairs_forget_mr(struct unload_session *sess, struct ib_device *dev, u32 mr_id);
+
+/* arenas.c */
+long unload_ioctl_arena_alloc(struct unload_session *sess, struct file *file,
+			      void __user *arg);
+long unload_ioctl_arena_free(struct unload_session *sess, void __user *arg);
+int unload_arena_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id);
+void unload_arenas_release(struct unload_session *sess);
 
 /* copy.c */
 long unload_ioctl_submit(struct unload_session *sess, void __user *arg);
