@@ -3,7 +3,9 @@
  * Pairs: a sender QP and the peer QP its writes land on, one name for all it takes.
  * Resolution (unload_pair_get) finds the peer among the registered QPs and checks both
  * as a responder NIC would; a slot keeps a resolution from one submission to the next,
- * with the MRs its last requests named; the reaper drops idle and dying slots. Below it are QP views (qp_view.c), the registry and regions; what forgets
+ * with the MRs its last requests named; the reaper drops idle and dying slots; a
+ * submission holds its pair's slot (struct unload_pair_hold) across the requests of one
+ * sender QP. Below it are QP views (qp_view.c), the registry and regions; what forgets
  * pairs, and when, is lifecycle.c's.
  *
  * Resolving a sender QP and
@@ -199,7 +201,7 @@ static bool unload_pair_still(struct unload_session *sess, u32 handle,
 }
 
 /* A request of pr failed a check an RNIC makes: neither QP goes direct again. */
-void unload_pair_poison(struct unload_session *sess, struct unload_pair *pr)
+static void unload_pair_poison(struct unload_session *sess, struct unload_pair *pr)
 {
 	unload_qp_poison(sess, pr->dev, pr->qpn);
 	if (pr->peer)
@@ -387,8 +389,8 @@ void unload_pairs_forget_mr(struct unload_session *sess, struct ib_device *dev, 
  * the refused resolution took: the caller drops it). The caller releases the slot when
  * its submission is done with the QP.
  */
-struct unload_pair_slot *unload_pair_acquire(struct unload_session *sess, u32 qpn,
-					     u32 handle, u32 *deny)
+static struct unload_pair_slot *unload_pair_acquire(struct unload_session *sess, u32 qpn,
+						    u32 handle, u32 *deny)
 {
 	struct unload_pair_slot *slot = &sess->pairs[hash_32(qpn, UNLOAD_PAIR_SLOT_BITS)];
 	/* Read before any GID is: a change meanwhile makes the next use resolve again. */
@@ -416,13 +418,67 @@ struct unload_pair_slot *unload_pair_acquire(struct unload_session *sess, u32 qp
 }
 
 /* A request on the pair was refused: the next one resolves again (and meets poison). */
-void unload_pair_drop(struct unload_pair_slot *slot)
+static void unload_pair_drop(struct unload_pair_slot *slot)
 {
 	unload_pair_drop_locked(slot);
 }
 
-void unload_pair_release(struct unload_pair_slot *slot)
+static void unload_pair_release(struct unload_pair_slot *slot)
 {
 	mutex_unlock(&slot->lock);
 }
 
+/* --- the per-submission hold --------------------------------------------------------- */
+
+/* Reasons an RNIC answers with a NAK or a local error: the pair is poisoned after. */
+static bool unload_deny_is_violation(u32 deny)
+{
+	switch (deny) {
+	case UNLOAD_DENY_RKEY:
+	case UNLOAD_DENY_PD:
+	case UNLOAD_DENY_ACCESS:
+	case UNLOAD_DENY_BOUNDS:
+	case UNLOAD_DENY_LKEY:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Release the hold's slot, if any: a teardown waiting on it goes on. */
+void unload_pair_hold_release(struct unload_pair_hold *h)
+{
+	if (h->slot)
+		unload_pair_release(h->slot);
+	h->slot = NULL;
+}
+
+/* A request on h's pair was refused: poison it on a violation, drop it, release it. */
+void unload_pair_hold_refuse(struct unload_session *sess, struct unload_pair_hold *h, u32 deny)
+{
+	if (unload_deny_is_violation(deny))
+		unload_pair_poison(sess, &h->slot->pr);
+	unload_pair_drop(h->slot);
+	unload_pair_hold_release(h);
+}
+
+/*
+ * The pair of sender (qpn, handle), checked, or kept from the hold's last request; NULL on
+ * refusal (*deny: why; the slot is dropped and released).
+ */
+struct unload_pair *unload_pair_hold_get(struct unload_session *sess, struct unload_pair_hold *h,
+					 u32 qpn, u32 handle, u32 *deny)
+{
+	const struct unload_pair_slot *slot = h->slot;
+
+	*deny = UNLOAD_DENY_NONE;
+	if (slot && slot->valid && slot->qpn == qpn && slot->handle == handle)
+		return &h->slot->pr;
+	unload_pair_hold_release(h);
+	h->slot = unload_pair_acquire(sess, qpn, handle, deny);
+	if (*deny) {
+		unload_pair_hold_refuse(sess, h, *deny);
+		return NULL;
+	}
+	return &h->slot->pr;
+}

@@ -225,18 +225,22 @@ struct unload_pair_slot {
 	struct unload_kept_mr dst;	/* the last target MR, on pr.peer_dev */
 };
 
-/* pairs.c: resolution, slots, the reaper, kept MRs */
+/* The pair a submission holds, locked, from one request to the next of its sender QP. */
+struct unload_pair_hold {
+	struct unload_pair_slot *slot;	/* locked while set */
+};
+
+/* pairs.c: resolution, slots, the reaper, kept MRs, the per-submission hold */
 int unload_pairs_init(struct unload_session *sess);
 void unload_pairs_release(struct unload_session *sess);
 void unload_pairs_free(struct unload_session *sess);
 void unload_pairs_forget(struct unload_session *sess, struct ib_device *dev, u32 qpn);
 void unload_pairs_forget_mr(struct unload_session *sess, struct ib_device *dev, u32 mr_id);
 u32 unload_pair_report(struct unload_session *sess, u32 qpn, u32 handle);
-struct unload_pair_slot *unload_pair_acquire(struct unload_session *sess, u32 qpn,
-					     u32 handle, u32 *deny);
-void unload_pair_release(struct unload_pair_slot *slot);
-void unload_pair_drop(struct unload_pair_slot *slot);
-void unload_pair_poison(struct unload_session *sess, struct unload_pair *pr);
+struct unload_pair *unload_pair_hold_get(struct unload_session *sess, struct unload_pair_hold *h,
+					 u32 qpn, u32 handle, u32 *deny);
+void unload_pair_hold_refuse(struct unload_session *sess, struct unload_pair_hold *h, u32 deny);
+void unload_pair_hold_release(struct unload_pair_hold *h);
 struct ib_mr *unload_kept_mr_get(struct unload_kept_mr *kept, struct unload_session *owner,
 				 struct unload_region *r, struct ib_device *dev);
 
