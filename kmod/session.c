@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Sessions, one per open of /dev/unload: the object (its references, the opener's
- * identity and mm), the list of live sessions, the folding of their counters pages into
- * the statistics, and the memlock charge of what they pin. What a session holds is
- * opened and closed, in order, by lifecycle.c.
+ * identity and mm), the list of live sessions, the module's own counters and the folding
+ * of the sessions' counters pages into the statistics, and the memlock charge of what
+ * they pin. What a session holds is opened and closed, in order, by lifecycle.c.
  */
 #include <linux/capability.h>
 #include <linux/hashtable.h>
@@ -19,6 +19,12 @@ LIST_HEAD(unload_sessions);
 u64 unload_folded_base[UNLOAD_NR_FOLDED];	/* closed sessions since the last reset */
 
 static atomic64_t unload_next_session_id = ATOMIC64_INIT(0);
+
+/* The module's own counters, shown under /sys/kernel/unload/stats/ (sysfs.c). */
+atomic64_t unload_denied[UNLOAD_DENY_COUNT];
+atomic64_t unload_direct_submissions;
+atomic64_t unload_pinned_pages;
+atomic_t unload_nr_sessions;
 
 /* --- statistics folding ---------------------------------------------------------- */
 

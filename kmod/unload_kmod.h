@@ -122,9 +122,9 @@ struct unload_arena_obj {
 };
 
 /*
- * The files, each one concept, listed so that each calls only those below it (and
- * sysfs.c's statistics): main.c, lifecycle.c, list.c, copy.c, pairs.c, qp_view.c,
- * registry.c, regions.c, arenas.c, session.c, sysfs.c.
+ * The files, each one concept, listed so that each calls only those after it: main.c,
+ * lifecycle.c, list.c, copy.c, pairs.c, regions.c, registry.c, qp_view.c, arenas.c,
+ * sysfs.c, session.c.
  */
 
 /* main.c: the module, /dev/unload's file operations, the ib_client */
@@ -132,17 +132,6 @@ extern struct kmem_cache *unload_session_cache;
 extern struct kmem_cache *unload_qp_cache;
 extern struct kmem_cache *unload_region_cache;
 extern struct kmem_cache *unload_arena_cache;
-
-/* sysfs.c: the control page and statistics */
-extern struct unload_control *unload_ctl;	/* the control page */
-extern atomic64_t unload_denied[UNLOAD_DENY_COUNT];
-extern atomic64_t unload_direct_submissions;	/* submissions that ran a request */
-extern atomic64_t unload_pinned_pages;
-extern atomic_t unload_nr_sessions;
-/* The module's own tunables (UNLOAD_MODULE_TUNABLE_RANGES); read them with READ_ONCE. */
-extern u32 unload_pair_idle_ms;
-int unload_sysfs_init(void);
-void unload_sysfs_exit(void);
 
 /* lifecycle.c: open and close, and every invalidation in one order */
 struct unload_session *unload_session_open(struct file *file);
@@ -244,6 +233,21 @@ void unload_pair_hold_release(struct unload_pair_hold *h);
 struct ib_mr *unload_kept_mr_get(struct unload_kept_mr *kept, struct unload_session *owner,
 				 struct unload_region *r, struct ib_device *dev);
 
+/* regions.c */
+long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg);
+struct unload_region *unload_region_find(struct unload_session *sess, bool target,
+					 struct ib_device *dev, u32 key);
+void unload_region_put(struct unload_region *r);
+struct ib_mr *unload_region_mr_get(struct unload_session *owner, struct unload_region *r,
+				   struct ib_device *dev);
+bool unload_region_mr_still(struct unload_session *owner, struct unload_region *r,
+			    struct ib_mr *mr);
+void unload_region_mr_put(struct ib_mr *mr);
+void unload_region_unpublish(struct unload_session *sess, struct unload_region *r);
+void unload_region_retire(struct unload_region *r);
+struct unload_region *unload_region_take(struct unload_session *sess, u32 handle);
+void unload_regions_retire(struct unload_session *sess, struct ib_device *dev);
+
 /* registry.c: devices and registered QPs */
 extern atomic_t unload_gid_generation;	/* bumped by every GID table change */
 int unload_device_added(struct ib_device *dev);
@@ -264,21 +268,6 @@ bool unload_qp_candidate(u32 qpn, u32 *seen, struct unload_session **sess,
 			 struct ib_device **dev);
 void unload_qp_poison(struct unload_session *sess, struct ib_device *dev, u32 qpn);
 
-/* regions.c */
-long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg);
-struct unload_region *unload_region_find(struct unload_session *sess, bool target,
-					 struct ib_device *dev, u32 key);
-void unload_region_put(struct unload_region *r);
-struct ib_mr *unload_region_mr_get(struct unload_session *owner, struct unload_region *r,
-				   struct ib_device *dev);
-bool unload_region_mr_still(struct unload_session *owner, struct unload_region *r,
-			    struct ib_mr *mr);
-void unload_region_mr_put(struct ib_mr *mr);
-void unload_region_unpublish(struct unload_session *sess, struct unload_region *r);
-void unload_region_retire(struct unload_region *r);
-struct unload_region *unload_region_take(struct unload_session *sess, u32 handle);
-void unload_regions_retire(struct unload_session *sess, struct ib_device *dev);
-
 /* arenas.c */
 long unload_ioctl_arena_alloc(struct unload_session *sess, struct file *file,
 			      void __user *arg);
@@ -286,10 +275,21 @@ long unload_ioctl_arena_free(struct unload_session *sess, void __user *arg);
 int unload_arena_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id);
 void unload_arenas_release(struct unload_session *sess);
 
-/* session.c: the session object, the sessions list, statistics folding, accounting */
+/* sysfs.c: the tunables, the control page, the statistics shown */
+extern struct unload_control *unload_ctl;	/* the control page */
+/* The module's own tunables (UNLOAD_MODULE_TUNABLE_RANGES); read them with READ_ONCE. */
+extern u32 unload_pair_idle_ms;
+int unload_sysfs_init(void);
+void unload_sysfs_exit(void);
+
+/* session.c: the session object and list, the module's counters and their folding, memlock */
 extern struct mutex unload_sessions_lock;
 extern struct list_head unload_sessions;
 extern u64 unload_folded_base[UNLOAD_NR_FOLDED];
+extern atomic64_t unload_denied[UNLOAD_DENY_COUNT];
+extern atomic64_t unload_direct_submissions;	/* submissions that ran a request */
+extern atomic64_t unload_pinned_pages;
+extern atomic_t unload_nr_sessions;
 struct unload_session *unload_session_alloc(struct file *file);
 void unload_session_publish(struct unload_session *sess);
 void unload_session_unpublish(struct unload_session *sess);
