@@ -116,7 +116,7 @@ void unload_device_removed(struct ib_device *dev)
 		unload_pairs_forget(sess, dev, 0);	/* their references on dev */
 		mutex_lock(&sess->lock);
 		unload_qps_remove(sess, dev);
-		unload_regions_retire(sess, dev);
+		unload_regions_retire_device(sess, dev);
 		mutex_unlock(&sess->lock);
 	}
 	mutex_unlock(&unload_sessions_lock);

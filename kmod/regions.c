@@ -184,7 +184,7 @@ found:
 }
 
 /* Unpublish r from the session's tables; the caller holds sess->lock. */
-void unload_region_unpublish(struct unload_session *sess, struct unload_region *r)
+static void unload_region_unpublish(struct unload_session *sess, struct unload_region *r)
 {
 	lockdep_assert_held(&sess->lock);
 	if (r->target)
@@ -397,7 +397,7 @@ struct unload_region *unload_region_take(struct unload_session *sess, u32 handle
 }
 
 /* Forget sess's regions on dev (its removal); the caller holds sess->lock. */
-void unload_regions_retire(struct unload_session *sess, struct ib_device *dev)
+void unload_regions_retire_device(struct unload_session *sess, struct ib_device *dev)
 {
 	struct unload_region *r;
 	unsigned long idx;

@@ -243,10 +243,9 @@ struct ib_mr *unload_region_mr_get(struct unload_session *owner, struct unload_r
 bool unload_region_mr_still(struct unload_session *owner, struct unload_region *r,
 			    struct ib_mr *mr);
 void unload_region_mr_put(struct ib_mr *mr);
-void unload_region_unpublish(struct unload_session *sess, struct unload_region *r);
 void unload_region_retire(struct unload_region *r);
 struct unload_region *unload_region_take(struct unload_session *sess, u32 handle);
-void unload_regions_retire(struct unload_session *sess, struct ib_device *dev);
+void unload_regions_retire_device(struct unload_session *sess, struct ib_device *dev);
 
 /* registry.c: devices and registered QPs */
 extern atomic_t unload_gid_generation;	/* bumped by every GID table change */
