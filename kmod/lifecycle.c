@@ -2,10 +2,12 @@
 /*
  * What comes and goes: a session's open and close, a QP's registration and
  * unregistration, a region's deregistration, a device's removal. Every invalidation is
- * here, in one order: pairs first (their references would hold up the RDMA core's
- * destroy of a QP or MR), then QPs, then regions (whose retirement waits for the copies
- * in flight). Each object's own file does the rest: registry.c, regions.c, pairs.c,
- * arenas.c, session.c.
+ * here, in one order: what goes is unpublished first (a QP unhashed, a region off its
+ * session's tables, a device off the table), so no request or resolution takes it
+ * again; then the pairs keeping references to it forget them (they would hold up the
+ * RDMA core's destroy of the QP or MR); then QPs, and regions last (their retirement
+ * waits for the copies in flight). Each object's own file does the rest: registry.c,
+ * regions.c, pairs.c, arenas.c, session.c.
  */
 #include <linux/uaccess.h>
 
