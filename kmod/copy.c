@@ -221,75 +221,14 @@ static u32 unload_target_check(struct unload_pair_slot *slot, struct unload_regi
 	return UNLOAD_DENY_NONE;
 }
 
-/* Reasons an RNIC answers with a NAK or a local error: the pair is poisoned after. */
-static bool unload_deny_is_violation(u32 deny)
-{
-	switch (deny) {
-	case UNLOAD_DENY_RKEY:
-	case UNLOAD_DENY_PD:
-	case UNLOAD_DENY_ACCESS:
-	case UNLOAD_DENY_BOUNDS:
-	case UNLOAD_DENY_LKEY:
-		return true;
-	default:
-		return false;
-	}
-}
-
-/*
- * The pair of the submission's last request, kept for the next request of the same
- * sender QP as a post list the NIC takes at once; from one submission to the next it is
- * kept in the session and read again (pairs.c). Any refusal drops it, so the next
- * request resolves the pair again (and meets the poison of a violation).
- */
-struct unload_pair_cache {
-	struct unload_pair_slot *slot;	/* locked while set */
-};
-
-static void unload_pair_cache_drop(struct unload_pair_cache *pc)
-{
-	if (pc->slot)
-		unload_pair_release(pc->slot);
-	pc->slot = NULL;
-}
-
-/* A request on pc's pair was refused: poison it on a violation, drop it, release it. */
-static void unload_pair_cache_refuse(struct unload_session *sess, struct unload_pair_cache *pc,
-				     u32 deny)
-{
-	if (unload_deny_is_violation(deny))
-		unload_pair_poison(sess, &pc->slot->pr);
-	unload_pair_drop(pc->slot);
-	unload_pair_cache_drop(pc);
-}
-
-/* The pair of req's sender QP, checked (or kept from the last request); NULL on refusal. */
-static struct unload_pair *unload_pair_cache_get(struct unload_session *sess,
-						 struct unload_pair_cache *pc,
-						 const struct unload_direct_req *req, u32 *deny)
-{
-	const struct unload_pair_slot *slot = pc->slot;
-
-	*deny = UNLOAD_DENY_NONE;
-	if (slot && slot->valid && slot->qpn == req->qp_num && slot->handle == req->qp_handle)
-		return &pc->slot->pr;
-	unload_pair_cache_drop(pc);
-	pc->slot = unload_pair_acquire(sess, req->qp_num, req->qp_handle, deny);
-	if (*deny) {
-		unload_pair_cache_refuse(sess, pc, *deny);
-		return NULL;
-	}
-	return &pc->slot->pr;
-}
-
 /*
  * Check and run one request; returns its reason (NONE: placed). `list` is its segment
  * list as read in (NULL: none, or the read faulted), `seg` room for UNLOAD_MAX_IOV
- * resolved segments; `pc` the submission's pair.
+ * resolved segments; `hold` the submission's hold on its pair.
  */
 static u32 unload_direct_one(struct unload_session *sess,
 			     const struct unload_direct_req *req, const struct unload_iov *list,
-			     struct unload_seg *seg, struct unload_pair_cache *pc, int *result)
+			     struct unload_seg *seg, struct unload_pair_hold *hold, int *result)
 {
 	const struct unload_tunables *t = &unload_ctl->tunables;
 	struct unload_src src = { .nr = 0 };
@@ -317,10 +256,10 @@ static u32 unload_direct_one(struct unload_session *sess,
 		return deny;
 	src.seg = req->iov_count ? seg : src.one;
 
-	pr = unload_pair_cache_get(sess, pc, req, &deny);
+	pr = unload_pair_hold_get(sess, hold, req->qp_num, req->qp_handle, &deny);
 	if (!pr)
 		return deny;	/* the slot is dropped and nothing else is held */
-	deny = unload_src_resolve(sess, pc->slot, uiov, req->iov_count ? req->iov_count : 1,
+	deny = unload_src_resolve(sess, hold->slot, uiov, req->iov_count ? req->iov_count : 1,
 				  &src);
 	if (deny)
 		goto out_put_src;
@@ -328,7 +267,7 @@ static u32 unload_direct_one(struct unload_session *sess,
 	r = unload_region_find(pr->peer, true, pr->peer_dev, req->rkey);
 	if (!r)
 		goto out_put_src;
-	deny = unload_target_check(pc->slot, r, req, &off);
+	deny = unload_target_check(hold->slot, r, req, &off);
 	if (deny)
 		goto out_put_region;
 
@@ -343,7 +282,7 @@ out_put_region:
 out_put_src:
 	unload_src_put(&src);
 	if (deny)
-		unload_pair_cache_refuse(sess, pc, deny);
+		unload_pair_hold_refuse(sess, hold, deny);
 	return deny;
 }
 
@@ -411,7 +350,7 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 f
 			u32 *done, u32 *accepted)
 {
 	struct unload_direct_req __user *u = u64_to_user_ptr(ureqs);
-	struct unload_pair_cache pc = { .slot = NULL };
+	struct unload_pair_hold hold = { .slot = NULL };
 	struct unload_batch b = {};
 	u64 held = 0;
 	size_t at = 0;
@@ -442,10 +381,10 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 f
 			at += req->iov_count;
 		}
 		if (held >= UNLOAD_HOLD_BYTES) {
-			unload_pair_cache_drop(&pc);
+			unload_pair_hold_release(&hold);
 			held = 0;
 		}
-		deny = unload_direct_one(sess, req, list, b.seg, &pc, &result);
+		deny = unload_direct_one(sess, req, list, b.seg, &hold, &result);
 		req->result = result;	/* after: the request's own result field is an input too */
 		if (deny) {
 			atomic64_inc(&unload_denied[deny]);
@@ -458,7 +397,7 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 f
 			break;
 		}
 	}
-	unload_pair_cache_drop(&pc);
+	unload_pair_hold_release(&hold);
 	atomic64_inc(&unload_direct_submissions);
 	/* Results out with nothing held; a fault here leaves `done` at what was told. */
 	for (n = 0; n < i; n++)

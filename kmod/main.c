@@ -21,7 +21,7 @@ struct kmem_cache *unload_arena_cache;
 
 static int unload_open(struct inode *inode, struct file *file)
 {
-	struct unload_session *sess = unload_session_create(file);
+	struct unload_session *sess = unload_session_open(file);
 
 	if (IS_ERR(sess))
 		return PTR_ERR(sess);
@@ -31,7 +31,7 @@ static int unload_open(struct inode *inode, struct file *file)
 
 static int unload_release(struct inode *inode, struct file *file)
 {
-	unload_session_release(file->private_data);
+	unload_session_close(file->private_data);
 	return 0;
 }
 

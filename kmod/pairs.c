@@ -1,6 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The pairs a session keeps from one submission to the next. Resolving a sender QP and
+ * Pairs: a sender QP and the peer QP its writes land on, one name for all it takes.
+ * Resolution (unload_pair_get) finds the peer among the registered QPs and checks both
+ * as a responder NIC would; a slot keeps a resolution from one submission to the next,
+ * with the MRs its last requests named; the reaper drops idle and dying slots; a
+ * submission holds its pair's slot (struct unload_pair_hold) across the requests of one
+ * sender QP. Below it are QP views (qp_view.c), the registry and regions; what forgets
+ * pairs, and when, is lifecycle.c's.
+ *
+ * Resolving a sender QP and
  * its peer from the RDMA core (unload_pair_get) takes restrack, device and session
  * references and reads both source GIDs: about half of a small direct write under TCG
  * (docs/perf/direct-profile.md). A slot keeps one accepted resolution. The next
@@ -26,8 +34,201 @@
 #include <linux/hash.h>
 #include <linux/jiffies.h>
 #include <linux/workqueue.h>
+#include <rdma/ib_cache.h>
 
 #include "unload_kmod.h"
+
+/* --- resolution ---------------------------------------------------------------- */
+
+/* Is gid one of dev's GIDs (RoCE v2 or v1/IB)? */
+static bool unload_gid_is_local(struct ib_device *dev, const union ib_gid *gid)
+{
+	static const enum ib_gid_type types[] = {
+		IB_GID_TYPE_ROCE_UDP_ENCAP, IB_GID_TYPE_IB,
+	};
+	const struct ib_gid_attr *attr;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(types); i++) {
+		attr = rdma_find_gid(dev, gid, types[i], NULL);
+		if (!IS_ERR(attr)) {
+			rdma_put_gid_attr(attr);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Does the responder expect a PSN the sender has not sent yet? Then a NIC would take the
+ * sender's next request for a duplicate and not place it (rxe never completes it). That
+ * happens only when the responder was brought back to RTR with a receive PSN ahead of the
+ * sender's (a reset and reconnect between writes). The reverse, a responder behind, is
+ * also what rxe shows for a moment after a READ (its responder advances the expected PSN
+ * only after sending the last response), so it is not judged. PSNs are 24 bits and
+ * wrap: "ahead" is a distance in (0, 2^23).
+ */
+static bool unload_responder_ahead(const struct unload_qp_view *s,
+				   const struct unload_qp_view *p)
+{
+	u32 d = (p->rq_psn - s->sq_psn) & UNLOAD_PSN_MASK;
+
+	return d != 0 && d < (UNLOAD_PSN_MASK + 1) / 2;
+}
+
+/*
+ * Would view p (a candidate peer) take a write from the sender view s now, as a
+ * responder NIC judges its connection: receiving (RTR or RTS), naming s back exactly,
+ * and not expecting a PSN s has not sent?
+ */
+static bool unload_views_paired(const struct unload_qp_view *s, u32 qpn,
+				const struct unload_qp_view *p, u32 peer_qpn)
+{
+	return (p->state == IB_QPS_RTR || p->state == IB_QPS_RTS) &&
+	       s->has_grh && p->has_grh && s->dest_qpn == peer_qpn && p->dest_qpn == qpn &&
+	       !memcmp(&p->sgid, &s->dgid, sizeof(p->sgid)) &&
+	       !memcmp(&p->dgid, &s->sgid, sizeof(p->dgid)) &&
+	       !unload_responder_ahead(s, p);
+}
+
+static void unload_pair_put(struct unload_pair *pr)
+{
+	unload_qp_view_put(&pr->p);
+	if (pr->peer_dev)
+		ib_device_put(pr->peer_dev);
+	if (pr->peer)
+		unload_session_put(pr->peer);
+	unload_qp_view_put(&pr->s);
+	if (pr->dev)
+		ib_device_put(pr->dev);
+	memset(pr, 0, sizeof(*pr));
+}
+
+/*
+ * The peer of a sender view: the registered QP (of any live session) whose number is
+ * the sender's destination and whose own view names the sender back exactly (QPNs and
+ * both GIDs, hence the device and port). Takes references into pr; returns a reason.
+ */
+static u32 unload_peer_resolve(struct unload_pair *pr)
+{
+	struct unload_session *cand_sess;
+	struct ib_device *cand_dev;
+	u32 seen = 0, deny = UNLOAD_DENY_PEER_UNKNOWN;
+
+	/* Each candidate by qpn in turn: references taken under RCU, checked after. */
+	while (unload_qp_candidate(pr->s.dest_qpn, &seen, &cand_sess, &cand_dev)) {
+		if (!unload_qp_view_get(cand_sess, cand_dev, pr->s.dest_qpn, &pr->p)) {
+			if (pr->p.owned && pr->p.type == IB_QPT_RC &&
+			    unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->s.dest_qpn)) {
+				pr->peer = cand_sess;
+				pr->peer_dev = cand_dev;
+				pr->peer_qpn = pr->s.dest_qpn;
+				return UNLOAD_DENY_NONE;
+			}
+			deny = UNLOAD_DENY_PEER_UNPAIRED;
+			unload_qp_view_put(&pr->p);
+		}
+		ib_device_put(cand_dev);
+		unload_session_put(cand_sess);
+	}
+	return deny;
+}
+
+/*
+ * Resolve a request's sender QP and its peer from the RDMA core, now. On NONE pr holds
+ * references on both QPs, their devices and the peer session (unload_pair_put);
+ * otherwise it may hold some.
+ */
+static u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle,
+			   struct unload_pair *pr)
+{
+	struct ib_device *dev;
+	bool poisoned = false;
+	u32 deny;
+
+	memset(pr, 0, sizeof(*pr));
+	pr->qpn = qpn;
+	rcu_read_lock();
+	dev = unload_qp_sender(sess, qpn, handle, &poisoned);
+	if (dev && !ib_device_try_get(dev))
+		dev = NULL;
+	rcu_read_unlock();
+	if (!dev)
+		return UNLOAD_DENY_QP_UNREGISTERED;
+	pr->dev = dev;
+	if (poisoned)
+		return UNLOAD_DENY_POISONED;
+
+	/* Ownership is the opener's: sess->owner, whoever submits. */
+	if (unload_qp_view_get(sess, dev, qpn, &pr->s) || !pr->s.owned)
+		return UNLOAD_DENY_QP_NOT_OWNED;
+	if (pr->s.type != IB_QPT_RC || pr->s.state != IB_QPS_RTS || !pr->s.has_grh)
+		return UNLOAD_DENY_QP_STATE;
+	deny = unload_peer_resolve(pr);
+	if (deny)
+		return deny;
+	/* The peer's registration may carry the poison of an earlier violation. */
+	rcu_read_lock();
+	unload_qp_registered(pr->peer, pr->peer_dev, pr->peer_qpn, &poisoned);
+	rcu_read_unlock();
+	return poisoned ? UNLOAD_DENY_POISONED : UNLOAD_DENY_NONE;
+}
+
+/*
+ * Would unload_pair_get accept pr's pair now? pr holds the references of an accepted
+ * resolution, and the caller has seen neither QP being deleted, so both are the same
+ * objects: read both again, check both registrations, and require the AVs unchanged, so
+ * the pairing (and the source GIDs read then) still stands. False: resolve again.
+ */
+static bool unload_pair_still(struct unload_session *sess, u32 handle,
+			      struct unload_pair *pr)
+{
+	bool poisoned = false, peer_poisoned, registered, same_s, same_p;
+	struct ib_device *dev;
+
+	rcu_read_lock();
+	dev = unload_qp_sender(sess, pr->qpn, handle, &poisoned);
+	registered = unload_qp_registered(pr->peer, pr->peer_dev, pr->peer_qpn,
+					  &peer_poisoned);
+	rcu_read_unlock();
+	if (dev != pr->dev || poisoned || !registered || peer_poisoned)
+		return false;
+	if (unload_qp_view_reread(&pr->s, &same_s) || unload_qp_view_reread(&pr->p, &same_p) ||
+	    !same_s || !same_p)
+		return false;
+	return pr->s.state == IB_QPS_RTS &&
+	       unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->peer_qpn);
+}
+
+/* A request of pr failed a check an RNIC makes: neither QP goes direct again. */
+static void unload_pair_poison(struct unload_session *sess, struct unload_pair *pr)
+{
+	unload_qp_poison(sess, pr->dev, pr->qpn);
+	if (pr->peer)
+		unload_qp_poison(pr->peer, pr->peer_dev, pr->peer_qpn);
+}
+
+/*
+ * What the RDMA core says of sender (qpn, handle)'s connection, as a request would see
+ * it: UNLOAD_PEER_* flags for REG_QP's answer.
+ */
+u32 unload_pair_report(struct unload_session *sess, u32 qpn, u32 handle)
+{
+	struct unload_pair pr;
+	u32 flags = 0, deny;
+
+	deny = unload_pair_get(sess, qpn, handle, &pr);
+	if (pr.s.has_grh && unload_gid_is_local(pr.dev, &pr.s.dgid))
+		flags |= UNLOAD_PEER_LOCAL;
+	if (deny == UNLOAD_DENY_NONE)
+		flags |= UNLOAD_PEER_PAIRED | UNLOAD_PEER_LOCAL;
+	else if (deny == UNLOAD_DENY_POISONED)
+		flags |= UNLOAD_PEER_POISONED;
+	unload_pair_put(&pr);
+	return flags;
+}
+
+/* --- slots ---------------------------------------------------------------------- */
 
 #define UNLOAD_PAIR_SLOT_BITS	3	/* 1 << bits == UNLOAD_PAIR_SLOTS */
 
@@ -188,8 +389,8 @@ void unload_pairs_forget_mr(struct unload_session *sess, struct ib_device *dev, 
  * the refused resolution took: the caller drops it). The caller releases the slot when
  * its submission is done with the QP.
  */
-struct unload_pair_slot *unload_pair_acquire(struct unload_session *sess, u32 qpn,
-					     u32 handle, u32 *deny)
+static struct unload_pair_slot *unload_pair_acquire(struct unload_session *sess, u32 qpn,
+						    u32 handle, u32 *deny)
 {
 	struct unload_pair_slot *slot = &sess->pairs[hash_32(qpn, UNLOAD_PAIR_SLOT_BITS)];
 	/* Read before any GID is: a change meanwhile makes the next use resolve again. */
@@ -217,12 +418,67 @@ struct unload_pair_slot *unload_pair_acquire(struct unload_session *sess, u32 qp
 }
 
 /* A request on the pair was refused: the next one resolves again (and meets poison). */
-void unload_pair_drop(struct unload_pair_slot *slot)
+static void unload_pair_drop(struct unload_pair_slot *slot)
 {
 	unload_pair_drop_locked(slot);
 }
 
-void unload_pair_release(struct unload_pair_slot *slot)
+static void unload_pair_release(struct unload_pair_slot *slot)
 {
 	mutex_unlock(&slot->lock);
+}
+
+/* --- the per-submission hold --------------------------------------------------------- */
+
+/* Reasons an RNIC answers with a NAK or a local error: the pair is poisoned after. */
+static bool unload_deny_is_violation(u32 deny)
+{
+	switch (deny) {
+	case UNLOAD_DENY_RKEY:
+	case UNLOAD_DENY_PD:
+	case UNLOAD_DENY_ACCESS:
+	case UNLOAD_DENY_BOUNDS:
+	case UNLOAD_DENY_LKEY:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Release the hold's slot, if any: a teardown waiting on it goes on. */
+void unload_pair_hold_release(struct unload_pair_hold *h)
+{
+	if (h->slot)
+		unload_pair_release(h->slot);
+	h->slot = NULL;
+}
+
+/* A request on h's pair was refused: poison it on a violation, drop it, release it. */
+void unload_pair_hold_refuse(struct unload_session *sess, struct unload_pair_hold *h, u32 deny)
+{
+	if (unload_deny_is_violation(deny))
+		unload_pair_poison(sess, &h->slot->pr);
+	unload_pair_drop(h->slot);
+	unload_pair_hold_release(h);
+}
+
+/*
+ * The pair of sender (qpn, handle), checked, or kept from the hold's last request; NULL on
+ * refusal (*deny: why; the slot is dropped and released).
+ */
+struct unload_pair *unload_pair_hold_get(struct unload_session *sess, struct unload_pair_hold *h,
+					 u32 qpn, u32 handle, u32 *deny)
+{
+	const struct unload_pair_slot *slot = h->slot;
+
+	*deny = UNLOAD_DENY_NONE;
+	if (slot && slot->valid && slot->qpn == qpn && slot->handle == handle)
+		return &h->slot->pr;
+	unload_pair_hold_release(h);
+	h->slot = unload_pair_acquire(sess, qpn, handle, deny);
+	if (*deny) {
+		unload_pair_hold_refuse(sess, h, *deny);
+		return NULL;
+	}
+	return &h->slot->pr;
 }

@@ -13,10 +13,6 @@
 #include "unload_kmod.h"
 
 struct unload_control *unload_ctl;
-atomic64_t unload_denied[UNLOAD_DENY_COUNT];
-atomic64_t unload_direct_submissions;
-atomic64_t unload_pinned_pages;
-atomic_t unload_nr_sessions;
 
 /* Serialises writers of the control page (readers use its sequence counter). */
 static DEFINE_MUTEX(unload_tunables_lock);

@@ -1,9 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * unload.ko internals shared by its files: main.c (module, device, file ops),
- * sysfs.c (tunables, control page, statistics), session.c (sessions, QPs, regions,
- * arenas), pairs.c (sender-peer pairs kept between submissions), copy.c (the direct
- * copy engine) and list.c (the sessions list for tools).
+ * unload.ko internals shared by its files (docs/design.md, section 4, has the table).
  */
 #ifndef UNLOAD_KMOD_H
 #define UNLOAD_KMOD_H
@@ -79,7 +76,7 @@ struct unload_session {
 
 /* A QP registered by a session; hashed by qpn for peer lookups. */
 struct unload_qp {
-	struct hlist_node hnode;	/* in unload_qp_hash (RCU; unload_qp_lock) */
+	struct hlist_node hnode;	/* in unload_qp_hash (RCU; unload_qp_hash_lock) */
 	struct list_head snode;		/* in sess->qps (sess->lock) */
 	struct unload_session *sess;	/* no reference: unhashed before sess dies */
 	struct ib_device *dev;		/* reference from ib_device_get_by_name */
@@ -124,45 +121,37 @@ struct unload_arena_obj {
 	struct page **pages;
 };
 
-/* main.c */
+/*
+ * The files, each one concept, listed so that each calls only those after it: main.c,
+ * lifecycle.c, list.c, copy.c, pairs.c, regions.c, registry.c, qp_view.c, arenas.c,
+ * sysfs.c, session.c.
+ */
+
+/* main.c: the module, /dev/unload's file operations, the ib_client */
 extern struct kmem_cache *unload_session_cache;
 extern struct kmem_cache *unload_qp_cache;
 extern struct kmem_cache *unload_region_cache;
 extern struct kmem_cache *unload_arena_cache;
 
-/* sysfs.c: the control page and statistics */
-extern struct unload_control *unload_ctl;	/* the control page */
-extern atomic64_t unload_denied[UNLOAD_DENY_COUNT];
-extern atomic64_t unload_direct_submissions;	/* submissions that ran a request */
-extern atomic64_t unload_pinned_pages;
-extern atomic_t unload_nr_sessions;
-/* The module's own tunables (UNLOAD_MODULE_TUNABLE_RANGES); read them with READ_ONCE. */
-extern u32 unload_pair_idle_ms;
-int unload_sysfs_init(void);
-void unload_sysfs_exit(void);
-
-/* session.c */
-extern struct mutex unload_sessions_lock;
-extern struct list_head unload_sessions;
-extern u64 unload_folded_base[UNLOAD_NR_FOLDED];
-struct unload_session *unload_session_create(struct file *file);
-void unload_session_release(struct unload_session *sess);
-void unload_session_put(struct unload_session *sess);
-u64 unload_folded_read(unsigned int idx);
-void unload_folded_reset(void);
+/* lifecycle.c: open and close, and every invalidation in one order */
+struct unload_session *unload_session_open(struct file *file);
+void unload_session_close(struct unload_session *sess);
 long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg);
 long unload_ioctl_unreg_qp(struct unload_session *sess, void __user *arg);
-int unload_device_added(struct ib_device *dev);
-void unload_device_removed(struct ib_device *dev);
-long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg);
 long unload_ioctl_dereg_region(struct unload_session *sess, void __user *arg);
-long unload_ioctl_arena_alloc(struct unload_session *sess, struct file *file,
-			      void __user *arg);
-long unload_ioctl_arena_free(struct unload_session *sess, void __user *arg);
-int unload_arena_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id);
+void unload_device_removed(struct ib_device *dev);
+
+/* list.c: the sessions list for tools */
+long unload_ioctl_list_sessions(struct unload_session *self, struct file *file,
+				void __user *arg);
+
+/* copy.c: submission */
+long unload_ioctl_submit(struct unload_session *sess, void __user *arg);
+int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 flags,
+			u32 *done, u32 *accepted);
 
 /*
- * What the RDMA core says of a QP now (unload_qp_view_get), with a restrack reference
+ * qp_view.c: what the RDMA core says of a QP now (unload_qp_view_get), with a restrack reference
  * on it held until unload_qp_view_put: its PD pointer stays comparable meanwhile.
  */
 #define UNLOAD_PSN_MASK		0xffffffU	/* PSNs are 24 bits (BTH) */
@@ -188,7 +177,7 @@ int unload_qp_view_get(struct unload_session *owner, struct ib_device *dev, u32 
 int unload_qp_view_reread(struct unload_qp_view *v, bool *same_av);
 void unload_qp_view_put(struct unload_qp_view *v);
 
-/* The sender side of a request: its registered QP and the peer paired with it. */
+/* pairs.c: the sender side of a request, its registered QP and the peer paired with it. */
 struct unload_pair {
 	struct ib_device *dev;		/* sender's device (a reference) */
 	struct unload_qp_view s;	/* the sender QP */
@@ -197,10 +186,6 @@ struct unload_pair {
 	struct unload_qp_view p;	/* the peer QP */
 	u32 qpn, peer_qpn;
 };
-u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle, struct unload_pair *pr);
-bool unload_pair_still(struct unload_session *sess, u32 handle, struct unload_pair *pr);
-void unload_pair_put(struct unload_pair *pr);
-extern atomic_t unload_gid_generation;	/* bumped by every GID table change */
 
 /*
  * A sender QP's pair, kept from one submission to the next (pairs.c): the references a
@@ -228,8 +213,28 @@ struct unload_pair_slot {
 	struct unload_kept_mr src;	/* the last source MR, on pr.dev */
 	struct unload_kept_mr dst;	/* the last target MR, on pr.peer_dev */
 };
-void unload_pair_poison(struct unload_session *sess, struct unload_pair *pr);
 
+/* The pair a submission holds, locked, from one request to the next of its sender QP. */
+struct unload_pair_hold {
+	struct unload_pair_slot *slot;	/* locked while set */
+};
+
+/* pairs.c: resolution, slots, the reaper, kept MRs, the per-submission hold */
+int unload_pairs_init(struct unload_session *sess);
+void unload_pairs_release(struct unload_session *sess);
+void unload_pairs_free(struct unload_session *sess);
+void unload_pairs_forget(struct unload_session *sess, struct ib_device *dev, u32 qpn);
+void unload_pairs_forget_mr(struct unload_session *sess, struct ib_device *dev, u32 mr_id);
+u32 unload_pair_report(struct unload_session *sess, u32 qpn, u32 handle);
+struct unload_pair *unload_pair_hold_get(struct unload_session *sess, struct unload_pair_hold *h,
+					 u32 qpn, u32 handle, u32 *deny);
+void unload_pair_hold_refuse(struct unload_session *sess, struct unload_pair_hold *h, u32 deny);
+void unload_pair_hold_release(struct unload_pair_hold *h);
+struct ib_mr *unload_kept_mr_get(struct unload_kept_mr *kept, struct unload_session *owner,
+				 struct unload_region *r, struct ib_device *dev);
+
+/* regions.c */
+long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg);
 struct unload_region *unload_region_find(struct unload_session *sess, bool target,
 					 struct ib_device *dev, u32 key);
 void unload_region_put(struct unload_region *r);
@@ -238,28 +243,59 @@ struct ib_mr *unload_region_mr_get(struct unload_session *owner, struct unload_r
 bool unload_region_mr_still(struct unload_session *owner, struct unload_region *r,
 			    struct ib_mr *mr);
 void unload_region_mr_put(struct ib_mr *mr);
-void unload_region_mr_forget(struct unload_region *r);
+void unload_region_retire(struct unload_region *r);
+struct unload_region *unload_region_take(struct unload_session *sess, u32 handle);
+void unload_regions_retire_device(struct unload_session *sess, struct ib_device *dev);
 
-/* pairs.c */
-int unload_pairs_init(struct unload_session *sess);
-void unload_pairs_release(struct unload_session *sess);
-void unload_pairs_free(struct unload_session *sess);
-void unload_pairs_forget(struct unload_session *sess, struct ib_device *dev, u32 qpn);
-struct unload_pair_slot *unload_pair_acquire(struct unload_session *sess, u32 qpn,
-					     u32 handle, u32 *deny);
-void unload_pair_release(struct unload_pair_slot *slot);
-void unload_pair_drop(struct unload_pair_slot *slot);
-struct ib_mr *unload_kept_mr_get(struct unload_kept_mr *kept, struct unload_session *owner,
-				 struct unload_region *r, struct ib_device *dev);
-void unload_pairs_forget_mr(struct unload_session *sess, struct ib_device *dev, u32 mr_id);
+/* registry.c: devices and registered QPs */
+extern atomic_t unload_gid_generation;	/* bumped by every GID table change */
+int unload_device_added(struct ib_device *dev);
+void unload_device_erase(struct ib_device *dev);
+bool unload_device_live(struct ib_device *dev);
+int unload_device_mr_hint(struct ib_device *dev, u32 *hint);
+void unload_device_mr_found(struct ib_device *dev, u32 id);
+int unload_qp_reg_copy_in(struct unload_qp_reg *req, void __user *arg);
+int unload_qp_register(struct unload_session *sess, struct ib_device *dev,
+		       struct unload_qp_reg *req);
+int unload_qp_unregister(struct unload_session *sess, struct ib_device *dev, u32 qpn);
+void unload_qps_remove(struct unload_session *sess, struct ib_device *dev);
+struct ib_device *unload_qp_sender(struct unload_session *sess, u32 qpn, u32 handle,
+				   bool *poisoned);
+bool unload_qp_registered(struct unload_session *sess, struct ib_device *dev, u32 qpn,
+			  bool *poisoned);
+bool unload_qp_candidate(u32 qpn, u32 *seen, struct unload_session **sess,
+			 struct ib_device **dev);
+void unload_qp_poison(struct unload_session *sess, struct ib_device *dev, u32 qpn);
 
-/* copy.c */
-long unload_ioctl_submit(struct unload_session *sess, void __user *arg);
-int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 flags,
-			u32 *done, u32 *accepted);
+/* arenas.c */
+long unload_ioctl_arena_alloc(struct unload_session *sess, struct file *file,
+			      void __user *arg);
+long unload_ioctl_arena_free(struct unload_session *sess, void __user *arg);
+int unload_arena_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id);
+void unload_arenas_release(struct unload_session *sess);
 
-/* list.c */
-long unload_ioctl_list_sessions(struct unload_session *self, struct file *file,
-				void __user *arg);
+/* sysfs.c: the tunables, the control page, the statistics shown */
+extern struct unload_control *unload_ctl;	/* the control page */
+/* The module's own tunables (UNLOAD_MODULE_TUNABLE_RANGES); read them with READ_ONCE. */
+extern u32 unload_pair_idle_ms;
+int unload_sysfs_init(void);
+void unload_sysfs_exit(void);
+
+/* session.c: the session object and list, the module's counters and their folding, memlock */
+extern struct mutex unload_sessions_lock;
+extern struct list_head unload_sessions;
+extern u64 unload_folded_base[UNLOAD_NR_FOLDED];
+extern atomic64_t unload_denied[UNLOAD_DENY_COUNT];
+extern atomic64_t unload_direct_submissions;	/* submissions that ran a request */
+extern atomic64_t unload_pinned_pages;
+extern atomic_t unload_nr_sessions;
+struct unload_session *unload_session_alloc(struct file *file);
+void unload_session_publish(struct unload_session *sess);
+void unload_session_unpublish(struct unload_session *sess);
+void unload_session_put(struct unload_session *sess);
+u64 unload_folded_read(unsigned int idx);
+void unload_folded_reset(void);
+int unload_session_charge(struct unload_session *sess, unsigned long npages);
+void unload_session_uncharge(struct unload_session *sess, unsigned long npages);
 
 #endif /* UNLOAD_KMOD_H */

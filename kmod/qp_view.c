@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * QP views: what the RDMA core says of a QP now (state, destination, access, AV, PSNs),
+ * read under a restrack reference that keeps the QP comparable until the view is put.
+ */
+#include <rdma/ib_cache.h>
+#include <rdma/restrack.h>
+
+#include "unload_kmod.h"
+
+void unload_qp_view_put(struct unload_qp_view *v)
+{
+	if (v->res)
+		rdma_restrack_put(v->res);
+	memset(v, 0, sizeof(*v));
+}
+
+/* The GID at (port, index) of dev, or false. */
+static bool unload_gid_at(struct ib_device *dev, u32 port, u32 index, union ib_gid *gid)
+{
+	return port && !rdma_query_gid(dev, port, index, gid);
+}
+
+/*
+ * Read v's QP from the RDMA core now: state, destination, access, AV and PSNs; the AV's
+ * source GID from the device's table only when read_gid (the AV changed, or a first
+ * reading).
+ */
+static int unload_qp_view_read(struct unload_qp_view *v, bool read_gid)
+{
+	struct ib_qp_init_attr init_attr;
+	struct ib_qp_attr attr;
+	int ret;
+
+	/* init_attr is only filled (never read here); attr's fields read below are zeroed. */
+	memset(&attr, 0, sizeof(attr));
+	ret = ib_query_qp(v->qp, &attr, IB_QP_STATE | IB_QP_DEST_QPN | IB_QP_AV |
+			  IB_QP_ACCESS_FLAGS | IB_QP_SQ_PSN | IB_QP_RQ_PSN, &init_attr);
+	if (ret)
+		return ret;
+	v->state = attr.qp_state;
+	v->sq_psn = attr.sq_psn & UNLOAD_PSN_MASK;
+	v->rq_psn = attr.rq_psn & UNLOAD_PSN_MASK;
+	v->dest_qpn = attr.dest_qp_num;
+	v->access = attr.qp_access_flags;
+	if (rdma_ah_get_ah_flags(&attr.ah_attr) & IB_AH_GRH) {
+		const struct ib_global_route *grh = rdma_ah_read_grh(&attr.ah_attr);
+		u32 port = rdma_ah_get_port_num(&attr.ah_attr);
+
+		v->port = port ? port : v->qp->port;
+		v->sgid_index = grh->sgid_index;
+		v->dgid = grh->dgid;
+		if (read_gid)
+			v->has_grh = unload_gid_at(v->qp->device, v->port, v->sgid_index,
+						   &v->sgid);
+	} else {
+		v->has_grh = false;
+	}
+	return 0;
+}
+
+int unload_qp_view_get(struct unload_session *owner, struct ib_device *dev, u32 qpn,
+		       struct unload_qp_view *v)
+{
+	struct rdma_restrack_entry *res;
+	int ret;
+
+	memset(v, 0, sizeof(*v));
+	res = rdma_restrack_get_byid(dev, RDMA_RESTRACK_QP, qpn);
+	if (IS_ERR(res))
+		return -ESRCH;
+	v->res = res;
+	v->qp = container_of(res, struct ib_qp, res);
+	/* A user QP created by a thread of the opener's process. */
+	v->owned = v->qp->uobject && res->task && task_tgid(res->task) == owner->owner;
+	v->type = v->qp->qp_type;
+	ret = unload_qp_view_read(v, true);
+	if (ret)
+		unload_qp_view_put(v);
+	return ret;
+}
+
+/*
+ * Read a held view's QP again. *same_av: its AV (destination QPN, destination GID,
+ * source GID index, port, GRH) is what it was, so the source GID read then still
+ * stands unless the GID table changed (which the caller checks by generation).
+ */
+int unload_qp_view_reread(struct unload_qp_view *v, bool *same_av)
+{
+	const struct unload_qp_view was = *v;
+	int ret;
+
+	ret = unload_qp_view_read(v, false);
+	*same_av = !ret && v->has_grh == was.has_grh && v->dest_qpn == was.dest_qpn &&
+		   v->port == was.port && v->sgid_index == was.sgid_index &&
+		   !memcmp(&v->dgid, &was.dgid, sizeof(v->dgid));
+	return ret;
+}
