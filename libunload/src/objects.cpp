@@ -7,8 +7,7 @@
 #include "post.hpp"
 #include "qp_ex.hpp"
 #include "registry.hpp"
-
-#include <sys/mman.h>
+#include "stage.hpp"
 
 #include <cerrno>
 #include <cstdlib>
@@ -37,8 +36,6 @@ std::mutex g_ctx_mu;  // guards writers of g_contexts
 // marker and a wake-up marker per QP at most; the CQ's covers several QPs' markers).
 constexpr uint32_t kSqRoom = 2;
 constexpr int kCqRoom = 32;
-
-constexpr size_t kStageArena = 256 * 1024;
 
 }  // namespace
 
@@ -97,30 +94,8 @@ namespace {
 
 // ---------------------------------------------------------------- QPs
 
-void stage_free(QpRec* q) {
-  StageRing& s = q->sq.stage;
-  if (!s.base) return;
-  if (s.mr) g_real.dereg_mr(s.mr);
-  munmap(s.base, s.size);
-  kmod_arena_free(s.arena_id);
-  s.base = nullptr;
-}
-
-void stage_alloc(QpRec* q, ibv_pd* pd) {
-  void* a = nullptr;
-  size_t len = 0;
-  uint32_t id = 0;
-  if (kmod_arena_alloc(kStageArena, &a, &len, &id) != 0) return;
-  StageRing& s = q->sq.stage;
-  s.base = static_cast<uint8_t*>(a);
-  s.size = static_cast<uint32_t>(len);
-  s.arena_id = id;
-  s.mr = g_real.reg_mr(pd, a, len, IBV_ACCESS_LOCAL_WRITE);
-  if (!s.mr) stage_free(q);
-}
-
 void qp_free(QpRec* q) {
-  stage_free(q);
+  stage_close(q->sq.stage);
   qpx_release(q);
   delete q;
 }
@@ -148,7 +123,11 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_al
     delete q;
     return -ENOMEM;
   }
-  if (q->tracked && kmod_present()) stage_alloc(q, qp->pd);
+  if (q->tracked) {  // the arena itself is made at the first stage write
+    q->sq.stage.size = kStageBytes;
+    q->sq.stage.pd = qp->pd;
+    q->sq.stage.gate = &q->sq.gate;
+  }
   int rc = g_qps.insert(key_of(qp), q);
   if (!rc) rc = g_qps_by_num.insert(qpn_key(c, qp->qp_num), q);
   if (!rc && q->tracked) rc = q->scq->send_qps.add(q);
@@ -225,6 +204,15 @@ CqRec* cq_register(ContextRec* c, ibv_cq* cq, ibv_cq_ex* cqx, uint64_t wc_flags)
     return nullptr;
   }
   return r;
+}
+
+// A registration of the program's, which the shim's staging arenas must not keep from
+// fitting its RLIMIT_MEMLOCK: on ENOMEM they go back and it is tried again.
+template <class Reg>
+ibv_mr* with_memlock(Reg&& reg) {
+  ibv_mr* mr = reg();
+  if (!mr && errno == ENOMEM && stage_reclaim()) mr = reg();
+  return mr;
 }
 
 void cq_free(CqRec* r) {
@@ -337,6 +325,7 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
       q->peer.flags = flags;
       q->peer.handle = handle;
       q->peer.registered = true;
+      q->peer.session = g_kmod.session;
       // Ask again at the first write (the peer often reaches RTS just after us), then
       // after 32, 64, ... writes.
       q->peer.countdown = 1;
@@ -363,7 +352,9 @@ int unload_qp_destroy(ibv_qp* qp) {
   QpRec* q = g_qps.find(key_of(qp));
   // Forgotten by the module first: no direct write can name it after this, its number
   // may be reused once the QP is gone, and the registration holds the device.
-  if (q && q->peer.registered && kmod_unreg_qp(qp->context, q->qp_num) == 0) q->peer.registered = false;
+  if (q && q->peer.registered && q->peer.session == g_kmod.session &&
+      kmod_unreg_qp(qp->context, q->qp_num) == 0)
+    q->peer.registered = false;
   const int rc = g_real.destroy_qp(qp);
   if (rc || !q) return rc;
   g_qps.remove_if(key_of(qp), q);
@@ -420,12 +411,12 @@ MrRec* mr_untrack(ibv_mr* mr) {
 }  // namespace
 
 ibv_mr* unload_mr_reg(ibv_pd* pd, void* addr, size_t len, int access) {
-  ibv_mr* mr = g_real.reg_mr(pd, addr, len, access);
+  ibv_mr* mr = with_memlock([&] { return g_real.reg_mr(pd, addr, len, access); });
   return mr_track(pd, mr, addr, len, reinterpret_cast<uintptr_t>(addr), access);
 }
 
 ibv_mr* unload_mr_reg_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned int access) {
-  ibv_mr* mr = g_real.reg_mr_iova2(pd, addr, len, iova, access);
+  ibv_mr* mr = with_memlock([&] { return g_real.reg_mr_iova2(pd, addr, len, iova, access); });
   return mr_track(pd, mr, addr, len, iova, static_cast<int>(access));
 }
 

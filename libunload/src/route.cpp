@@ -5,6 +5,7 @@
 #include "cq_ex.hpp"
 #include "kmod.hpp"
 #include "registry.hpp"
+#include "stage.hpp"
 #include "tls.hpp"
 #include "unload.h"
 
@@ -87,7 +88,8 @@ Why direct_blocker(QpRec* q, const Tunables& t) {
   if (!t.enabled || t.direct_max == 0) return Why::path_off;
   if (!kmod_present()) return Why::no_module;
   if (t.mode == static_cast<uint32_t>(Mode::offload)) return Why::policy;
-  if (!q->peer.registered) return Why::unregistered;
+  // A registration of an earlier session (the parent's, in a forked child) is not this one's.
+  if (!q->peer.registered || q->peer.session != g_kmod.session) return Why::unregistered;
   PeerLink& p = q->peer;
   if (p.flags & UNLOAD_PEER_POISONED)
     return Why::poisoned;  // a request of the pair failed a check: never again
@@ -126,7 +128,7 @@ Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, co
       if (!kmod_present()) return Why::no_module;
       if (t.stage_max == 0) return Why::path_off;
       if (!copy_ok) return Why::fence;
-      if (!q->sq.stage.base) return Why::no_room;
+      if (!stage_usable(q->sq.stage)) return Why::no_room;
       if (r.length == 0 || r.length > q->sq.stage.size / 4 || r.length > t.stage_max) return Why::size;
       break;
     case Path::unload_direct:
@@ -165,7 +167,8 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
   PathContext pc;
   pc.max_inline = copy_ok ? q->sq.max_inline : 0;
   pc.direct_available = direct_why == Why::none && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
-  pc.stage_available = copy_ok && q->sq.stage.base && r.length != 0 && r.length <= q->sq.stage.size / 4;
+  pc.stage_available =
+      copy_ok && stage_usable(q->sq.stage) && r.length != 0 && r.length <= q->sq.stage.size / 4;
   pc.sges_valid = (r.length <= pc.max_inline || pc.direct_available || pc.stage_available) &&
                   sges_valid(q, sg, r.sge_count, &out.translated);
   if (out.translated) {  // the copies read process addresses: only direct translates
