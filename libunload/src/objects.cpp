@@ -4,6 +4,7 @@
 #include "cq_ex.hpp"
 #include "kmod.hpp"
 #include "merge.hpp"
+#include "nic_only.hpp"
 #include "post.hpp"
 #include "qp_ex.hpp"
 #include "registry.hpp"
@@ -24,6 +25,8 @@ PtrTable<QpRec> g_qps;
 PtrTable<QpRec> g_qps_by_num;
 PtrTable<CqRec, 12> g_cqs;
 PtrTable<MrRec> g_mrs;
+PtrTable<ibv_mw> g_mws;
+std::atomic<uint32_t> g_windows{0};
 
 namespace {
 
@@ -379,16 +382,22 @@ int unload_qp_destroy(ibv_qp* qp) {
 
 namespace {
 
-ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t iova, int access) {
+ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t iova, int access,
+                 bool dmabuf = false) {
   if (!mr) return mr;
   ContextRec* c = context_find(pd->context);
   if (!c) return mr;
   auto* m = new (std::nothrow) MrRec{mr, pd, reinterpret_cast<uintptr_t>(addr), iova, len, access, 0};
   if (!m) return mr;
+  m->nic_only = mr_nic_only(access, dmabuf);
   // Known to the kmod: as the source of direct writes (their lkeys are checked) and, with
-  // REMOTE_WRITE, as a target by rkey, addressed by iova as the NIC does.
-  if (kmod_present() && len)
-    if (kmod_reg_region(mr, m->addr, iova, len, access, &m->kmod_handle) != 0) m->kmod_handle = 0;
+  // REMOTE_WRITE, as a target by rkey, addressed by iova as the NIC does. Memory the module
+  // cannot pin is the CPU's to touch no more than the module's.
+  if (kmod_present() && len && !m->nic_only)
+    if (const int err = kmod_reg_region(mr, m->addr, iova, len, access, &m->kmod_handle); err != 0) {
+      m->kmod_handle = 0;
+      m->nic_only = pin_refusal_nic_only(err);
+    }
   if (g_mrs.insert(lkey_key(c, mr->lkey), m) != 0) {
     if (m->kmod_handle) kmod_dereg_region(m->kmod_handle);
     delete m;
@@ -418,6 +427,35 @@ ibv_mr* unload_mr_reg(ibv_pd* pd, void* addr, size_t len, int access) {
 ibv_mr* unload_mr_reg_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned int access) {
   ibv_mr* mr = with_memlock([&] { return g_real.reg_mr_iova2(pd, addr, len, iova, access); });
   return mr_track(pd, mr, addr, len, iova, static_cast<int>(access));
+}
+
+ibv_mr* unload_mr_reg_dmabuf(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd, int access) {
+  if (!g_real.reg_dmabuf_mr) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  ibv_mr* mr = g_real.reg_dmabuf_mr(pd, offset, len, iova, fd, access);
+  return mr_track(pd, mr, nullptr, len, iova, access, true);
+}
+
+ibv_mw* unload_mw_alloc(ibv_pd* pd, ibv_mw_type type) {
+  ContextRec* c = context_find(pd->context);
+  ibv_mw* mw = c && c->provider.alloc_mw ? c->provider.alloc_mw(pd, type) : nullptr;
+  if (mw && g_mws.insert(mw_key(mw->context, mw->rkey), mw) == 0)
+    g_windows.fetch_add(1, std::memory_order_relaxed);
+  return mw;
+}
+
+int unload_mw_dealloc(ibv_mw* mw) {
+  ContextRec* c = context_find(mw->context);
+  if (!c || !c->provider.dealloc_mw) return EOPNOTSUPP;
+  const uint64_t key = mw_key(mw->context, mw->rkey);
+  // Out first: the window's index may be reused by the next one the moment it is freed.
+  const bool was = g_mws.remove_if(key, mw);
+  const int rc = c->provider.dealloc_mw(mw);
+  if (rc && was && g_mws.insert(key, mw) == 0) return rc;  // still there: still recorded
+  if (was) g_windows.fetch_sub(1, std::memory_order_relaxed);
+  return rc;
 }
 
 // A rereg changes the PD, the translation or the access in place: the record and the

@@ -137,8 +137,9 @@ struct MrRec {
   uint64_t addr;  // the process's virtual address
   uint64_t iova;  // the address requests use
   uint64_t length;
-  int access;            // IBV_ACCESS_* it was registered with
-  uint64_t kmod_handle;  // registered with the kmod as a direct-write target (0: not)
+  int access;             // IBV_ACCESS_* it was registered with
+  uint64_t kmod_handle;   // registered with the kmod as a direct-write target (0: not)
+  bool nic_only = false;  // never a CPU path's source (nic_only.hpp)
 };
 
 inline uint64_t key_of(const void* p) {

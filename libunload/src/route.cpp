@@ -4,6 +4,7 @@
 
 #include "cq_ex.hpp"
 #include "kmod.hpp"
+#include "nic_only.hpp"
 #include "registry.hpp"
 #include "stage.hpp"
 #include "tls.hpp"
@@ -55,17 +56,23 @@ bool fence_blocks_copy(const QpRec* q, const WriteRequest& r) {
 
 }  // namespace
 
-bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated) {
+Why sges_why(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated) {
   for (uint32_t i = 0; i < n; ++i) {
     if (sg[i].length == 0) continue;
     const MrRec* m = g_mrs.find(lkey_key(q->c, sg[i].lkey));
-    if (!m || m->pd != q->qp->pd) return false;
+    if (!m || m->pd != q->qp->pd) return Why::region;
     if (sg[i].addr < m->iova || sg[i].addr + sg[i].length > m->iova + m->length ||
         sg[i].addr + sg[i].length < sg[i].addr)
-      return false;
+      return Why::region;
+    if (m->nic_only) return Why::nic_memory;
     if (m->iova != m->addr) *translated = true;
   }
-  return true;
+  return Why::none;
+}
+
+bool window_rkey(const QpRec* q, uint32_t rkey) {
+  return g_windows.load(std::memory_order_relaxed) != 0 &&
+         g_mws.find(mw_key(q->qp->context, rkey)) != nullptr;
 }
 
 void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out) {
@@ -140,7 +147,8 @@ Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, co
       return Why::none;
   }
   bool translated = false;
-  if (r.length != 0 && !sges_valid(q, sg, r.sge_count, &translated)) return Why::region;
+  if (r.length != 0)
+    if (const Why w = sges_why(q, sg, r.sge_count, &translated); w != Why::none) return w;
   return translated && p != Path::unload_direct ? Why::region : Why::policy;
 }
 
@@ -156,6 +164,11 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
   if (out.preferred == Path::offload) return out;
   if (r.user_inline) {
     out.why = Why::program_inline;
+    return out;
+  }
+  // A window's binding is the NIC's to check, in the order of the QP's requests.
+  if (window_rkey(q, r.rkey)) {
+    out.why = Why::window;
     return out;
   }
   // More SGEs than the QP takes: the provider refuses it at post, so must the CPU paths.
