@@ -57,6 +57,7 @@ bool fence_blocks_copy(const QpRec* q, const WriteRequest& r) {
 }  // namespace
 
 Why sges_why(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated) {
+  Why why = Why::none;  // region, which the NIC fails, wins over nic_memory, which it takes
   for (uint32_t i = 0; i < n; ++i) {
     if (sg[i].length == 0) continue;
     const MrRec* m = g_mrs.find(lkey_key(q->c, sg[i].lkey));
@@ -64,10 +65,10 @@ Why sges_why(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated) {
     if (sg[i].addr < m->iova || sg[i].addr + sg[i].length > m->iova + m->length ||
         sg[i].addr + sg[i].length < sg[i].addr)
       return Why::region;
-    if (m->nic_only) return Why::nic_memory;
+    if (m->nic_only) why = Why::nic_memory;
     if (m->iova != m->addr) *translated = true;
   }
-  return Why::none;
+  return why;
 }
 
 bool window_rkey(const QpRec* q, uint32_t rkey) {
