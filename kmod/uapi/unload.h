@@ -158,7 +158,12 @@ enum unload_why {
 					 * path (threshold, cost, CPU budget, exploration) */
 	UNLOAD_WHY_WITH_IMM = 17,	/* WRITE_WITH_IMM: direct cannot make the responder's
 					 * receive completion */
-	UNLOAD_WHY_COUNT = 18,
+	UNLOAD_WHY_NIC_MEMORY = 18,	/* a source SGE in memory the CPU must not touch: an
+					 * ODP or dma-buf MR, or one the module cannot pin
+					 * (VM_IO/VM_PFNMAP, peer memory) */
+	UNLOAD_WHY_WINDOW = 19,		/* the rkey is a memory window's: the NIC checks its
+					 * binding */
+	UNLOAD_WHY_COUNT = 20,
 };
 
 /*
@@ -176,7 +181,7 @@ struct unload_counters {
 	__u64 fences;				/* fences waited before a direct write */
 	__u64 why_not[UNLOAD_WHY_COUNT];	/* writes off their preferred path, per
 						 * enum unload_why (userspace adds) */
-	__u64 reserved[5];			/* zero; the page is 4 KiB anyway */
+	__u64 reserved[3];			/* zero; the page is 4 KiB anyway */
 };
 
 /* --- ioctls ------------------------------------------------------------------ */

@@ -13,8 +13,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 
 #include "kmod.hpp"
+#include "stage.hpp"
 #include "tls.hpp"
 #include "unload/runtime.h"
 
@@ -22,7 +24,11 @@ namespace unload::rt {
 namespace {
 
 Tunables g_tunables = policy::kDefaultTunables;
-bool g_have_kmod = false;
+// Published with release once g_kmod is whole (a forked child opens its session later).
+std::atomic<bool> g_have_kmod{false};
+// A forked child let go of its parent's session and opens its own at its first use.
+std::atomic<bool> g_kmod_pending{false};
+std::mutex g_kmod_mu;        // guards the child's opening of its session
 bool g_mode_forced = false;  // UNLOAD_MODE set: it wins over the control page
 uint32_t g_forced_mode = 0;
 bool g_path_forced = false;  // UNLOAD_PATH set
@@ -185,7 +191,7 @@ void count_writes(Path p, uint64_t n, uint64_t bytes) {
   const unsigned i = policy::index_of(p);
   s.writes[i] += n;
   s.bytes[i] += bytes;
-  if (!g_have_kmod || p == Path::unload_direct) return;
+  if (!g_have_kmod.load(std::memory_order_relaxed) || p == Path::unload_direct) return;
   s.kmod_writes[i] += n;
   s.kmod_bytes[i] += bytes;
   if ((s.kmod_unsent += n) >= kKmodBatch) kmod_flush(s);
@@ -193,9 +199,9 @@ void count_writes(Path p, uint64_t n, uint64_t bytes) {
 
 const char* why_name(Why w) {
   static const char* const names[UNLOAD_WHY_COUNT] = {
-      "not_rc",   "program_inline", "path_off", "no_module", "remote_peer", "unregistered",
-      "unpaired", "poisoned",       "qp_error", "cq",        "queue",       "fence",
-      "size",     "region",         "no_room",  "refused",   "policy",      "with_imm"};
+      "not_rc",   "program_inline", "path_off", "no_module", "remote_peer", "unregistered", "unpaired",
+      "poisoned", "qp_error",       "cq",       "queue",     "fence",       "size",         "region",
+      "no_room",  "refused",        "policy",   "with_imm",  "nic_memory",  "window"};
   const unsigned i = static_cast<unsigned>(w);
   return i < UNLOAD_WHY_COUNT ? names[i] : "none";
 }
@@ -205,12 +211,13 @@ void count_why(Why w, uint64_t n) {
   if (i >= UNLOAD_WHY_COUNT) return;
   ThreadStats& s = thread_stats();
   s.why_not[i] += n;
-  if (g_have_kmod) s.kmod_why_not[i] += n;  // sent with this thread's next batch of writes
+  if (g_have_kmod.load(std::memory_order_relaxed))
+    s.kmod_why_not[i] += n;  // sent with this thread's next batch of writes
 }
 
 void count_fence() {
   thread_stats().fences++;
-  if (g_have_kmod) kmod_count_fence();
+  if (g_have_kmod.load(std::memory_order_relaxed)) kmod_count_fence();
 }
 
 Totals stats_totals() {
@@ -227,8 +234,20 @@ Totals stats_totals() {
   return t;
 }
 
+// A forked child's first use of the module: its own session, from now on.
+bool kmod_open_pending() {
+  std::lock_guard<std::mutex> g(g_kmod_mu);
+  if (g_kmod_pending.load(std::memory_order_relaxed)) {
+    if (!kmod_open()) g_have_kmod.store(true, std::memory_order_release);
+    g_kmod_pending.store(false, std::memory_order_relaxed);
+  }
+  return g_have_kmod.load(std::memory_order_acquire);
+}
+
 const Tunables& tunables() {
-  if (!g_have_kmod) return g_tunables;
+  if (!g_have_kmod.load(std::memory_order_acquire) &&
+      (!g_kmod_pending.load(std::memory_order_relaxed) || !kmod_open_pending()))
+    return g_tunables;
   const uint32_t s = kmod_tunables(t_tunables, t_seq);
   if (__builtin_expect(s != t_seq, 0)) {
     t_seq = s;
@@ -237,7 +256,8 @@ const Tunables& tunables() {
   return t_tunables;
 }
 bool kmod_present() {
-  return g_have_kmod;
+  if (__builtin_expect(g_have_kmod.load(std::memory_order_acquire), 1)) return true;
+  return g_kmod_pending.load(std::memory_order_relaxed) && kmod_open_pending();
 }
 
 bool forced_path(Path& p) {
@@ -267,22 +287,31 @@ void config_init() {
   g_forced_mode = t.mode;
   g_path_forced = env_path();
   if (const char* why = kmod_open()) {
-    g_have_kmod = false;
+    g_have_kmod.store(false, std::memory_order_relaxed);
     std::fprintf(stderr,
                  "unload: kernel module not available (%s): stage and direct paths off, "
                  "tunables from UNLOAD_* environment\n",
                  why);
   } else {
-    g_have_kmod = true;
+    g_have_kmod.store(true, std::memory_order_release);
   }
   std::atexit([] {
-    if (g_have_kmod)
+    if (g_have_kmod.load(std::memory_order_acquire))
       for (ThreadStats* s = g_stats_list.load(std::memory_order_acquire); s; s = s->next) kmod_flush(*s);
     unload_stats_flush();
   });
   // A forked child starts with no writes of its own: its statistics block (at its exit)
-  // must not repeat the parent's counts.
+  // must not repeat the parent's counts. Nor does it keep the parent's module session:
+  // what it registers and allocates, and its counts, are its own (its session opens at its
+  // first use of the module), and its parent's staging arenas are not mapped in it.
   pthread_atfork(nullptr, nullptr, [] {
+    stage_forget_after_fork();
+    if (g_have_kmod.load(std::memory_order_relaxed)) {
+      kmod_leave_inherited();
+      g_have_kmod.store(false, std::memory_order_relaxed);
+      new (&g_kmod_mu) std::mutex();
+      g_kmod_pending.store(true, std::memory_order_relaxed);
+    }
     for (ThreadStats* s = g_stats_list.load(std::memory_order_acquire); s; s = s->next) {
       std::memset(s->writes, 0, sizeof s->writes);
       std::memset(s->bytes, 0, sizeof s->bytes);

@@ -58,6 +58,8 @@ enum class Why : uint8_t {
   refused = UNLOAD_WHY_REFUSED,
   policy = UNLOAD_WHY_POLICY,
   with_imm = UNLOAD_WHY_WITH_IMM,
+  nic_memory = UNLOAD_WHY_NIC_MEMORY,
+  window = UNLOAD_WHY_WINDOW,
   none = UNLOAD_WHY_COUNT,
 };
 const char* why_name(Why w);

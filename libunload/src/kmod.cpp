@@ -47,7 +47,20 @@ const char* kmod_open() {
   g_kmod.ctl = static_cast<const unload_control*>(ctl);
   g_kmod.cnt = static_cast<unload_counters*>(cnt);
   g_kmod.max_iov = h.max_iov;
+  g_kmod.ctl_size = h.control_size;
+  g_kmod.cnt_size = h.counters_size;
+  g_kmod.session++;
   return nullptr;
+}
+
+void kmod_leave_inherited() {
+  if (g_kmod.fd < 0) return;
+  munmap(const_cast<unload_control*>(g_kmod.ctl), g_kmod.ctl_size);
+  munmap(g_kmod.cnt, g_kmod.cnt_size);
+  close(g_kmod.fd);
+  const uint32_t session = g_kmod.session;
+  g_kmod = Kmod{};
+  g_kmod.session = session;
 }
 
 uint32_t kmod_tunables(policy::Tunables& t, uint32_t seq) {
@@ -114,13 +127,14 @@ int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t iova, uint64_t len
   r.access = static_cast<uint32_t>(access) &
              (UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE | UNLOAD_ACCESS_REMOTE_READ);
   if (ioctl(g_kmod.fd, UNLOAD_IOC_REG_REGION, &r) != 0) return -errno;
-  *handle = r.handle;
+  *handle = static_cast<uint64_t>(g_kmod.session) << 32 | r.handle;
   return 0;
 }
 
 int kmod_dereg_region(uint64_t handle) {
+  if (handle >> 32 != g_kmod.session) return -ESTALE;
   unload_region_dereg r{};
-  r.handle = handle;
+  r.handle = static_cast<uint32_t>(handle);
   return ioctl(g_kmod.fd, UNLOAD_IOC_DEREG_REGION, &r) != 0 ? -errno : 0;
 }
 

@@ -21,11 +21,18 @@ struct Kmod {
   const unload_control* ctl = nullptr;
   unload_counters* cnt = nullptr;
   uint32_t max_iov = 0;
+  size_t ctl_size = 0, cnt_size = 0;
+  // Which session of this process's (1, 2, ...: a forked child opens its own): handles and
+  // registrations of an earlier one name nothing, or something else, in this one.
+  uint32_t session = 0;
 };
 extern Kmod g_kmod;
 
 // Opens the session; on failure returns a reason for the notice and leaves fd = -1.
 const char* kmod_open();
+// In a forked child: lets go of the parent's session (its file, control and counters
+// pages), which nothing the child does may reach. kmod_open makes the child's own.
+void kmod_leave_inherited();
 // Copies the control page's tunables (consistent under the sequence counter) into t if
 // they changed since `seq`; returns the sequence read.
 uint32_t kmod_tunables(policy::Tunables& t, uint32_t seq);
@@ -43,6 +50,7 @@ int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn);
 // rkey, given by iova). The module checks it against the RDMA core's MR. 0 or -errno.
 int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t iova, uint64_t length, int access,
                     uint64_t* handle);
+// The handle names the session too: one of an earlier session is -ESTALE, never sent.
 int kmod_dereg_region(uint64_t handle);
 // A staging arena mapped into this process: 0 or -errno. Free it (kmod_arena_free, after
 // munmap) when its QP is destroyed: the module charges it until then.

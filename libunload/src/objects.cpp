@@ -4,11 +4,11 @@
 #include "cq_ex.hpp"
 #include "kmod.hpp"
 #include "merge.hpp"
+#include "nic_only.hpp"
 #include "post.hpp"
 #include "qp_ex.hpp"
 #include "registry.hpp"
-
-#include <sys/mman.h>
+#include "stage.hpp"
 
 #include <cerrno>
 #include <cstdlib>
@@ -25,6 +25,8 @@ PtrTable<QpRec> g_qps;
 PtrTable<QpRec> g_qps_by_num;
 PtrTable<CqRec, 12> g_cqs;
 PtrTable<MrRec> g_mrs;
+PtrTable<ibv_mw> g_mws;
+std::atomic<uint32_t> g_windows{0};
 
 namespace {
 
@@ -37,8 +39,6 @@ std::mutex g_ctx_mu;  // guards writers of g_contexts
 // marker and a wake-up marker per QP at most; the CQ's covers several QPs' markers).
 constexpr uint32_t kSqRoom = 2;
 constexpr int kCqRoom = 32;
-
-constexpr size_t kStageArena = 256 * 1024;
 
 }  // namespace
 
@@ -97,30 +97,8 @@ namespace {
 
 // ---------------------------------------------------------------- QPs
 
-void stage_free(QpRec* q) {
-  StageRing& s = q->sq.stage;
-  if (!s.base) return;
-  if (s.mr) g_real.dereg_mr(s.mr);
-  munmap(s.base, s.size);
-  kmod_arena_free(s.arena_id);
-  s.base = nullptr;
-}
-
-void stage_alloc(QpRec* q, ibv_pd* pd) {
-  void* a = nullptr;
-  size_t len = 0;
-  uint32_t id = 0;
-  if (kmod_arena_alloc(kStageArena, &a, &len, &id) != 0) return;
-  StageRing& s = q->sq.stage;
-  s.base = static_cast<uint8_t*>(a);
-  s.size = static_cast<uint32_t>(len);
-  s.arena_id = id;
-  s.mr = g_real.reg_mr(pd, a, len, IBV_ACCESS_LOCAL_WRITE);
-  if (!s.mr) stage_free(q);
-}
-
 void qp_free(QpRec* q) {
-  stage_free(q);
+  stage_close(q->sq.stage);
   qpx_release(q);
   delete q;
 }
@@ -148,7 +126,11 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_al
     delete q;
     return -ENOMEM;
   }
-  if (q->tracked && kmod_present()) stage_alloc(q, qp->pd);
+  if (q->tracked) {  // the arena itself is made at the first stage write
+    q->sq.stage.size = kStageBytes;
+    q->sq.stage.pd = qp->pd;
+    q->sq.stage.gate = &q->sq.gate;
+  }
   int rc = g_qps.insert(key_of(qp), q);
   if (!rc) rc = g_qps_by_num.insert(qpn_key(c, qp->qp_num), q);
   if (!rc && q->tracked) rc = q->scq->send_qps.add(q);
@@ -225,6 +207,15 @@ CqRec* cq_register(ContextRec* c, ibv_cq* cq, ibv_cq_ex* cqx, uint64_t wc_flags)
     return nullptr;
   }
   return r;
+}
+
+// A registration of the program's, which the shim's staging arenas must not keep from
+// fitting its RLIMIT_MEMLOCK: on ENOMEM they go back and it is tried again.
+template <class Reg>
+ibv_mr* with_memlock(Reg&& reg) {
+  ibv_mr* mr = reg();
+  if (!mr && errno == ENOMEM && stage_reclaim()) mr = reg();
+  return mr;
 }
 
 void cq_free(CqRec* r) {
@@ -337,6 +328,7 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
       q->peer.flags = flags;
       q->peer.handle = handle;
       q->peer.registered = true;
+      q->peer.session = g_kmod.session;
       // Ask again at the first write (the peer often reaches RTS just after us), then
       // after 32, 64, ... writes.
       q->peer.countdown = 1;
@@ -363,7 +355,9 @@ int unload_qp_destroy(ibv_qp* qp) {
   QpRec* q = g_qps.find(key_of(qp));
   // Forgotten by the module first: no direct write can name it after this, its number
   // may be reused once the QP is gone, and the registration holds the device.
-  if (q && q->peer.registered && kmod_unreg_qp(qp->context, q->qp_num) == 0) q->peer.registered = false;
+  if (q && q->peer.registered && q->peer.session == g_kmod.session &&
+      kmod_unreg_qp(qp->context, q->qp_num) == 0)
+    q->peer.registered = false;
   const int rc = g_real.destroy_qp(qp);
   if (rc || !q) return rc;
   g_qps.remove_if(key_of(qp), q);
@@ -388,16 +382,22 @@ int unload_qp_destroy(ibv_qp* qp) {
 
 namespace {
 
-ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t iova, int access) {
+ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t iova, int access,
+                 bool dmabuf = false) {
   if (!mr) return mr;
   ContextRec* c = context_find(pd->context);
   if (!c) return mr;
   auto* m = new (std::nothrow) MrRec{mr, pd, reinterpret_cast<uintptr_t>(addr), iova, len, access, 0};
   if (!m) return mr;
+  m->nic_only = mr_nic_only(access, dmabuf);
   // Known to the kmod: as the source of direct writes (their lkeys are checked) and, with
-  // REMOTE_WRITE, as a target by rkey, addressed by iova as the NIC does.
-  if (kmod_present() && len)
-    if (kmod_reg_region(mr, m->addr, iova, len, access, &m->kmod_handle) != 0) m->kmod_handle = 0;
+  // REMOTE_WRITE, as a target by rkey, addressed by iova as the NIC does. Memory the module
+  // cannot pin is the CPU's to touch no more than the module's.
+  if (kmod_present() && len && !m->nic_only)
+    if (const int err = kmod_reg_region(mr, m->addr, iova, len, access, &m->kmod_handle); err != 0) {
+      m->kmod_handle = 0;
+      m->nic_only = pin_refusal_nic_only(err);
+    }
   if (g_mrs.insert(lkey_key(c, mr->lkey), m) != 0) {
     if (m->kmod_handle) kmod_dereg_region(m->kmod_handle);
     delete m;
@@ -420,13 +420,42 @@ MrRec* mr_untrack(ibv_mr* mr) {
 }  // namespace
 
 ibv_mr* unload_mr_reg(ibv_pd* pd, void* addr, size_t len, int access) {
-  ibv_mr* mr = g_real.reg_mr(pd, addr, len, access);
+  ibv_mr* mr = with_memlock([&] { return g_real.reg_mr(pd, addr, len, access); });
   return mr_track(pd, mr, addr, len, reinterpret_cast<uintptr_t>(addr), access);
 }
 
 ibv_mr* unload_mr_reg_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned int access) {
-  ibv_mr* mr = g_real.reg_mr_iova2(pd, addr, len, iova, access);
+  ibv_mr* mr = with_memlock([&] { return g_real.reg_mr_iova2(pd, addr, len, iova, access); });
   return mr_track(pd, mr, addr, len, iova, static_cast<int>(access));
+}
+
+ibv_mr* unload_mr_reg_dmabuf(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd, int access) {
+  if (!g_real.reg_dmabuf_mr) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  ibv_mr* mr = g_real.reg_dmabuf_mr(pd, offset, len, iova, fd, access);
+  return mr_track(pd, mr, nullptr, len, iova, access, true);
+}
+
+ibv_mw* unload_mw_alloc(ibv_pd* pd, ibv_mw_type type) {
+  ContextRec* c = context_find(pd->context);
+  ibv_mw* mw = c && c->provider.alloc_mw ? c->provider.alloc_mw(pd, type) : nullptr;
+  if (mw && g_mws.insert(mw_key(mw->context, mw->rkey), mw) == 0)
+    g_windows.fetch_add(1, std::memory_order_relaxed);
+  return mw;
+}
+
+int unload_mw_dealloc(ibv_mw* mw) {
+  ContextRec* c = context_find(mw->context);
+  if (!c || !c->provider.dealloc_mw) return EOPNOTSUPP;
+  const uint64_t key = mw_key(mw->context, mw->rkey);
+  // Out first: the window's index may be reused by the next one the moment it is freed.
+  const bool was = g_mws.remove_if(key, mw);
+  const int rc = c->provider.dealloc_mw(mw);
+  if (rc && was && g_mws.insert(key, mw) == 0) return rc;  // still there: still recorded
+  if (was) g_windows.fetch_sub(1, std::memory_order_relaxed);
+  return rc;
 }
 
 // A rereg changes the PD, the translation or the access in place: the record and the

@@ -131,12 +131,13 @@ class Batch {
 // Whether every request of a list passes the local checks (its SGEs in regions of the QP's
 // PD). A request failing them moves the QP to error at the NIC, which flushes the earlier
 // requests of the list still in flight: a write placed direct ahead of it could not be
-// flushed, so such a list goes to the NIC whole.
+// flushed, so such a list goes to the NIC whole. Memory the CPU must not touch is valid
+// here: the NIC takes it.
 bool list_locally_valid(const QpRec* q, const ibv_send_wr* wr) {
   bool translated = false;
   for (const ibv_send_wr* w = wr; w; w = w->next)
     if (w->num_sge > 0 && !(w->send_flags & IBV_SEND_INLINE) &&
-        !sges_valid(q, w->sg_list, static_cast<uint32_t>(w->num_sge), &translated))
+        sges_why(q, w->sg_list, static_cast<uint32_t>(w->num_sge), &translated) == Why::region)
       return false;
   return true;
 }

@@ -25,14 +25,17 @@ struct ContextRec {
   unload_provider_ops provider;  // the provider's entry points the shim replaced
 };
 
-// unload.stage: a QP's staging arena from the kmod (pinned, registered once on the QP's
-// PD), used as a byte ring that completions free in order. The producer (the post gate's
-// holder) owns `tail`, the consumer (the send CQ's gate holder) moves `head`.
+// unload.stage: a QP's staging arena, made at its first stage write (stage.hpp) and
+// registered once on the QP's PD, used as a byte ring that completions free in order. The
+// producer (the post gate's holder) owns `tail`, `base`, `mr` and `pd`; the consumer (the
+// send CQ's gate holder) moves `head`.
 struct StageRing {
-  uint8_t* base = nullptr;
+  uint8_t* base = nullptr;  // nullptr: not made yet, or given back (stage_reclaim)
   ibv_mr* mr = nullptr;
-  uint32_t size = 0;
-  uint32_t arena_id = 0;
+  ibv_pd* pd = nullptr;  // where the arena is registered when it is made
+  Gate* gate = nullptr;  // the send queue's: held to give the arena back
+  uint32_t size = 0;     // the arena's size, made or not (0: the QP never stages)
+  bool listed = false;   // in stage.cpp's list of made arenas
   uint64_t tail = 0;
   std::atomic<uint64_t> head{0};
 };
@@ -59,6 +62,7 @@ struct SendQueue {
 // `failed`, which the merger sets.
 struct PeerLink {
   bool registered = false;  // with the kmod (at RTS)
+  uint32_t session = 0;     // ... by this session of the process's (Kmod::session)
   uint32_t handle = 0;      // the registration's handle: names the QP in direct requests
   bool local = false;       // destination GID is one of this host's
   uint32_t flags = 0;       // UNLOAD_PEER_*
@@ -133,8 +137,9 @@ struct MrRec {
   uint64_t addr;  // the process's virtual address
   uint64_t iova;  // the address requests use
   uint64_t length;
-  int access;            // IBV_ACCESS_* it was registered with
-  uint64_t kmod_handle;  // registered with the kmod as a direct-write target (0: not)
+  int access;             // IBV_ACCESS_* it was registered with
+  uint64_t kmod_handle;   // registered with the kmod as a direct-write target (0: not)
+  bool nic_only = false;  // never a CPU path's source (nic_only.hpp)
 };
 
 inline uint64_t key_of(const void* p) {

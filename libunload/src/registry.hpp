@@ -7,10 +7,12 @@
 
 namespace unload::rt {
 
-extern PtrTable<QpRec> g_qps;         // by ibv_qp*
-extern PtrTable<QpRec> g_qps_by_num;  // by qpn_key(context, qp_num)
-extern PtrTable<CqRec, 12> g_cqs;     // by ibv_cq*
-extern PtrTable<MrRec> g_mrs;         // by lkey_key(context, lkey)
+extern PtrTable<QpRec> g_qps;            // by ibv_qp*
+extern PtrTable<QpRec> g_qps_by_num;     // by qpn_key(context, qp_num)
+extern PtrTable<CqRec, 12> g_cqs;        // by ibv_cq*
+extern PtrTable<MrRec> g_mrs;            // by lkey_key(context, lkey)
+extern PtrTable<ibv_mw> g_mws;           // by mw_key(context, rkey) (nic_only.hpp)
+extern std::atomic<uint32_t> g_windows;  // how many g_mws holds: 0, no write looks
 
 ContextRec* context_find(const ibv_context* ctx);
 

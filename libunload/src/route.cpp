@@ -4,7 +4,9 @@
 
 #include "cq_ex.hpp"
 #include "kmod.hpp"
+#include "nic_only.hpp"
 #include "registry.hpp"
+#include "stage.hpp"
 #include "tls.hpp"
 #include "unload.h"
 
@@ -54,17 +56,24 @@ bool fence_blocks_copy(const QpRec* q, const WriteRequest& r) {
 
 }  // namespace
 
-bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated) {
+Why sges_why(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated) {
+  Why why = Why::none;  // region, which the NIC fails, wins over nic_memory, which it takes
   for (uint32_t i = 0; i < n; ++i) {
     if (sg[i].length == 0) continue;
     const MrRec* m = g_mrs.find(lkey_key(q->c, sg[i].lkey));
-    if (!m || m->pd != q->qp->pd) return false;
+    if (!m || m->pd != q->qp->pd) return Why::region;
     if (sg[i].addr < m->iova || sg[i].addr + sg[i].length > m->iova + m->length ||
         sg[i].addr + sg[i].length < sg[i].addr)
-      return false;
+      return Why::region;
+    if (m->nic_only) why = Why::nic_memory;
     if (m->iova != m->addr) *translated = true;
   }
-  return true;
+  return why;
+}
+
+bool window_rkey(const QpRec* q, uint32_t rkey) {
+  return g_windows.load(std::memory_order_relaxed) != 0 &&
+         g_mws.find(mw_key(q->qp->context, rkey)) != nullptr;
 }
 
 void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out) {
@@ -87,7 +96,8 @@ Why direct_blocker(QpRec* q, const Tunables& t) {
   if (!t.enabled || t.direct_max == 0) return Why::path_off;
   if (!kmod_present()) return Why::no_module;
   if (t.mode == static_cast<uint32_t>(Mode::offload)) return Why::policy;
-  if (!q->peer.registered) return Why::unregistered;
+  // A registration of an earlier session (the parent's, in a forked child) is not this one's.
+  if (!q->peer.registered || q->peer.session != g_kmod.session) return Why::unregistered;
   PeerLink& p = q->peer;
   if (p.flags & UNLOAD_PEER_POISONED)
     return Why::poisoned;  // a request of the pair failed a check: never again
@@ -126,7 +136,7 @@ Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, co
       if (!kmod_present()) return Why::no_module;
       if (t.stage_max == 0) return Why::path_off;
       if (!copy_ok) return Why::fence;
-      if (!q->sq.stage.base) return Why::no_room;
+      if (!stage_usable(q->sq.stage)) return Why::no_room;
       if (r.length == 0 || r.length > q->sq.stage.size / 4 || r.length > t.stage_max) return Why::size;
       break;
     case Path::unload_direct:
@@ -138,7 +148,8 @@ Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, co
       return Why::none;
   }
   bool translated = false;
-  if (r.length != 0 && !sges_valid(q, sg, r.sge_count, &translated)) return Why::region;
+  if (r.length != 0)
+    if (const Why w = sges_why(q, sg, r.sge_count, &translated); w != Why::none) return w;
   return translated && p != Path::unload_direct ? Why::region : Why::policy;
 }
 
@@ -156,6 +167,11 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
     out.why = Why::program_inline;
     return out;
   }
+  // A window's binding is the NIC's to check, in the order of the QP's requests.
+  if (window_rkey(q, r.rkey)) {
+    out.why = Why::window;
+    return out;
+  }
   // More SGEs than the QP takes: the provider refuses it at post, so must the CPU paths.
   if (r.sge_count > q->sq.max_sge) {
     out.why = Why::size;
@@ -165,7 +181,8 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
   PathContext pc;
   pc.max_inline = copy_ok ? q->sq.max_inline : 0;
   pc.direct_available = direct_why == Why::none && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
-  pc.stage_available = copy_ok && q->sq.stage.base && r.length != 0 && r.length <= q->sq.stage.size / 4;
+  pc.stage_available =
+      copy_ok && stage_usable(q->sq.stage) && r.length != 0 && r.length <= q->sq.stage.size / 4;
   pc.sges_valid = (r.length <= pc.max_inline || pc.direct_available || pc.stage_available) &&
                   sges_valid(q, sg, r.sge_count, &out.translated);
   if (out.translated) {  // the copies read process addresses: only direct translates

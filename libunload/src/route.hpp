@@ -47,7 +47,15 @@ Why route_why(const Route& rt, Path taken, Why fallback);
 // *translated when one of them is a region whose iova is not its address
 // (ibv_reg_mr_iova2): the inline and stage copies read SGEs as process addresses, so
 // only direct, given translated SGEs, can take such a request.
-bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated);
+// Memory the CPU must not touch (an MR made NIC only, nic_only.hpp) is not valid either.
+// sges_why says which: none, region, or nic_memory.
+Why sges_why(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated);
+inline bool sges_valid(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated) {
+  return sges_why(q, sg, n, translated) == Why::none;
+}
+
+// Does `rkey` name a memory window made through the shim (a write to it takes the NIC)?
+bool window_rkey(const QpRec* q, uint32_t rkey);
 
 // The SGEs (already valid) as process addresses, into out[0..n).
 void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out);

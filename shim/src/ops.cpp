@@ -75,6 +75,8 @@ constexpr unload_provider_ops kContextOps = {
     .req_notify_cq = unload_cq_req_notify,
     .create_qp_ex = create_qp_ex,
     .create_cq_ex = create_cq_ex,
+    .alloc_mw = unload_mw_alloc,
+    .dealloc_mw = unload_mw_dealloc,
 };
 
 // Whether the provider's verbs_context is large enough to hold `member`.
@@ -92,6 +94,12 @@ void ops_install_context(ibv_context* ctx) {
   ctx->ops.post_send = kContextOps.post_send;
   ctx->ops.poll_cq = kContextOps.poll_cq;
   if (saved->req_notify_cq) ctx->ops.req_notify_cq = kContextOps.req_notify_cq;
+  if (ctx->ops.alloc_mw && ctx->ops.dealloc_mw) {  // windows: recorded (NIC only)
+    saved->alloc_mw = ctx->ops.alloc_mw;
+    saved->dealloc_mw = ctx->ops.dealloc_mw;
+    ctx->ops.alloc_mw = kContextOps.alloc_mw;
+    ctx->ops.dealloc_mw = kContextOps.dealloc_mw;
+  }
   if (UNLOAD_VCTX_HAS(v, create_qp_ex) && v->create_qp_ex) {
     saved->create_qp_ex = v->create_qp_ex;
     v->create_qp_ex = kContextOps.create_qp_ex;
@@ -108,6 +116,10 @@ void ops_restore_context(ibv_context* ctx) {
   ctx->ops.post_send = saved->post_send;
   ctx->ops.poll_cq = saved->poll_cq;
   ctx->ops.req_notify_cq = saved->req_notify_cq;
+  if (saved->alloc_mw) {
+    ctx->ops.alloc_mw = saved->alloc_mw;
+    ctx->ops.dealloc_mw = saved->dealloc_mw;
+  }
   if (verbs_context* v = verbs_get_ctx(ctx)) {
     if (saved->create_qp_ex) v->create_qp_ex = saved->create_qp_ex;
     if (saved->create_cq_ex) v->create_cq_ex = saved->create_cq_ex;

@@ -58,6 +58,7 @@ void init_once() {
   resolve(lib, g_real.get_cq_event, "ibv_get_cq_event", "IBVERBS_1.1");
   resolve(lib, g_real.ack_cq_events, "ibv_ack_cq_events", "IBVERBS_1.1");
   resolve(lib, g_real.qp_to_qp_ex, "ibv_qp_to_qp_ex", "IBVERBS_1.6");
+  resolve(lib, g_real.reg_dmabuf_mr, "ibv_reg_dmabuf_mr", "IBVERBS_1.12");
   if (!g_real.open_device || !g_real.create_qp || !g_real.reg_mr || !g_real.create_cq) {
     std::fprintf(stderr, "unload: libibverbs.so.1 lacks the IBVERBS_1.1 entry points\n");
     std::abort();
@@ -130,6 +131,10 @@ UNLOAD_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* a, size_t l, uint64_t io
 UNLOAD_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* a, size_t l, uint64_t iova, unsigned acc) {
   SHIM(reg_mr_iova2(pd, a, l, iova, acc), unload_mr_reg_iova2(pd, a, l, iova, acc));
 }
+// Exported only as IBVERBS_1.12: a libibverbs without it has no program calling it.
+UNLOAD_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t off, size_t l, uint64_t iova, int fd, int acc) {
+  SHIM(reg_dmabuf_mr(pd, off, l, iova, fd, acc), unload_mr_reg_dmabuf(pd, off, l, iova, fd, acc));
+}
 UNLOAD_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   SHIM(dereg_mr(mr), unload_mr_dereg(mr));
 }
@@ -162,6 +167,7 @@ void* unload::shim::wrapper_of(const char* name) {
       {"ibv_reg_mr", reinterpret_cast<void*>(&ibv_reg_mr)},
       {"ibv_reg_mr_iova", reinterpret_cast<void*>(&ibv_reg_mr_iova)},
       {"ibv_reg_mr_iova2", reinterpret_cast<void*>(&ibv_reg_mr_iova2)},
+      {"ibv_reg_dmabuf_mr", reinterpret_cast<void*>(&ibv_reg_dmabuf_mr)},
       {"ibv_dereg_mr", reinterpret_cast<void*>(&ibv_dereg_mr)},
       {"ibv_rereg_mr", reinterpret_cast<void*>(&ibv_rereg_mr)},
       {"ibv_create_cq", reinterpret_cast<void*>(&ibv_create_cq)},

@@ -40,6 +40,7 @@ struct unload_real_verbs {
   int (*get_cq_event)(struct ibv_comp_channel*, struct ibv_cq**, void**);
   void (*ack_cq_events)(struct ibv_cq*, unsigned int);
   struct ibv_qp_ex* (*qp_to_qp_ex)(struct ibv_qp*);
+  struct ibv_mr* (*reg_dmabuf_mr)(struct ibv_pd*, uint64_t, size_t, uint64_t, int, int);
 };
 
 /* The provider's entry points the runtime replaces in a context's ops (saved at open). */
@@ -49,6 +50,8 @@ struct unload_provider_ops {
   int (*req_notify_cq)(struct ibv_cq*, int);
   struct ibv_qp* (*create_qp_ex)(struct ibv_context*, struct ibv_qp_init_attr_ex*);
   struct ibv_cq_ex* (*create_cq_ex)(struct ibv_context*, struct ibv_cq_init_attr_ex*);
+  struct ibv_mw* (*alloc_mw)(struct ibv_pd*, enum ibv_mw_type);
+  int (*dealloc_mw)(struct ibv_mw*);
 };
 
 /* Once, before any other call. Reads the tunables (control page or UNLOAD_* variables). */
@@ -62,6 +65,9 @@ int unload_qp_destroy(struct ibv_qp* qp);
 struct ibv_mr* unload_mr_reg(struct ibv_pd* pd, void* addr, size_t len, int access);
 struct ibv_mr* unload_mr_reg_iova2(struct ibv_pd* pd, void* addr, size_t len, uint64_t iova,
                                    unsigned int access);
+/* dma-buf MRs: tracked as NIC only (never a CPU path's source). */
+struct ibv_mr* unload_mr_reg_dmabuf(struct ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd,
+                                    int access);
 int unload_mr_dereg(struct ibv_mr* mr);
 int unload_mr_rereg(struct ibv_mr* mr, int flags, struct ibv_pd* pd, void* addr, size_t len, int access);
 struct ibv_cq* unload_cq_create(struct ibv_context* ctx, int cqe, void* cq_context,
@@ -81,6 +87,9 @@ int unload_cq_poll(struct ibv_cq* cq, int n, struct ibv_wc* wc);
 int unload_cq_req_notify(struct ibv_cq* cq, int solicited_only);
 struct ibv_qp* unload_qp_create_ex(struct ibv_context* ctx, struct ibv_qp_init_attr_ex* attr);
 struct ibv_cq_ex* unload_cq_create_ex(struct ibv_context* ctx, struct ibv_cq_init_attr_ex* attr);
+/* ibv_alloc_mw / ibv_dealloc_mw: windows are recorded, so that writes naming one take the NIC. */
+struct ibv_mw* unload_mw_alloc(struct ibv_pd* pd, enum ibv_mw_type type);
+int unload_mw_dealloc(struct ibv_mw* mw);
 
 /* ibv_qp_ex: where the shim saves the QP's own wr_* table (NULL: the QP is not tracked),
  * and the wr_* entry points that take its place. */

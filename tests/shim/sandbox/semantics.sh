@@ -108,6 +108,12 @@ TRIES=3 REF_RACED='NONE within' sem notify_queued 2
 sem wr_multi_sge equal
 sem ud_rc_one_cq
 sem many_cqs 5000
+sem memlock 1
+sem memlock 16
+sem memlock 256
+sem nic_memory window
+sem nic_memory odp
+sem nic_memory dmabuf
 note wr_multi_sge unequal
 fi
 if [ "$PART" != 1 ]; then
