@@ -58,6 +58,7 @@ struct ibv_context* unload_context_open(struct ibv_device* dev);
 int unload_context_close(struct ibv_context* ctx);
 struct ibv_qp* unload_qp_create(struct ibv_pd* pd, struct ibv_qp_init_attr* attr);
 int unload_qp_modify(struct ibv_qp* qp, struct ibv_qp_attr* attr, int mask);
+int unload_qp_query(struct ibv_qp* qp, struct ibv_qp_attr* attr, int mask, struct ibv_qp_init_attr* init);
 int unload_qp_destroy(struct ibv_qp* qp);
 struct ibv_mr* unload_mr_reg(struct ibv_pd* pd, void* addr, size_t len, int access);
 struct ibv_mr* unload_mr_reg_iova2(struct ibv_pd* pd, void* addr, size_t len, uint64_t iova,

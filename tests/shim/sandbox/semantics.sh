@@ -106,6 +106,10 @@ TRIES=3 REF_RACED='NONE within' sem notify_queued 2
 sem wr_multi_sge equal
 sem ud_rc_one_cq
 sem many_cqs 5000
+sem destroy_notify 1000
+sem query_qp_caps
+sem cqex_imm_destroy
+sem cqex_imm_destroy ts
 note wr_multi_sge unequal
 fi
 if [ "$PART" != 1 ]; then
