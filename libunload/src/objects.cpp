@@ -148,8 +148,11 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, const CapsShow
   // program as a wr_id and never retire.
   // An extended send CQ must also be able to hand over the completions the shim keeps for
   // it (a timestamp CQ cannot: its QPs are the NIC's alone).
+  // Neither may have been reached through vendor direct verbs, nor the context (DEVX).
+  const CqRec* rcq = q->recv_cq ? g_cqs.find(key_of(q->recv_cq)) : nullptr;
   const bool cqs_recorded = q->scq && (!q->scq->cqx || cqx_flags_synthesisable(q->scq->wc_flags)) &&
-                            (!q->recv_cq || g_cqs.find(key_of(q->recv_cq)));
+                            (!q->recv_cq || rcq) && !q->scq->dv.load() && !(rcq && rcq->dv.load()) &&
+                            !c->dv.load();
   q->tracked = (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC) && cqs_recorded;
   if (q->tracked && q->sq.ring.init(cap.max_send_wr * 2 + 64) != 0) {
     delete q;

@@ -26,6 +26,8 @@ struct ContextRec {
   // The provider drops a QP's completions from its CQs at destroy and at RESET (mlx5 does,
   // rxe does not): the shim drops its own queued ones for that QP alike.
   bool purges_cqes = false;
+  // The program made a DEVX object: its QPs made from now on are not tracked (direct_verbs.hpp).
+  std::atomic<bool> dv{false};
 };
 
 // unload.stage: a QP's staging arena from the kmod (pinned, registered once on the QP's
@@ -137,6 +139,8 @@ struct CqRec {
   // The program armed the CQ (not solicited-only) and no wake-up marker was posted since.
   std::atomic<bool> armed{false};
   struct CqxState* cqx_state = nullptr;  // the ibv_cq_ex poll sequence (cqx CQs only)
+  // Reached through vendor direct verbs: no QP on it is tracked (direct_verbs.hpp).
+  std::atomic<bool> dv{false};
 };
 
 struct MrRec {

@@ -58,6 +58,9 @@ struct ibv_context* unload_context_open(struct ibv_device* dev);
 int unload_context_close(struct ibv_context* ctx);
 struct ibv_qp* unload_qp_create(struct ibv_pd* pd, struct ibv_qp_init_attr* attr);
 int unload_qp_modify(struct ibv_qp* qp, struct ibv_qp_attr* attr, int mask);
+/* A program reached an object through vendor direct verbs (call: an unload::DvCall):
+ * what it names stops being tracked. qp, cq may be NULL. */
+void unload_dv_used(int call, struct ibv_context* ctx, struct ibv_qp* qp, struct ibv_cq* cq);
 int unload_qp_query(struct ibv_qp* qp, struct ibv_qp_attr* attr, int mask, struct ibv_qp_init_attr* init);
 int unload_qp_destroy(struct ibv_qp* qp);
 struct ibv_mr* unload_mr_reg(struct ibv_pd* pd, void* addr, size_t len, int access);

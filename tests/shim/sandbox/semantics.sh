@@ -110,6 +110,7 @@ sem destroy_notify 1000
 sem query_qp_caps
 sem cqex_imm_destroy
 sem cqex_imm_destroy ts
+sem direct_verbs
 note wr_multi_sge unequal
 fi
 if [ "$PART" != 1 ]; then
