@@ -34,7 +34,9 @@ bool map_current(CqRec* c, CqxState* s, ibv_cq_ex* cq) {
   SqEntry* e = tagged_entry(c, qpn, cq->wr_id, &q);
   if (!e) return true;
   uint64_t wr_id;
-  const bool visible = merge_entry(q, e, cq->status, &wr_id);
+  ibv_wc_status status = cq->status;
+  const bool visible = merge_entry(q, e, &status, &wr_id);
+  cq->status = status;
   cq->wr_id = wr_id;
   return visible;
 }

@@ -399,6 +399,7 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     q->sq.untracked.store(false, std::memory_order_relaxed);
     q->peer.stuck_below = 0;
     q->peer.has_last = false;  // no marker target until the next direct write
+    q->carried = IBV_WC_SUCCESS;
     q->failed.store(false, std::memory_order_release);
   }
   // Registered from RTR, where it can receive: a QP that only ever receives writes (the

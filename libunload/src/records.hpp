@@ -98,6 +98,9 @@ struct QpRec {
   // A completion of this send queue failed, or the program moved the QP to ERR: the NIC
   // flushes what follows, so nothing may be placed by the CPU until a reset.
   std::atomic<bool> failed{false};
+  // The status of a hidden request that failed first, for the program's next flushed
+  // completion of this QP (merge_entry). Consumer side: the send CQ's gate.
+  ibv_wc_status carried = IBV_WC_SUCCESS;
   SendQueue sq;
   PeerLink peer;
   struct QpxState* qpx = nullptr;  // the wr_* API's state (ibv_qp_ex QPs only)

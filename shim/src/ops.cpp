@@ -75,6 +75,7 @@ constexpr unload_provider_ops kContextOps = {
     .req_notify_cq = unload_cq_req_notify,
     .create_qp_ex = create_qp_ex,
     .create_cq_ex = create_cq_ex,
+    .bind_mw = unload_qp_bind_mw,
 };
 
 // Whether the provider's verbs_context is large enough to hold `member`.
@@ -89,9 +90,11 @@ void ops_install_context(ibv_context* ctx) {
   saved->post_send = ctx->ops.post_send;
   saved->poll_cq = ctx->ops.poll_cq;
   saved->req_notify_cq = ctx->ops.req_notify_cq;
+  saved->bind_mw = ctx->ops.bind_mw;
   ctx->ops.post_send = kContextOps.post_send;
   ctx->ops.poll_cq = kContextOps.poll_cq;
   if (saved->req_notify_cq) ctx->ops.req_notify_cq = kContextOps.req_notify_cq;
+  if (saved->bind_mw) ctx->ops.bind_mw = kContextOps.bind_mw;
   if (UNLOAD_VCTX_HAS(v, create_qp_ex) && v->create_qp_ex) {
     saved->create_qp_ex = v->create_qp_ex;
     v->create_qp_ex = kContextOps.create_qp_ex;
@@ -108,6 +111,7 @@ void ops_restore_context(ibv_context* ctx) {
   ctx->ops.post_send = saved->post_send;
   ctx->ops.poll_cq = saved->poll_cq;
   ctx->ops.req_notify_cq = saved->req_notify_cq;
+  ctx->ops.bind_mw = saved->bind_mw;
   if (verbs_context* v = verbs_get_ctx(ctx)) {
     if (saved->create_qp_ex) v->create_qp_ex = saved->create_qp_ex;
     if (saved->create_cq_ex) v->create_cq_ex = saved->create_cq_ex;

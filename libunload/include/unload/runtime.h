@@ -49,6 +49,7 @@ struct unload_provider_ops {
   int (*req_notify_cq)(struct ibv_cq*, int);
   struct ibv_qp* (*create_qp_ex)(struct ibv_context*, struct ibv_qp_init_attr_ex*);
   struct ibv_cq_ex* (*create_cq_ex)(struct ibv_context*, struct ibv_cq_init_attr_ex*);
+  int (*bind_mw)(struct ibv_qp*, struct ibv_mw*, struct ibv_mw_bind*);
 };
 
 /* Once, before any other call. Reads the tunables (control page or UNLOAD_* variables). */
@@ -82,6 +83,7 @@ int unload_cq_get_event(struct ibv_comp_channel* ch, struct ibv_cq** cq, void** 
 struct unload_provider_ops* unload_context_provider(struct ibv_context* ctx);
 int unload_qp_post_send(struct ibv_qp* qp, struct ibv_send_wr* wr, struct ibv_send_wr** bad);
 int unload_cq_poll(struct ibv_cq* cq, int n, struct ibv_wc* wc);
+int unload_qp_bind_mw(struct ibv_qp* qp, struct ibv_mw* mw, struct ibv_mw_bind* bind);
 int unload_cq_req_notify(struct ibv_cq* cq, int solicited_only);
 struct ibv_qp* unload_qp_create_ex(struct ibv_context* ctx, struct ibv_qp_init_attr_ex* attr);
 struct ibv_cq_ex* unload_cq_create_ex(struct ibv_context* ctx, struct ibv_cq_init_attr_ex* attr);

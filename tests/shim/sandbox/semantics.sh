@@ -93,6 +93,7 @@ sem error_flush
 # on its timing: a round may flip, shim or not (design.md section 8).
 TRIES=3 REF_RACED='LOC_PROT_ERR' sem error_flush race 30
 sem post_bounded rnr
+sem post_bounded list
 # rxe on 6.12 sometimes acknowledges this write unplaced, shim or not (design.md section 8).
 TRIES=3 REF_RACED='write placed NO' sem post_bounded reset
 sem destroy_outstanding
@@ -111,6 +112,8 @@ sem query_qp_caps
 sem cqex_imm_destroy
 sem cqex_imm_destroy ts
 sem direct_verbs
+sem peer_gone
+sem mw_bind
 note wr_multi_sge unequal
 fi
 if [ "$PART" != 1 ]; then
