@@ -127,7 +127,10 @@ void qp_free(QpRec* q) {
   delete q;
 }
 
-int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, const CapsShown& shown, bool sq_sig_all) {
+// cap: the QP's real capacities; shown: what the provider answers the program's request;
+// roomy: the QP was made with more than that (ibv_query_qp then says `shown`).
+int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, const CapsShown& shown, bool roomy,
+                bool sq_sig_all) {
   auto* q = new (std::nothrow) QpRec();
   if (!q) return -ENOMEM;
   q->qp = qp;
@@ -138,6 +141,7 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, const CapsShow
   q->shown = shown.created;
   q->shown_query = shown.queried;
   q->shown_query_init = shown.queried_init;
+  q->roomy = roomy;
   q->sq.max_inline = cap.max_inline_data;
   q->sq.max_wr = shown.created.max_send_wr;  // the room beyond it is the markers'
   q->sq.max_sge = cap.max_send_sge;
@@ -221,7 +225,8 @@ ibv_qp* create_recorded(ContextRec* c, Attr* attr, Create&& create) {
   if (!c || !rc_uc || !tunables().enabled) {
     ibv_qp* qp = create();
     if (qp && c)
-      (void)qp_register(c, qp, attr->cap, CapsShown{attr->cap, attr->cap, attr->cap}, attr->sq_sig_all);
+      (void)qp_register(c, qp, attr->cap, CapsShown{attr->cap, attr->cap, attr->cap}, false,
+                        attr->sq_sig_all);
     return qp;
   }
   const ibv_qp_cap asked = attr->cap;
@@ -250,8 +255,7 @@ ibv_qp* create_recorded(ContextRec* c, Attr* attr, Create&& create) {
     attr->cap = asked;
     return nullptr;
   }
-  (void)qp_register(c, qp, real, shown, attr->sq_sig_all);
-  if (QpRec* q = roomy ? g_qps.find(key_of(qp)) : nullptr) q->roomy = true;
+  (void)qp_register(c, qp, real, shown, roomy, attr->sq_sig_all);
   return qp;
 }
 
