@@ -34,7 +34,9 @@ bool map_current(CqRec* c, CqxState* s, ibv_cq_ex* cq) {
   SqEntry* e = tagged_entry(c, qpn, cq->wr_id, &q);
   if (!e) return true;
   uint64_t wr_id;
-  const bool visible = merge_entry(q, e, cq->status, &wr_id);
+  ibv_wc_status status = cq->status;
+  const bool visible = merge_entry(q, e, &status, &wr_id);
+  cq->status = status;
   cq->wr_id = wr_id;
   return visible;
 }
@@ -135,9 +137,10 @@ extern "C" void unload_cqx_end_poll(ibv_cq_ex* cq) {
   c->gate.leave(s->gate_how);
 }
 
-// The read_* entry points: from the shim's completion while one is current. A direct
-// write's completion has what a NIC's RDMA WRITE completion has; the receive-side fields
-// are undefined for it, and 0 here.
+// The read_* entry points: from the shim's completion while one is current. It is a direct
+// write's (what a NIC's RDMA WRITE completion has; the receive-side fields 0, as the NIC's
+// are undefined there) or one the shim took from the provider with ibv_poll_cq at a
+// destroy or RESET (every field a legacy completion has, kept).
 #define UNLOAD_CQX_READ(type, name, synth_value)                         \
   extern "C" type unload_cqx_##name(ibv_cq_ex* cq) {                     \
     const CqxState* s = cqx_rec(cq)->cqx_state;                          \
@@ -146,27 +149,31 @@ extern "C" void unload_cqx_end_poll(ibv_cq_ex* cq) {
 UNLOAD_CQX_READ(ibv_wc_opcode, read_opcode, s->cur.opcode)
 UNLOAD_CQX_READ(uint32_t, read_vendor_err, s->cur.vendor_err)
 UNLOAD_CQX_READ(uint32_t, read_byte_len, s->cur.byte_len)
-UNLOAD_CQX_READ(__be32, read_imm_data, 0)
+UNLOAD_CQX_READ(__be32, read_imm_data, s->cur.imm_data)
 UNLOAD_CQX_READ(uint32_t, read_qp_num, s->cur.qp_num)
-UNLOAD_CQX_READ(uint32_t, read_src_qp, 0)
-UNLOAD_CQX_READ(unsigned int, read_wc_flags, 0)
-UNLOAD_CQX_READ(uint32_t, read_slid, 0)
-UNLOAD_CQX_READ(uint8_t, read_sl, 0)
-UNLOAD_CQX_READ(uint8_t, read_dlid_path_bits, 0)
+UNLOAD_CQX_READ(uint32_t, read_src_qp, s->cur.src_qp)
+UNLOAD_CQX_READ(unsigned int, read_wc_flags, s->cur.wc_flags)
+UNLOAD_CQX_READ(uint32_t, read_slid, s->cur.slid)
+UNLOAD_CQX_READ(uint8_t, read_sl, s->cur.sl)
+UNLOAD_CQX_READ(uint8_t, read_dlid_path_bits, s->cur.dlid_path_bits)
 #undef UNLOAD_CQX_READ
 
-// The fields a shim-made completion can answer; a CQ asking for more (timestamps, VLAN,
-// flow tag, tag matching) keeps every write on the NIC.
+// The fields a shim-made completion can answer (those an ibv_wc has); a CQ asking for more
+// (timestamps, VLAN, flow tag, tag matching) keeps its QPs untracked (objects.cpp).
 constexpr uint64_t kSynthFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
                                  IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
                                  IBV_WC_EX_WITH_DLID_PATH_BITS;
+
+bool cqx_flags_synthesisable(uint64_t wc_flags) {
+  return (wc_flags & ~kSynthFlags) == 0;
+}
 
 // A completion of the shim's can be current only when the program asked for no field the
 // shim cannot fill: every read_* the program may call is then the shim's (it replaced all
 // the provider has, and the provider has those the program asked for).
 bool cqx_can_synthesise(const CqRec* c) {
   const CqxState* s = c->cqx_state;
-  return s && s->orig.start_poll && (s->wc_flags & ~kSynthFlags) == 0;
+  return s && s->orig.start_poll && cqx_flags_synthesisable(s->wc_flags);
 }
 
 // The shim saves the CQ's own table here, then installs the unload_cqx_* entry points

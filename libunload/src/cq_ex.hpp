@@ -13,4 +13,7 @@ void cqx_release(CqRec* r);
 // program may call answered, no field it cannot fill asked for).
 bool cqx_can_synthesise(const CqRec* c);
 
+// Whether a CQ made with `wc_flags` asks for no field a shim-made completion lacks.
+bool cqx_flags_synthesisable(uint64_t wc_flags);
+
 }  // namespace unload::rt

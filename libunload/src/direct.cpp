@@ -203,6 +203,17 @@ int place_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
   return run_direct(q, w, n, why);
 }
 
+// Whether a request posted on `q` now will complete (and so fire the CQ's event): its send
+// queue runs (RTS, SQD) or flushes (ERR); in RESET, INIT or RTR it would wait for ever.
+bool marker_completes(const QpRec* q) {
+  const uint8_t st = q->state.load(std::memory_order_acquire);
+  return st == IBV_QPS_RTS || st == IBV_QPS_SQD || st == IBV_QPS_ERR;
+}
+
+// A marker goes only where it completes: on a QP in RESET or INIT it would never, and the
+// arming it stands for would wait for ever. A queued completion is a direct write's (its QP
+// was at RTS) or one drained at a destroy or RESET, which a purging provider drops and a
+// keeping one would have in its CQ before the arming (no event for it there either).
 void wake_channel_now(CqRec* c) {
   if (!c->armed.exchange(false)) return;
   std::lock_guard<std::mutex> keep(c->send_qps.mu);  // no QP of the list is destroyed meanwhile
@@ -210,7 +221,8 @@ void wake_channel_now(CqRec* c) {
   for (uint32_t i = 0; a && i < a->n; ++i) {
     QpRec* q = a->qps[i];
     GateScope g(q->sq.gate);
-    if (q->peer.has_last && post_marker(q, q->peer.last_rkey, q->peer.last_addr) == 0) return;
+    if (q->peer.has_last && marker_completes(q) && post_marker(q, q->peer.last_rkey, q->peer.last_addr) == 0)
+      return;
   }
   c->armed.store(true);
 }

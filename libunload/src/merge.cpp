@@ -24,7 +24,8 @@ SqEntry* tagged_entry(CqRec* c, uint32_t qpn, uint64_t wr_id, QpRec** q) {
   return nullptr;
 }
 
-bool merge_entry(QpRec* q, SqEntry* e, ibv_wc_status status, uint64_t* wr_id) {
+bool merge_entry(QpRec* q, SqEntry* e, ibv_wc_status* st, uint64_t* wr_id) {
+  const ibv_wc_status status = *st;
   stage_release(q->sq.stage, *e);
   if (status == IBV_WC_SUCCESS) {
     if (e->post_ns)
@@ -35,6 +36,12 @@ bool merge_entry(QpRec* q, SqEntry* e, ibv_wc_status status, uint64_t* wr_id) {
   }
   *wr_id = e->user_wr_id;
   const bool visible = !((e->flags & kMarker) || ((e->flags & kHidden) && status == IBV_WC_SUCCESS));
+  if (!visible && status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR) {
+    q->carried = status;
+  } else if (visible && status == IBV_WC_WR_FLUSH_ERR && q->carried != IBV_WC_SUCCESS) {
+    *st = q->carried;
+    q->carried = IBV_WC_SUCCESS;
+  }
   q->sq.ring.retire_through(e);
   return visible;
 }
@@ -42,7 +49,7 @@ bool merge_entry(QpRec* q, SqEntry* e, ibv_wc_status status, uint64_t* wr_id) {
 void merge_wc(CqRec* c, Emitter& em, ibv_wc& wc) {
   QpRec* q = nullptr;
   SqEntry* e = tagged_entry(c, wc.qp_num, wc.wr_id, &q);
-  if (e && !merge_entry(q, e, wc.status, &wc.wr_id)) return;
+  if (e && !merge_entry(q, e, &wc.status, &wc.wr_id)) return;
   em.emit(wc);
 }
 

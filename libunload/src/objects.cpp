@@ -1,5 +1,6 @@
 // The lifecycles of the objects made through the shim: their records, from creation to
 // destruction, and the C API the shim's wrappers call (unload/runtime.h).
+#include "caps.hpp"
 #include "config.hpp"
 #include "cq_ex.hpp"
 #include "kmod.hpp"
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 namespace unload::rt {
@@ -103,7 +105,10 @@ void qp_free(QpRec* q) {
   delete q;
 }
 
-int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_all) {
+// cap: the QP's real capacities; shown: what the provider answers the program's request;
+// roomy: the QP was made with more than that (ibv_query_qp then says `shown`).
+int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, const CapsShown& shown, bool roomy,
+                bool sq_sig_all) {
   auto* q = new (std::nothrow) QpRec();
   if (!q) return -ENOMEM;
   q->qp = qp;
@@ -111,16 +116,25 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_al
   q->send_cq = qp->send_cq;
   q->recv_cq = qp->recv_cq;
   q->qp_num = qp->qp_num;
+  q->shown = shown.created;
+  q->shown_query = shown.queried;
+  q->shown_query_init = shown.queried_init;
+  q->roomy = roomy;
   q->sq.max_inline = cap.max_inline_data;
-  // What the program was told (report_caps): the room the shim asked for is the markers'.
-  q->sq.max_wr = cap.max_send_wr > kSqRoom ? cap.max_send_wr - kSqRoom : cap.max_send_wr;
+  q->sq.max_wr = shown.created.max_send_wr;  // the room beyond it is the markers'
   q->sq.max_sge = cap.max_send_sge;
   q->sq.sig_all = sq_sig_all;
   q->scq = q->send_cq ? g_cqs.find(key_of(q->send_cq)) : nullptr;
   // Tracked only when every CQ its completions reach is recorded: a tag reaching a CQ the
   // shim does not poll (its table full, or made past the shim) would come back to the
   // program as a wr_id and never retire.
-  const bool cqs_recorded = q->scq && (!q->recv_cq || g_cqs.find(key_of(q->recv_cq)));
+  // An extended send CQ must also be able to hand over the completions the shim keeps for
+  // it (a timestamp CQ cannot: its QPs are the NIC's alone).
+  // Neither may have been reached through vendor direct verbs, nor the context (DEVX).
+  const CqRec* rcq = q->recv_cq ? g_cqs.find(key_of(q->recv_cq)) : nullptr;
+  const bool cqs_recorded = q->scq && (!q->scq->cqx || cqx_flags_synthesisable(q->scq->wc_flags)) &&
+                            (!q->recv_cq || rcq) && !q->scq->dv.load() && !(rcq && rcq->dv.load()) &&
+                            !c->dv.load();
   q->tracked = (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC) && cqs_recorded;
   if (q->tracked && q->sq.ring.init(cap.max_send_wr * 2 + 64) != 0) {
     delete q;
@@ -143,43 +157,87 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, bool sq_sig_al
   return 0;
 }
 
-// Creates a QP asking for the inline cap the inline path wants and the send-queue room the
-// shim's markers need, within the device's limits: the provider refuses what it cannot
-// do, and then the program's own request is used.
-template <class Create, class Attr>
-ibv_qp* create_with_room(Create&& create, Attr* attr) {
-  const ibv_qp_cap asked = attr->cap;
+// The request with the room the shim needs beyond what the program was told (`shown`):
+// the markers' slots, and the inline cap the inline path wants.
+template <class Attr>
+void ask_room(Attr* attr, const ibv_qp_cap& shown) {
+  attr->cap = shown;
+  attr->cap.max_send_wr += kSqRoom;
   const Tunables& t = tunables();
-  const bool rc_uc = attr->qp_type == IBV_QPT_RC || attr->qp_type == IBV_QPT_UC;
-  if (rc_uc && t.enabled) {
-    if (t.inline_max > asked.max_inline_data) attr->cap.max_inline_data = t.inline_max;
-    attr->cap.max_send_wr += kSqRoom;
-    if (ibv_qp* qp = create()) return qp;
-    attr->cap = asked;
-    attr->cap.max_send_wr += kSqRoom;
-    if (ibv_qp* qp = create()) return qp;
-    attr->cap = asked;
+  if (t.inline_max > shown.max_inline_data) attr->cap.max_inline_data = t.inline_max;
+}
+
+// The provider's answers for QP `qp`, made with the program's request: `created` at create,
+// and what ibv_query_qp says of it.
+CapsShown query_caps(ibv_qp* qp, const ibv_qp_cap& created) {
+  CapsShown s;
+  s.created = s.queried = s.queried_init = created;
+  ibv_qp_attr a{};
+  ibv_qp_init_attr ia{};
+  if (g_real.query_qp && g_real.query_qp(qp, &a, IBV_QP_CAP, &ia) == 0) {
+    s.queried = a.cap;
+    s.queried_init = ia.cap;
   }
-  return create();
+  return s;
 }
 
-// What the program sees of the capacities: the room the shim took for itself is not its.
-void report_caps(ibv_qp_cap& cap, const ibv_qp_cap& asked, ibv_qp_cap* real) {
-  *real = cap;
-  if (cap.max_inline_data > asked.max_inline_data) cap.max_inline_data = asked.max_inline_data;
-  if (cap.max_send_wr >= asked.max_send_wr + kSqRoom) cap.max_send_wr -= kSqRoom;
+// What decides the provider's answer to `attr` (caps.hpp).
+template <class Attr>
+CapsAsk caps_ask(const ContextRec* c, const Attr* attr) {
+  CapsAsk k;
+  k.ctx_id = c->id;
+  k.qp_type = attr->qp_type;
+  k.cap = attr->cap;
+  k.sig_all = attr->sq_sig_all;
+  if constexpr (std::is_same_v<Attr, ibv_qp_init_attr_ex>) {
+    k.comp_mask = attr->comp_mask;
+    k.send_ops = attr->send_ops_flags;
+    k.create_flags = attr->create_flags;
+  }
+  return k;
 }
 
-// Creates a QP with the shim's room, tells the program its own numbers, and records the QP
-// (a QP that cannot be recorded passes through).
+// Creates a QP with the shim's room, tells the program the capacities the provider gives
+// its own request (learnt once per distinct request: a QP made with exactly it, destroyed
+// again), and records the QP (a QP that cannot be recorded passes through). Without room
+// to be had (the device's limits), the program's own request is used.
 template <class Attr, class Create>
 ibv_qp* create_recorded(ContextRec* c, Attr* attr, Create&& create) {
+  const bool rc_uc = attr->qp_type == IBV_QPT_RC || attr->qp_type == IBV_QPT_UC;
+  if (!c || !rc_uc || !tunables().enabled) {
+    ibv_qp* qp = create();
+    if (qp && c)
+      (void)qp_register(c, qp, attr->cap, CapsShown{attr->cap, attr->cap, attr->cap}, false,
+                        attr->sq_sig_all);
+    return qp;
+  }
   const ibv_qp_cap asked = attr->cap;
-  ibv_qp* qp = create_with_room(create, attr);
-  if (!qp) return nullptr;
-  ibv_qp_cap real;
-  report_caps(attr->cap, asked, &real);
-  (void)qp_register(c, qp, real, attr->sq_sig_all);
+  const CapsAsk k = caps_ask(c, attr);
+  CapsShown shown;
+  ibv_qp* plain = nullptr;  // made with the program's request, when its answer was not known
+  if (!caps_lookup(k, &shown)) {
+    plain = create();
+    if (!plain) return nullptr;  // refused as without the shim
+    shown = query_caps(plain, attr->cap);
+    caps_remember(k, shown);
+  }
+  ask_room(attr, shown.created);
+  ibv_qp* qp = create();
+  ibv_qp_cap real = attr->cap;
+  if (qp && plain) g_real.destroy_qp(plain);
+  bool roomy = true;
+  if (!qp) {
+    attr->cap = asked;
+    qp = plain ? plain : create();
+    real = attr->cap;
+    roomy = false;
+  }
+  attr->cap = shown.created;
+  if (!qp) {
+    attr->cap = asked;
+    return nullptr;
+  }
+  (void)qp_register(c, qp, real, shown, roomy, attr->sq_sig_all);
   return qp;
 }
 
@@ -189,6 +247,13 @@ void drain_provider(CqRec* c) {
   if (!c->tracked.load(std::memory_order_acquire)) return;
   while (poll_provider_into_pending(c) > 0) {
   }
+}
+
+// QP `q` was destroyed or reset: a provider that purges its completions from the CQ had
+// them in the drain just made; they go, as do the direct writes' the shim queued. Inside
+// the CQ's gate.
+void purge_qp_completions(CqRec* c, const QpRec* q) {
+  if (q->c->purges_cqes) c->pending.purge_qp(q->qp_num);
 }
 
 }  // namespace
@@ -246,6 +311,8 @@ ibv_context* unload_context_open(ibv_device* dev) {
   if (!c) return ctx;  // not interposed: pure pass-through
   c->ctx = ctx;
   c->id = g_next_ctx_id.fetch_add(1);
+  // mlx5 drops a QP's CQEs at destroy and RESET (mlx5_cq_clean); rxe keeps them.
+  c->purges_cqes = std::strncmp(dev->name, "mlx5", 4) == 0;
   {
     std::lock_guard<std::mutex> g(g_ctx_mu);
     unsigned i = 0;
@@ -283,7 +350,6 @@ int unload_context_close(ibv_context* ctx) {
 
 ibv_qp* unload_qp_create(ibv_pd* pd, ibv_qp_init_attr* attr) {
   ContextRec* c = context_find(pd->context);
-  if (!c) return g_real.create_qp(pd, attr);
   return create_recorded(c, attr, [&] { return g_real.create_qp(pd, attr); });
 }
 
@@ -293,12 +359,23 @@ ibv_qp* unload_qp_create_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
   return create_recorded(c, attr, [&] { return c->provider.create_qp_ex(ctx, attr); });
 }
 
+// The capacities as the program was told them at create, not the room the shim took.
+int unload_qp_query(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init) {
+  const int rc = g_real.query_qp(qp, attr, mask, init);
+  const QpRec* q = rc ? nullptr : g_qps.find(key_of(qp));
+  if (!q || !q->roomy) return rc;
+  if (attr) attr->cap = q->shown_query;
+  if (init) init->cap = q->shown_query_init;
+  return rc;
+}
+
 int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   const int rc = g_real.modify_qp(qp, attr, mask);
   if (rc) return rc;
   QpRec* q = g_qps.find(key_of(qp));
   if (!q) return rc;
   if (mask & IBV_QP_DEST_QPN) q->peer.dest_qp_num = attr->dest_qp_num;
+  if (mask & IBV_QP_STATE) q->state.store(static_cast<uint8_t>(attr->qp_state), std::memory_order_release);
   if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR)
     q->failed.store(true, std::memory_order_release);
   if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET && q->tracked) {
@@ -308,6 +385,7 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     if (q->scq) {
       GateScope cg(q->scq->gate);
       drain_provider(q->scq);
+      purge_qp_completions(q->scq, q);
       q->sq.ring.clear();
     } else {
       q->sq.ring.clear();
@@ -315,6 +393,8 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     q->sq.stage.head.store(q->sq.stage.tail, std::memory_order_release);
     q->sq.untracked.store(false, std::memory_order_relaxed);
     q->peer.stuck_below = 0;
+    q->peer.has_last = false;  // no marker target until the next direct write
+    q->carried = IBV_WC_SUCCESS;
     q->failed.store(false, std::memory_order_release);
   }
   // Registered from RTR, where it can receive: a QP that only ever receives writes (the
@@ -358,15 +438,18 @@ int unload_qp_destroy(ibv_qp* qp) {
   if (q && q->peer.registered && q->peer.session == g_kmod.session &&
       kmod_unreg_qp(qp->context, q->qp_num) == 0)
     q->peer.registered = false;
+  // Out of its CQ's list before the QP goes: a wake-up (ibv_req_notify_cq on another
+  // thread) walks the list under its lock and posts a marker on a QP of it.
+  if (q && q->tracked) q->scq->send_qps.remove(q);
   const int rc = g_real.destroy_qp(qp);
+  if (rc && q && q->tracked && q->scq->send_qps.add(q) != 0) q->tracked = false;  // still there
   if (rc || !q) return rc;
   g_qps.remove_if(key_of(qp), q);
   if (CqRec* scq = q->scq) {
-    // Out of the CQ's list first (its lock is taken before any gate, see design.md); the
-    // drain finds the QP by number (ibv_poll_cq gives it).
-    scq->send_qps.remove(q);
+    // The drain finds the QP by number (ibv_poll_cq gives it).
     GateScope g(scq->gate);
     drain_provider(scq);
+    purge_qp_completions(scq, q);
     g_qps_by_num.remove_if(qpn_key(q->c, q->qp_num), q);
   } else {
     g_qps_by_num.remove_if(qpn_key(q->c, q->qp_num), q);

@@ -196,7 +196,7 @@ int to_nic(Batch& b, ibv_send_wr* w, const Route& rt, Why fallback, ibv_send_wr*
 // are placed with one submission; the requests before them go to the provider first, and
 // what the module does not place goes after them, in order.
 int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t) {
-  const Why direct_why = list_direct_why(q, wr, t);
+  Why direct_why = list_direct_why(q, wr, t);
   Batch b(q);
   DirectRun run;
   ibv_send_wr* origin[kDirectRunMax];
@@ -230,6 +230,9 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
       run[i].rt.path = Path::offload;
       if (int rc = to_nic(b, origin[i], run[i].rt, fallback, bad)) return rc;
     }
+    // A fence that gave up waited its limit once: the list's later runs would wait behind
+    // the same requests, so they take the NIC (one wait per list, however long).
+    if (fallback == Why::fence) direct_why = Why::fence;
   }
   return b.flush(bad);
 }
@@ -248,6 +251,21 @@ int post_routed(QpRec* q, const ibv_send_wr& w, const Route& rt, Why fallback) {
 }  // namespace unload::rt
 
 using namespace unload::rt;
+
+// ops.bind_mw (ibv_bind_mw, type 1 windows): the provider posts the bind on the QP itself,
+// past the ring, so no completion of the ring would say when it executed. Like a request
+// posted around the ring, it makes the next fence post a marker behind it: a later direct
+// write is placed only once the bind (and all before it) executed.
+extern "C" int unload_qp_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
+  QpRec* q = g_qps.find(key_of(qp));
+  ContextRec* c = q ? q->c : context_find(qp->context);
+  if (q && q->tracked) {
+    GateScope g(q->sq.gate);  // not held over the provider's call: it may post through ops.post_send
+    mark_tracked(q);
+    q->sq.untracked.store(true, std::memory_order_relaxed);
+  }
+  return c->provider.bind_mw(qp, mw, bind);
+}
 
 // ops.post_send. The program's list is never written: the provider gets copies.
 extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {

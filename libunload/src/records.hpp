@@ -23,6 +23,11 @@ struct ContextRec {
   ibv_context* ctx;
   uint32_t id;                   // small and unique: keys the per-context tables
   unload_provider_ops provider;  // the provider's entry points the shim replaced
+  // The provider drops a QP's completions from its CQs at destroy and at RESET (mlx5 does,
+  // rxe does not): the shim drops its own queued ones for that QP alike.
+  bool purges_cqes = false;
+  // The program made a DEVX object: its QPs made from now on are not tracked (direct_verbs.hpp).
+  std::atomic<bool> dv{false};
 };
 
 // unload.stage: a QP's staging arena, made at its first stage write (stage.hpp) and
@@ -85,9 +90,21 @@ struct QpRec {
   CqRec* scq;  // the send CQ's record (nullptr: not made through the shim)
   uint32_t qp_num;
   bool tracked;  // RC/UC: requests go through the ring
+  // The state the program last moved the QP to (ibv_modify_qp): a hidden marker goes only
+  // on a QP whose send queue will complete it.
+  std::atomic<uint8_t> state{IBV_QPS_RESET};
+  // The capacities the provider would report for the program's own request: at create,
+  // and by ibv_query_qp (attr, init_attr).
+  ibv_qp_cap shown{};
+  ibv_qp_cap shown_query{};
+  ibv_qp_cap shown_query_init{};
+  bool roomy = false;  // made with more room than asked: ibv_query_qp says shown_query*
   // A completion of this send queue failed, or the program moved the QP to ERR: the NIC
   // flushes what follows, so nothing may be placed by the CPU until a reset.
   std::atomic<bool> failed{false};
+  // The status of a hidden request that failed first, for the program's next flushed
+  // completion of this QP (merge_entry). Consumer side: the send CQ's gate.
+  ibv_wc_status carried = IBV_WC_SUCCESS;
   SendQueue sq;
   PeerLink peer;
   struct QpxState* qpx = nullptr;  // the wr_* API's state (ibv_qp_ex QPs only)
@@ -129,6 +146,8 @@ struct CqRec {
   // The program armed the CQ (not solicited-only) and no wake-up marker was posted since.
   std::atomic<bool> armed{false};
   struct CqxState* cqx_state = nullptr;  // the ibv_cq_ex poll sequence (cqx CQs only)
+  // Reached through vendor direct verbs: no QP on it is tracked (direct_verbs.hpp).
+  std::atomic<bool> dv{false};
 };
 
 struct MrRec {

@@ -83,6 +83,15 @@ class WcQueue {
     }
     return o;
   }
+  // Consumer only: the published completions of QP `qpn` become void (the provider purged
+  // that QP's CQEs). A cell claimed but not yet published is its producer's, and kept.
+  void purge_qp(uint32_t qpn) {
+    const uint64_t tail = tail_.load(std::memory_order_acquire);
+    for (uint64_t pos = head_; pos != tail; ++pos) {
+      Cell& c = cells_[pos & mask_];
+      if (c.seq.load(std::memory_order_acquire) == pos + 1 && c.live && c.wc.qp_num == qpn) c.live = false;
+    }
+  }
   // With every producer and the consumer excluded: a larger queue, same contents. 0 or -ENOMEM.
   int grow(uint32_t capacity);
 

@@ -77,6 +77,7 @@ constexpr unload_provider_ops kContextOps = {
     .create_cq_ex = create_cq_ex,
     .alloc_mw = unload_mw_alloc,
     .dealloc_mw = unload_mw_dealloc,
+    .bind_mw = unload_qp_bind_mw,
 };
 
 // Whether the provider's verbs_context is large enough to hold `member`.
@@ -91,6 +92,7 @@ void ops_install_context(ibv_context* ctx) {
   saved->post_send = ctx->ops.post_send;
   saved->poll_cq = ctx->ops.poll_cq;
   saved->req_notify_cq = ctx->ops.req_notify_cq;
+  saved->bind_mw = ctx->ops.bind_mw;
   ctx->ops.post_send = kContextOps.post_send;
   ctx->ops.poll_cq = kContextOps.poll_cq;
   if (saved->req_notify_cq) ctx->ops.req_notify_cq = kContextOps.req_notify_cq;
@@ -100,6 +102,7 @@ void ops_install_context(ibv_context* ctx) {
     ctx->ops.alloc_mw = kContextOps.alloc_mw;
     ctx->ops.dealloc_mw = kContextOps.dealloc_mw;
   }
+  if (saved->bind_mw) ctx->ops.bind_mw = kContextOps.bind_mw;
   if (UNLOAD_VCTX_HAS(v, create_qp_ex) && v->create_qp_ex) {
     saved->create_qp_ex = v->create_qp_ex;
     v->create_qp_ex = kContextOps.create_qp_ex;
@@ -120,6 +123,7 @@ void ops_restore_context(ibv_context* ctx) {
     ctx->ops.alloc_mw = saved->alloc_mw;
     ctx->ops.dealloc_mw = saved->dealloc_mw;
   }
+  ctx->ops.bind_mw = saved->bind_mw;
   if (verbs_context* v = verbs_get_ctx(ctx)) {
     if (saved->create_qp_ex) v->create_qp_ex = saved->create_qp_ex;
     if (saved->create_cq_ex) v->create_cq_ex = saved->create_cq_ex;

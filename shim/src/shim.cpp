@@ -119,6 +119,9 @@ UNLOAD_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
 UNLOAD_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int m) {
   SHIM(modify_qp(qp, a, m), unload_qp_modify(qp, a, m));
 }
+UNLOAD_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* a, int m, ibv_qp_init_attr* i) {
+  SHIM(query_qp(qp, a, m, i), unload_qp_query(qp, a, m, i));
+}
 UNLOAD_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   SHIM(destroy_qp(qp), unload_qp_destroy(qp));
 }
@@ -163,6 +166,7 @@ void* unload::shim::wrapper_of(const char* name) {
       {"ibv_close_device", reinterpret_cast<void*>(&ibv_close_device)},
       {"ibv_create_qp", reinterpret_cast<void*>(&ibv_create_qp)},
       {"ibv_modify_qp", reinterpret_cast<void*>(&ibv_modify_qp)},
+      {"ibv_query_qp", reinterpret_cast<void*>(&ibv_query_qp)},
       {"ibv_destroy_qp", reinterpret_cast<void*>(&ibv_destroy_qp)},
       {"ibv_reg_mr", reinterpret_cast<void*>(&ibv_reg_mr)},
       {"ibv_reg_mr_iova", reinterpret_cast<void*>(&ibv_reg_mr_iova)},

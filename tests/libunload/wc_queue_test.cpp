@@ -116,5 +116,30 @@ TEST(WcQueue, GrowKeepsContentsAndOrder) {
   for (uint64_t i = 0; i < 17; ++i) EXPECT_EQ(out[i].wr_id, i);
 }
 
+// A purging provider (mlx5) drops a destroyed or reset QP's CQEs: the shim's queued ones of
+// that QP go too, the others stay in order, a claimed unpublished cell is its producer's.
+TEST(WcQueue, PurgeQpDropsThatQpsCompletionsOnly) {
+  WcQueue q;
+  ASSERT_EQ(q.init(16), 0);
+  for (uint64_t i = 0; i < 6; ++i) {
+    ibv_wc wc = wc_of(i);
+    wc.qp_num = i % 2 ? 7 : 9;
+    ASSERT_TRUE(q.push(wc));
+  }
+  uint64_t ticket;
+  ASSERT_TRUE(q.claim(ticket));
+  q.purge_qp(7);
+  ibv_wc late = wc_of(100);
+  late.qp_num = 7;
+  q.fill(ticket, late);
+  ibv_wc out[16];
+  ASSERT_EQ(q.pop(out, 16), 4);
+  EXPECT_EQ(out[0].wr_id, 0u);
+  EXPECT_EQ(out[1].wr_id, 2u);
+  EXPECT_EQ(out[2].wr_id, 4u);
+  EXPECT_EQ(out[3].wr_id, 100u);
+  EXPECT_TRUE(q.empty());
+}
+
 }  // namespace
 }  // namespace unload::rt

@@ -52,6 +52,7 @@ struct unload_provider_ops {
   struct ibv_cq_ex* (*create_cq_ex)(struct ibv_context*, struct ibv_cq_init_attr_ex*);
   struct ibv_mw* (*alloc_mw)(struct ibv_pd*, enum ibv_mw_type);
   int (*dealloc_mw)(struct ibv_mw*);
+  int (*bind_mw)(struct ibv_qp*, struct ibv_mw*, struct ibv_mw_bind*);
 };
 
 /* Once, before any other call. Reads the tunables (control page or UNLOAD_* variables). */
@@ -61,6 +62,10 @@ struct ibv_context* unload_context_open(struct ibv_device* dev);
 int unload_context_close(struct ibv_context* ctx);
 struct ibv_qp* unload_qp_create(struct ibv_pd* pd, struct ibv_qp_init_attr* attr);
 int unload_qp_modify(struct ibv_qp* qp, struct ibv_qp_attr* attr, int mask);
+/* A program reached an object through vendor direct verbs (call: an unload::DvCall):
+ * what it names stops being tracked. qp, cq may be NULL. */
+void unload_dv_used(int call, struct ibv_context* ctx, struct ibv_qp* qp, struct ibv_cq* cq);
+int unload_qp_query(struct ibv_qp* qp, struct ibv_qp_attr* attr, int mask, struct ibv_qp_init_attr* init);
 int unload_qp_destroy(struct ibv_qp* qp);
 struct ibv_mr* unload_mr_reg(struct ibv_pd* pd, void* addr, size_t len, int access);
 struct ibv_mr* unload_mr_reg_iova2(struct ibv_pd* pd, void* addr, size_t len, uint64_t iova,
@@ -84,6 +89,7 @@ int unload_cq_get_event(struct ibv_comp_channel* ch, struct ibv_cq** cq, void** 
 struct unload_provider_ops* unload_context_provider(struct ibv_context* ctx);
 int unload_qp_post_send(struct ibv_qp* qp, struct ibv_send_wr* wr, struct ibv_send_wr** bad);
 int unload_cq_poll(struct ibv_cq* cq, int n, struct ibv_wc* wc);
+int unload_qp_bind_mw(struct ibv_qp* qp, struct ibv_mw* mw, struct ibv_mw_bind* bind);
 int unload_cq_req_notify(struct ibv_cq* cq, int solicited_only);
 struct ibv_qp* unload_qp_create_ex(struct ibv_context* ctx, struct ibv_qp_init_attr_ex* attr);
 struct ibv_cq_ex* unload_cq_create_ex(struct ibv_context* ctx, struct ibv_cq_init_attr_ex* attr);

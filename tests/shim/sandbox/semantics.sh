@@ -3,7 +3,8 @@
 . "$(dirname "$0")/lib.sh"
 need_shim
 # PART (1 or 2; both when absent) picks a half, each a ctest test that boots once:
-# 1 the request-level programs, 2 the write streams (integrity .. close_device).
+# 1 the request-level programs and object shapes, 2 the write streams (integrity ..
+# close_device) and the races with destroy (destroy_notify .. mw_bind).
 # SEMANTICS_ONLY="prog ..." runs those programs alone; SEMANTICS_PATHS the paths to force.
 PART=${1:-all}
 ONLY=${SEMANTICS_ONLY:-}
@@ -95,6 +96,7 @@ sem error_flush
 # on its timing: a round may flip, shim or not (design.md section 8).
 TRIES=3 REF_RACED='LOC_PROT_ERR' sem error_flush race 30
 sem post_bounded rnr
+sem post_bounded list
 # rxe on 6.12 sometimes acknowledges this write unplaced, shim or not (design.md section 8).
 TRIES=3 REF_RACED='write placed NO' sem post_bounded reset
 sem destroy_outstanding
@@ -129,6 +131,16 @@ sem fork 50
 sem wr_batches 1500 5
 sem close_device destroy
 sem close_device keep
+sem destroy_notify 100
+# Only direct writes queue completions, so only there does an arming post wake-up markers
+# for a destroy to race: the 1000 rounds run there alone.
+PATHS=direct sem destroy_notify 1000
+sem query_qp_caps
+sem cqex_imm_destroy
+sem cqex_imm_destroy ts
+sem direct_verbs
+sem peer_gone
+sem mw_bind
 fi
 [ "$SKIPS" -eq 0 ] || echo "$SKIPS run(s) skipped"
 finish
