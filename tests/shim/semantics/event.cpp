@@ -27,13 +27,9 @@ constexpr uint32_t kDepth = 32, kMaxLen = 512;
 // Write k of a random stream: random length and offset, payload from slot k, mirrored in
 // `shadow`.
 int post_random(Pair& p, std::vector<uint8_t>& shadow, std::mt19937_64& rng, uint64_t k, bool sig) {
-  const uint32_t len =
-      rng() % 2 ? 1 + static_cast<uint32_t>(rng() % 64) : 1 + static_cast<uint32_t>(rng() % kMaxLen);
-  const size_t off = rng() % (p.dst_len - len);
   uint8_t* s = p.src + (k % kDepth) * kMaxLen;
-  for (uint32_t i = 0; i < len; ++i) s[i] = static_cast<uint8_t>(rng());
-  std::memcpy(&shadow[off], s, len);
-  return post_write(p.s, k, s, len, p.smr->lkey, reinterpret_cast<uintptr_t>(p.dst + off), p.dmr->rkey,
+  const RandomWrite w = random_write(rng, 64, kMaxLen, s, shadow);
+  return post_write(p.s, k, s, w.len, p.smr->lkey, reinterpret_cast<uintptr_t>(p.dst + w.off), p.dmr->rkey,
                     sig ? IBV_SEND_SIGNALED : 0);
 }
 

@@ -1,6 +1,8 @@
 // The semantics programs' common set-up (see fixture.hpp).
 #include "fixture.hpp"
 
+#include <cstring>
+
 #include <time.h>
 #include <unistd.h>
 
@@ -213,6 +215,17 @@ uint8_t pattern_byte(uint64_t seed, size_t i) {
 
 void fill(uint8_t* p, size_t n, uint64_t seed) {
   for (size_t i = 0; i < n; ++i) p[i] = pattern_byte(seed, i);
+}
+
+RandomWrite random_write(std::mt19937_64& rng, uint32_t short_max, uint32_t long_max, uint8_t* src,
+                         std::vector<uint8_t>& shadow) {
+  RandomWrite w;
+  w.len =
+      rng() % 2 ? 1 + static_cast<uint32_t>(rng() % short_max) : 1 + static_cast<uint32_t>(rng() % long_max);
+  w.off = rng() % (shadow.size() - w.len);
+  for (uint32_t i = 0; i < w.len; ++i) src[i] = static_cast<uint8_t>(rng());
+  std::memcpy(&shadow[w.off], src, w.len);
+  return w;
 }
 
 }  // namespace sem

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,16 @@ uint64_t fnv(const void* p, size_t n);
 // A byte pattern that differs per seed and position.
 void fill(uint8_t* p, size_t n, uint64_t seed);
 uint8_t pattern_byte(uint64_t seed, size_t i);
+
+// One write of a random stream, drawn from rng in a fixed order (a short or a long length,
+// up to short_max or long_max; an offset in shadow; the payload), its payload put at src
+// and mirrored into shadow: a program's seed gives the writes it always gave.
+struct RandomWrite {
+  uint32_t len;
+  size_t off;
+};
+RandomWrite random_write(std::mt19937_64& rng, uint32_t short_max, uint32_t long_max, uint8_t* src,
+                         std::vector<uint8_t>& shadow);
 
 uint64_t now_ms();  // for bounded waits only, never printed
 void sleep_ms(unsigned ms);

@@ -110,13 +110,9 @@ int main(int argc, char** argv) {
   auto run = [&](uint64_t from, uint64_t to) {
     uint64_t bad = 0;
     for (uint64_t k = from; k < to; ++k) {
-      const uint32_t len =
-          rng() % 2 ? 1 + static_cast<uint32_t>(rng() % 64) : 1 + static_cast<uint32_t>(rng() % kMaxLen);
-      const size_t off = rng() % (p.dst_len - len);
       uint8_t* s = p.src + (k % kDepth) * kMaxLen;
-      for (uint32_t i = 0; i < len; ++i) s[i] = static_cast<uint8_t>(rng());
-      std::memcpy(&shadow[off], s, len);
-      if (int rc = post_write(p.s, k, s, len, p.smr->lkey, reinterpret_cast<uintptr_t>(p.dst + off),
+      const RandomWrite w = random_write(rng, 64, kMaxLen, s, shadow);
+      if (int rc = post_write(p.s, k, s, w.len, p.smr->lkey, reinterpret_cast<uintptr_t>(p.dst + w.off),
                               p.dmr->rkey, IBV_SEND_SIGNALED)) {
         errno = rc;
         die("ibv_post_send");

@@ -106,12 +106,8 @@ int main(int argc, char** argv) {
     const uint64_t k = x.posted;
     // The send queue slot (and the source slot) of request k - kDepth must be free.
     while (k >= x.completed + kDepth) poll(true);
-    const uint32_t len =
-        rng() % 2 ? 1 + static_cast<uint32_t>(rng() % 256) : 1 + static_cast<uint32_t>(rng() % kMaxLen);
-    const size_t off = rng() % (kTarget - len);
     uint8_t* s = x.p.src + (k % kDepth) * kMaxLen;
-    for (uint32_t i = 0; i < len; ++i) s[i] = static_cast<uint8_t>(rng());
-    std::memcpy(&x.shadow[off], s, len);
+    const auto [len, off] = random_write(rng, 256, kMaxLen, s, x.shadow);
     const bool sig = rng() % 4 == 0 || x.unsignaled_run >= kDepth / 2 - 1;
     x.unsignaled_run = sig ? 0 : x.unsignaled_run + 1;
     ibv_sge sg[2];

@@ -97,14 +97,10 @@ int main(int argc, char** argv) {
       t.next_sig.store(next_sig_after(~0ull));
       for (uint64_t k = 0; k < writes; ++k) {
         while (k >= t.completed.load() + kDepth) poll_cq(t.cq);
-        const uint32_t len =
-            rng() % 2 ? 1 + static_cast<uint32_t>(rng() % 64) : 1 + static_cast<uint32_t>(rng() % kMaxLen);
-        const size_t off = rng() % (t.p.dst_len - len);
         uint8_t* s = t.p.src + (k % kDepth) * kMaxLen;
-        for (uint32_t j = 0; j < len; ++j) s[j] = static_cast<uint8_t>(rng());
-        std::memcpy(&t.shadow[off], s, len);
-        if (int rc = post_write(t.p.s, (uint64_t(i) << 40) | k, s, len, t.p.smr->lkey,
-                                reinterpret_cast<uintptr_t>(t.p.dst + off), t.p.dmr->rkey,
+        const RandomWrite w = random_write(rng, 64, kMaxLen, s, t.shadow);
+        if (int rc = post_write(t.p.s, (uint64_t(i) << 40) | k, s, w.len, t.p.smr->lkey,
+                                reinterpret_cast<uintptr_t>(t.p.dst + w.off), t.p.dmr->rkey,
                                 sig_of(k) ? IBV_SEND_SIGNALED : 0)) {
           errno = rc;
           die("ibv_post_send");
