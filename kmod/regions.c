@@ -116,24 +116,24 @@ void unload_region_mr_put(struct ib_mr *mr)
 
 /*
  * Find the restrack id of the caller's MR (dev, lkey, rkey, addr, length). The RDMA core
- * numbers MRs per device cyclically and offers lookups by id only, so this probes ids:
- * from the device's last find upwards until UNLOAD_MR_SCAN_GAP ids in a row are free (a
- * new MR comes after the last one found), then [0, hint). At most UNLOAD_MR_SCAN_MAX
- * probes: an MR not found is never a direct source or target (its writes take the NIC).
- * Only registrations pay for this, never requests.
+ * numbers MRs per device cyclically and offers lookups by id only, so this probes ids
+ * outwards from the device's last find, one above and one below in turn: a new MR is
+ * just above it, an older one below. No stretch of free ids ends the scan (another
+ * user's MR churn between two of ours leaves as many as it likes), only
+ * UNLOAD_MR_SCAN_MAX probes: an MR not found is never a direct source or target (its
+ * writes take the NIC). Only registrations pay for this, never requests.
  */
-#define UNLOAD_MR_SCAN_GAP	4096U
 #define UNLOAD_MR_SCAN_MAX	(1U << 20)
 
-/* Probe one id: 1 if it is the MR, 0 if not, -ENOENT if the id is free. */
-static int unload_mr_probe(struct unload_session *sess, struct ib_device *dev,
-			   const struct unload_region_reg *req, u32 id)
+/* Probe one id: is it the MR? */
+static bool unload_mr_probe(struct unload_session *sess, struct ib_device *dev,
+			    const struct unload_region_reg *req, u32 id)
 {
 	struct rdma_restrack_entry *res = rdma_restrack_get_byid(dev, RDMA_RESTRACK_MR, id);
 	bool match;
 
 	if (IS_ERR(res))
-		return -ENOENT;
+		return false;
 	match = unload_mr_matches(sess, res, req->lkey, req->rkey, req->iova, req->length);
 	rdma_restrack_put(res);
 	return match;
@@ -142,40 +142,32 @@ static int unload_mr_probe(struct unload_session *sess, struct ib_device *dev,
 static int unload_mr_find(struct unload_session *sess, struct ib_device *dev,
 			  const struct unload_region_reg *req, u32 *id)
 {
-	u32 hint, cand, gap = 0, probes = 0;
-	int ret, p;
+	u32 hint, cand, k, probes = 0;
+	bool up, down;
+	int ret;
 
 	ret = unload_device_mr_hint(dev, &hint);
 	if (ret)
 		return ret;
-	ret = -ESRCH;
-
-	for (cand = hint; gap < UNLOAD_MR_SCAN_GAP && probes < UNLOAD_MR_SCAN_MAX &&
-	     cand >= hint; cand++, probes++) {
-		p = unload_mr_probe(sess, dev, req, cand);
-		gap = p == -ENOENT ? gap + 1 : 0;
-		if (p == 1) {
-			ret = 0;
+	for (k = 0; probes < UNLOAD_MR_SCAN_MAX; k++) {
+		up = hint + k >= hint;		/* not past U32_MAX */
+		down = k && k <= hint;
+		if (!up && !down)
+			break;
+		cand = hint + k;
+		if (up && unload_mr_probe(sess, dev, req, cand))
 			goto found;
-		}
-		if (!(probes & 1023)) {
+		cand = hint - k;
+		if (down && unload_mr_probe(sess, dev, req, cand))
+			goto found;
+		probes += up + down;
+		if (!(k & 511)) {
 			if (fatal_signal_pending(current))
 				return -EINTR;
 			cond_resched();
 		}
 	}
-	for (cand = 0; cand < hint && probes < UNLOAD_MR_SCAN_MAX; cand++, probes++) {
-		if (unload_mr_probe(sess, dev, req, cand) == 1) {
-			ret = 0;
-			goto found;
-		}
-		if (!(probes & 1023)) {
-			if (fatal_signal_pending(current))
-				return -EINTR;
-			cond_resched();
-		}
-	}
-	return ret;
+	return -ESRCH;
 
 found:
 	*id = cand;
