@@ -93,11 +93,17 @@ long unload_ioctl_unreg_qp(struct unload_session *sess, void __user *arg)
 	if (!dev)
 		return -ENODEV;
 	ret = unload_qp_unregister(sess, dev, req.qp_num);
-	/* Pairs kept on it, in any session, would hold up its destroy until the reaper. */
-	mutex_lock(&unload_sessions_lock);
-	list_for_each_entry(other, &unload_sessions, node)
-		unload_pairs_forget(other, dev, req.qp_num);
-	mutex_unlock(&unload_sessions_lock);
+	/*
+	 * Pairs kept on it, in any session, would hold up its destroy until the reaper. Only
+	 * for a QP the caller had registered (its own: REG_QP checked): no one else's call
+	 * drops a pair.
+	 */
+	if (!ret) {
+		mutex_lock(&unload_sessions_lock);
+		list_for_each_entry(other, &unload_sessions, node)
+			unload_pairs_forget(other, dev, req.qp_num);
+		mutex_unlock(&unload_sessions_lock);
+	}
 	ib_device_put(dev);
 	return ret;
 }
@@ -152,7 +158,7 @@ void unload_session_close(struct unload_session *sess)
 
 	unload_pairs_release(sess);
 	mutex_lock(&sess->lock);
-	sess->dead = true;
+	WRITE_ONCE(sess->dead, true);
 	unload_qps_remove(sess, NULL);
 	mutex_unlock(&sess->lock);
 

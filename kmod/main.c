@@ -224,20 +224,20 @@ static int __init unload_init(void)
 {
 	int ret;
 
-	unload_session_cache = KMEM_CACHE(unload_session, 0);
+	unload_session_cache = KMEM_CACHE(unload_session, SLAB_ACCOUNT);
 	if (!unload_session_cache)
 		return -ENOMEM;
-	unload_qp_cache = KMEM_CACHE(unload_qp, 0);
+	unload_qp_cache = KMEM_CACHE(unload_qp, SLAB_ACCOUNT);
 	if (!unload_qp_cache) {
 		ret = -ENOMEM;
 		goto err_destroy_session_cache;
 	}
-	unload_region_cache = KMEM_CACHE(unload_region, 0);
+	unload_region_cache = KMEM_CACHE(unload_region, SLAB_ACCOUNT);
 	if (!unload_region_cache) {
 		ret = -ENOMEM;
 		goto err_destroy_qp_cache;
 	}
-	unload_arena_cache = KMEM_CACHE(unload_arena_obj, 0);
+	unload_arena_cache = KMEM_CACHE(unload_arena_obj, SLAB_ACCOUNT);
 	if (!unload_arena_cache) {
 		ret = -ENOMEM;
 		goto err_destroy_region_cache;

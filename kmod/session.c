@@ -24,6 +24,7 @@ static atomic64_t unload_next_session_id = ATOMIC64_INIT(0);
 atomic64_t unload_denied[UNLOAD_DENY_COUNT];
 atomic64_t unload_direct_submissions;
 atomic64_t unload_pinned_pages;
+atomic64_t unload_pairs_resolved;
 atomic_t unload_nr_sessions;
 
 /* --- statistics folding ---------------------------------------------------------- */
@@ -84,9 +85,10 @@ int unload_session_charge(struct unload_session *sess, unsigned long npages)
 	return 0;
 }
 
-void unload_session_uncharge(struct unload_session *sess, unsigned long npages)
+/* Undo a charge of unload_session_charge to mm (which the caller keeps grabbed). */
+void unload_mm_uncharge(struct mm_struct *mm, unsigned long npages)
 {
-	atomic64_sub(npages, &sess->mm->pinned_vm);
+	atomic64_sub(npages, &mm->pinned_vm);
 	atomic64_sub(npages, &unload_pinned_pages);
 }
 
@@ -103,6 +105,7 @@ static void unload_session_destroy(struct kref *ref)
 	struct unload_session *sess = container_of(ref, struct unload_session, ref);
 
 	put_page(sess->counters_page);
+	unload_acct_put(sess->acct);
 	mmdrop(sess->mm);
 	put_cred(sess->cred);
 	put_pid(sess->owner);
@@ -127,12 +130,15 @@ struct unload_session *unload_session_alloc(struct file *file)
 
 	if (!current->mm)
 		return ERR_PTR(-EINVAL);
-	sess = kmem_cache_zalloc(unload_session_cache, GFP_KERNEL);
+	sess = kmem_cache_zalloc(unload_session_cache, GFP_KERNEL_ACCOUNT);
 	if (!sess)
 		return ERR_PTR(-ENOMEM);
-	sess->counters_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
-	if (!sess->counters_page)
+	sess->acct = unload_acct_get(current->mm);
+	if (!sess->acct)
 		goto err_free_session;
+	sess->counters_page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+	if (!sess->counters_page)
+		goto err_put_acct;
 	sess->counters = page_address(sess->counters_page);
 	kref_init(&sess->ref);
 	mutex_init(&sess->lock);
@@ -152,6 +158,8 @@ struct unload_session *unload_session_alloc(struct file *file)
 	mmgrab(sess->mm);
 	return sess;
 
+err_put_acct:
+	unload_acct_put(sess->acct);
 err_free_session:
 	kmem_cache_free(unload_session_cache, sess);
 	return ERR_PTR(-ENOMEM);

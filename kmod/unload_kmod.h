@@ -35,6 +35,8 @@
 /* Buckets of a session's region tables (by (device, rkey) and by (device, lkey)). */
 #define UNLOAD_REGION_HASH_BITS	6
 
+struct unload_acct;
+
 /* One open of /dev/unload. */
 struct unload_session {
 	struct kref ref;		/* the file's, plus one per submitter using it as
@@ -46,6 +48,7 @@ struct unload_session {
 	bool ipc_lock;			/* the opener had CAP_IPC_LOCK (unbounded pins) */
 	struct mm_struct *mm;		/* the opener's mm (mmgrab'd): pins come from it
 					 * and arenas are charged to it */
+	struct unload_acct *acct;	/* its process's pins (pins.c), shared */
 	struct page *counters_page;	/* the counters page, mapped RW by userspace */
 	struct unload_counters *counters;	/* its kernel address */
 	atomic64_t direct_writes;	/* the module's own count of direct copies: not in
@@ -60,12 +63,15 @@ struct unload_session {
 	struct mutex lock;		/* guards dead, qps, nr_qps, arenas, region_ids,
 					 * region_pages and the writers of the region
 					 * tables */
-	bool dead;			/* being released: no new registrations */
+	bool dead;			/* being released: no new registrations (set
+					 * under lock with WRITE_ONCE; peer lookups
+					 * read it with READ_ONCE) */
 	struct list_head qps;		/* struct unload_qp.snode */
 	unsigned int nr_qps;		/* entries of qps (<= UNLOAD_MAX_QPS) */
 	u32 next_qp_handle;		/* last handle given to a QP registration */
 	struct xarray region_ids;	/* handle -> struct unload_region (the owner) */
-	unsigned long region_pages;	/* pages pinned for this session's targets */
+	unsigned long region_pages;	/* pages its regions span (their pins may be
+					 * shared with the process's other regions) */
 	DECLARE_HASHTABLE(targets, UNLOAD_REGION_HASH_BITS);	/* by (dev, rkey); RCU */
 	DECLARE_HASHTABLE(sources, UNLOAD_REGION_HASH_BITS);	/* by (dev, lkey); RCU */
 	struct xarray arenas;		/* arena id -> struct unload_arena_obj */
@@ -111,13 +117,34 @@ struct unload_region {
 	u32 access;			/* UNLOAD_ACCESS_* */
 	bool target;			/* remote-write target: in targets */
 	unsigned long npages;		/* pages pinned, from addr's page */
-	struct page **pages;		/* the pinned pages, in address order */
+	struct page **pages;		/* the pinned pages, in address order: pin's */
+	struct unload_pin *pin;		/* the process's pin of them (pins.c) */
 };
 
-/* A staging arena: zeroed kernel pages userspace maps and registers. */
+/*
+ * A staging arena: zeroed kernel pages userspace maps and registers. Charged to its
+ * opener's RLIMIT_MEMLOCK for as long as its pages live: the session's reference (until
+ * ARENA_FREE or close), one per mapping, one per pin of its pages; the last put
+ * uncharges.
+ */
 struct unload_arena_obj {
 	u32 id;
 	unsigned long npages;
+	struct page **pages;
+	struct kref ref;
+	struct mm_struct *mm;		/* charged (mmgrab'd until the last put) */
+};
+
+/* Pages a process's regions pin (pins.c): one per range, shared by its sessions. */
+struct unload_pin {
+	struct hlist_node node;		/* in its account's pins (the account's lock) */
+	struct unload_acct *acct;
+	u64 start;			/* page-aligned */
+	unsigned long npages;
+	bool write;
+	unsigned int users;		/* regions on it; under the account's lock */
+	struct unload_arena_obj *arena;	/* the arena its pages are (holds its charge), or
+					 * NULL: charged to the account */
 	struct page **pages;
 };
 
@@ -159,7 +186,6 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 f
 struct unload_qp_view {
 	struct rdma_restrack_entry *res;	/* the reference */
 	struct ib_qp *qp;
-	bool owned;			/* a user QP created by the session's process */
 	bool has_grh;			/* sgid, dgid valid */
 	enum ib_qp_type type;
 	enum ib_qp_state state;
@@ -273,6 +299,16 @@ long unload_ioctl_arena_alloc(struct unload_session *sess, struct file *file,
 long unload_ioctl_arena_free(struct unload_session *sess, void __user *arg);
 int unload_arena_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id);
 void unload_arenas_release(struct unload_session *sess);
+struct unload_arena_obj *unload_arena_of_pages(struct mm_struct *mm, u64 start,
+					       unsigned long npages, struct page **pages);
+void unload_arena_put(struct unload_arena_obj *a);
+
+/* pins.c */
+struct unload_acct *unload_acct_get(struct mm_struct *mm);
+void unload_acct_put(struct unload_acct *acct);
+struct unload_pin *unload_pin_get(struct unload_acct *acct, u64 start, unsigned long npages,
+				  bool write, bool ipc_lock);
+void unload_pin_put(struct unload_pin *pin);
 
 /* sysfs.c: the tunables, the control page, the statistics shown */
 extern struct unload_control *unload_ctl;	/* the control page */
@@ -288,6 +324,7 @@ extern u64 unload_folded_base[UNLOAD_NR_FOLDED];
 extern atomic64_t unload_denied[UNLOAD_DENY_COUNT];
 extern atomic64_t unload_direct_submissions;	/* submissions that ran a request */
 extern atomic64_t unload_pinned_pages;
+extern atomic64_t unload_pairs_resolved;	/* pairs resolved from scratch (pairs.c) */
 extern atomic_t unload_nr_sessions;
 struct unload_session *unload_session_alloc(struct file *file);
 void unload_session_publish(struct unload_session *sess);
@@ -296,6 +333,6 @@ void unload_session_put(struct unload_session *sess);
 u64 unload_folded_read(unsigned int idx);
 void unload_folded_reset(void);
 int unload_session_charge(struct unload_session *sess, unsigned long npages);
-void unload_session_uncharge(struct unload_session *sess, unsigned long npages);
+void unload_mm_uncharge(struct mm_struct *mm, unsigned long npages);
 
 #endif /* UNLOAD_KMOD_H */

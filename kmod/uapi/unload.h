@@ -270,8 +270,8 @@ struct unload_qp_reg {
  * owner could write anyway (docs/security.md).
  * Keys are per device. A target's pages are pinned by the module for writing; they are
  * the pages the MR has pinned and charged to RLIMIT_MEMLOCK already, so they are not
- * charged again (the module's own pins per session are bounded by RLIMIT_MEMLOCK, unless
- * the opener has CAP_IPC_LOCK). Every request re-resolves the MR and checks it again
+ * charged again (the module's own pins are bounded per process by RLIMIT_MEMLOCK, unless
+ * the opener has CAP_IPC_LOCK; a page range registered in several sessions counts once). Every request re-resolves the MR and checks it again
  * (keys, PD, iova, length): a deregistered or re-registered MR is never written.
  * Access is what the caller declares (ibv_mr has none to read); the shim updates it
  * at ibv_rereg_mr by deregistering and registering again.
@@ -318,7 +318,8 @@ struct unload_region_dereg {
  * cgroup of the caller. Map it with
  * mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, mmap_offset), then
  * ibv_reg_mr it once. It stays allocated until UNLOAD_IOC_ARENA_FREE or close; its
- * pages live until the last mapping of them goes too.
+ * pages, and their charge, live until the last mapping (and region) of them goes too.
+ * Only the opener's process allocates and maps arenas (-EPERM).
  */
 struct unload_arena {
 	__u64 length;		/* in: bytes (1 .. 1 GiB); out: rounded to pages */
@@ -345,8 +346,8 @@ struct unload_iov {
  * result -EACCES, so that a peer cannot probe keys or bounds); root reads the count of
  * each in /sys/kernel/unload/stats/direct_denied_<name> (0400), with <name> the
  * lower-case suffix. A refused request placed nothing. The reasons marked (violation)
- * are what an RNIC answers with a NAK or a local error: after one, the sender QP and
- * its peer are poisoned and never go direct again.
+ * are what an RNIC answers with a NAK or a local error: after one, the sender QP (and,
+ * when the responder fails it, its peer) is poisoned and never goes direct again.
  */
 enum unload_deny {
 	UNLOAD_DENY_NONE = 0,		/* accepted (result 0) */
@@ -357,14 +358,16 @@ enum unload_deny {
 	UNLOAD_DENY_QP_STATE = 5,	/* sender QP not an RC QP in RTS with a GRH */
 	UNLOAD_DENY_PEER_UNKNOWN = 6,	/* no live session registered the peer QP */
 	UNLOAD_DENY_PEER_UNPAIRED = 7,	/* the peer QP is not connected back exactly */
-	UNLOAD_DENY_RKEY = 8,		/* (violation) no live target MR with this rkey */
+	UNLOAD_DENY_RKEY = 8,		/* no live target MR the module knows with this rkey
+					 * (a memory window, say): the NIC judges it */
 	UNLOAD_DENY_PD = 9,		/* (violation) MR's PD is not the peer QP's PD */
 	UNLOAD_DENY_ACCESS = 10,	/* (violation) MR or peer QP lacks remote write */
 	UNLOAD_DENY_BOUNDS = 11,	/* (violation) target range not inside the MR */
 	UNLOAD_DENY_LENGTH = 12,	/* length 0, or above direct_max */
 	UNLOAD_DENY_FAULT = 13,		/* the segment list could not be read */
-	UNLOAD_DENY_LKEY = 14,		/* (violation) a source segment outside its lkey's
-					 * live MR, or on another PD than the sender QP's */
+	UNLOAD_DENY_LKEY = 14,		/* (violation, the sender's only) a source segment
+					 * outside its lkey's live MR, or on another PD than
+					 * the sender QP's */
 	UNLOAD_DENY_SOURCE = 15,	/* a source lkey not registered here (the NIC judges) */
 	UNLOAD_DENY_POISONED = 16,	/* the pair failed a check before */
 	UNLOAD_DENY_COUNT = 17,

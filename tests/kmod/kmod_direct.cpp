@@ -1,8 +1,9 @@
 // Direct copies between two real processes on rxe through /dev/unload: placement,
 // canaries, ordering, the denials that are not RNIC violations (counted, root-only, and
-// one uniform result), impersonation, deregistration mid-stream (then the pair is
-// poisoned), peer exit. The violations themselves, against the NIC's own outcome, are
-// kmod_parity's. One line per check. Exit 0 pass, 1 fail, 77 skip.
+// one uniform result), impersonation, deregistration mid-stream (nothing lands after; the
+// NIC judges an rkey the module does not know, so the pair is not poisoned), peer exit.
+// The violations themselves, against the NIC's own outcome, are kmod_parity's. One line
+// per check. Exit 0 pass, 1 fail, 77 skip.
 #include <errno.h>
 #include <liburing.h>
 #include <signal.h>
@@ -532,8 +533,9 @@ void test_self_pair_violations() {
   ibv_dealloc_pd(other_pd);
 }
 
-// T deregisters region 1 while S streams into it: nothing lands after, the refusal (an
-// invalid rkey, which an RNIC NAKs) poisons the pair for good.
+// T deregisters region 1 while S streams into it: nothing lands after. An rkey the module
+// no longer knows is the NIC's to judge (it may be a memory window, or a new MR): each
+// request to it is refused, and the pair is not poisoned.
 void test_dereg_mid_stream(int to_t, int from_t) {
   std::span<uint8_t> src(g_src + 300000, 4096);
   std::fill(src.begin(), src.end(), 0x3c);
@@ -580,18 +582,14 @@ void test_dereg_mid_stream(int to_t, int from_t) {
   expect(diff == 0 && canary_diff() == 0, "dereg.bytes_exact", "%zu bytes differ", diff);
   auto after = deny_stats();
   long long rk = after["rkey"] - before["rkey"], po = after["poisoned"] - before["poisoned"];
-  expect(rk == 1 && po == rkey_denied - 1, "dereg.poisons_pair",
-         "direct_denied_rkey +%lld (want 1), direct_denied_poisoned +%lld (want %lld)", rk, po,
-         rkey_denied.load() - 1);
-  // Even a region that is still registered is never written again on this pair.
-  const auto b2 = deny_stats();
-  int res =
-      one(make_req(g_s.wire.qpn, g_t.rkey2, reinterpret_cast<uintptr_t>(g_block + kR2Off), 8, src.data()));
+  expect(rk == rkey_denied && po == 0, "dereg.rkey_not_poison",
+         "direct_denied_rkey +%lld (want %lld), direct_denied_poisoned +%lld (want 0)", rk, rkey_denied.load(),
+         po);
+  // The pair stands (T's other target regions are on another PD or read-only: no write).
   unload_qp_reg rq;
   int r = reg_qp(g_fd, g_s.dev.c_str(), g_s.wire.qpn, &rq);
-  expect(res == -EACCES && deny_stats()["poisoned"] == b2.at("poisoned") + 1 && r == 0 &&
-             (rq.peer_flags & UNLOAD_PEER_POISONED) && !(rq.peer_flags & UNLOAD_PEER_PAIRED),
-         "dereg.poisoned_for_good", "result %d, REG_QP flags 0x%x", res, rq.peer_flags);
+  expect(r == 0 && !(rq.peer_flags & UNLOAD_PEER_POISONED) && (rq.peer_flags & UNLOAD_PEER_PAIRED),
+         "dereg.pair_kept", "REG_QP flags 0x%x", rq.peer_flags);
 }
 
 }  // namespace
@@ -643,7 +641,7 @@ int main() {
   test_denials(rng);
   std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
   test_self_pair_violations();
-  test_dereg_mid_stream(to_t[1], from_t[0]);  // poisons the pair: last
+  test_dereg_mid_stream(to_t[1], from_t[0]);  // region 1 gone: last
   std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
 
   // The peer exits: its session, QPs and regions go; writes are refused.

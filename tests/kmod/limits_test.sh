@@ -2,11 +2,14 @@
 # The module's limits in one boot: nothing a submitter's faults hold stalls anyone else
 # (kmod_limits stall), and memory is charged once (kmod_limits memlock without the shim
 # and under it, UNLOAD_MODE=unload: its writes go direct, as uid 65534 with an 8 MiB
-# RLIMIT_MEMLOCK).
-# Usage: limits_test.sh <kmod_limits binary>
+# RLIMIT_MEMLOCK); then kmod_safety's groups: charges once per process, arenas charged
+# while mapped, a responder moved to ERR mid-batch, other users' UNREG_QP, MR churn and
+# memory windows (each group's checks are its own lines; a group's skip is a skip).
+# Usage: limits_test.sh <kmod_limits binary> [<kmod_safety binary>]
 set -u
 . "$(dirname "$0")/../support/check.sh"
 BIN=$1
+SAFETY=${2:-}
 BUILD=${UNLOAD_BUILD_DIR:?UNLOAD_BUILD_DIR is not set (run through ctest)}
 SHIM=$BUILD/shim/libunload_shim.so
 [ -e /dev/unload ] || skip "no /dev/unload (module not loaded)"
@@ -32,4 +35,16 @@ chmod 0777 "$W"
 check "memlock.shim" env LD_PRELOAD="$SHIM" UNLOAD_MODE=unload UNLOAD_STATS_FILE="$W/stats" "$BIN" memlock
 d=$(awk '$1 == "writes_direct" { s += $2 } END { print s + 0 }' "$W/stats" 2>/dev/null)
 expect memlock.went_direct "$([ "${d:-0}" -ge 1 ] && echo 1)" "writes_direct $d"
+if [ -n "$SAFETY" ]; then
+	for g in charge_once arena_cycles err_mid_batch unreg_other mw mr_churn; do
+		echo "== $g"
+		relink
+		"$SAFETY" $g
+		case $? in
+		0) ok "$g" ;;
+		77) skip_check "$g" "kmod_safety $g cannot run here (its skip line above)" ;;
+		*) fail "$g" "kmod_safety $g failed (its lines above)" ;;
+		esac
+	done
+fi
 finish

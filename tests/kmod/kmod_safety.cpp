@@ -1,0 +1,534 @@
+// The module's accounting and its judgement of other users, one check group per command:
+//   kmod_safety charge_once   one MR registered in 8 sessions of a process pins and charges
+//                             its pages once; the same MR claimed at 16 different addresses
+//                             (the address is the owner's word) pins no more than the
+//                             process's RLIMIT_MEMLOCK (uid 65534, 8 MiB).
+//   kmod_safety arena_cycles  1000 alloc/mmap/free/munmap cycles of a staging arena leave
+//                             VmPin and pinned_pages at their baseline; arenas freed while
+//                             still mapped stay charged until unmapped, so they never add
+//                             up past RLIMIT_MEMLOCK; a forked child cannot allocate arenas
+//                             charged to its parent through the inherited fd.
+//   kmod_safety err_mid_batch the responder QP moved to ERR while a batch of 200 direct
+//                             writes runs: nothing placed after the move (as on the NIC).
+//   kmod_safety unreg_other   UNREG_QP of another user's QPs (and the qp_num 0 the module
+//                             uses inside) from a uid 65534 process disturbs no kept pair
+//                             (stats/pairs_resolved does not move).
+//   kmod_safety mw            a write to a type 2 memory window's rkey is refused by the
+//                             module, gets the NIC's outcome, and poisons nothing: the next
+//                             direct write of the pair is placed.
+//   kmod_safety mr_churn      10k MR registrations by another user's process between two
+//                             of ours leave REG_REGION finding our MR.
+// One line per check; exit 0 pass, 1 fail, 77 skip.
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kmod_util.hpp"
+
+using namespace kt;
+
+namespace {
+
+constexpr rlim_t kLimit = 8 << 20;  // the RLIMIT_MEMLOCK the unprivileged checks run under
+constexpr uint32_t kRw = UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE;
+
+long long vm_pin_kb() {
+  std::ifstream f("/proc/self/status");
+  std::string k;
+  while (f >> k) {
+    long long v;
+    if (k == "VmPin:" && f >> v) return v;
+  }
+  return -1;
+}
+
+// RLIMIT_MEMLOCK kLimit, then uid 65534 without CAP_IPC_LOCK, so the limit applies.
+void drop_root() {
+  rlimit rl{kLimit, kLimit};
+  if (setrlimit(RLIMIT_MEMLOCK, &rl)) die("setrlimit");
+  if (getuid() == 0 && (setgid(65534) || setuid(65534))) die("drop root");
+}
+
+// REG_REGION of mr claimed at `addr` (its iova stays the MR's): 0 or -errno; *pages the
+// pages the module pinned for it.
+int reg_at(int fd, const ibv_mr* mr, const void* addr, uint64_t* pages) {
+  unload_region_reg r{};
+  snprintf(r.ibdev, sizeof r.ibdev, "%s", ibv_get_device_name(mr->context->device));
+  r.addr = reinterpret_cast<uintptr_t>(addr);
+  r.length = mr->length;
+  r.lkey = mr->lkey;
+  r.rkey = mr->rkey;
+  r.access = kRw;
+  r.flags = UNLOAD_REGION_IOVA;
+  r.iova = reinterpret_cast<uintptr_t>(mr->addr);
+  const int ret = uioctl(fd, UNLOAD_IOC_REG_REGION, &r);
+  *pages = ret ? 0 : r.pinned_pages;
+  return ret;
+}
+
+// --- charge_once --------------------------------------------------------------------
+
+int cmd_charge_once() {
+  drop_root();
+  Device dev = open_device();
+  ibv_pd* pd = make_pd(dev.ctx);
+  constexpr size_t kMr = 1 << 20;
+  uint8_t* buf = map_zeroed(kMr);
+  ibv_mr* mr = make_mr(pd, buf, kMr, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+
+  // Eight sessions, one MR at its own address: one pin, one charge.
+  const long long vm0 = vm_pin_kb(), pp0 = stat("pinned_pages");
+  int fds[8], ok = 0;
+  uint64_t reported = 0;
+  for (int& fd : fds) {
+    fd = unload_open();
+    uint64_t pages = 0;
+    ok += reg_at(fd, mr, buf, &pages) == 0;
+    reported += pages;
+  }
+  const long long vm1 = vm_pin_kb(), pp1 = stat("pinned_pages");
+  const long long once = kMr / 4096;
+  expect(ok == 8 && pp1 - pp0 == once && vm1 == vm0, "charge_once.eight_sessions",
+         "%d/8 registered; pinned_pages +%lld (once: +%lld), VmPin %lld -> %lld kB, reported %llu pages", ok,
+         pp1 - pp0, once, vm0, vm1, static_cast<unsigned long long>(reported));
+  for (int fd : fds) close(fd);
+
+  // The same MR claimed at 16 other addresses of the process, one session each: what the
+  // module pins for the process stays within its RLIMIT_MEMLOCK.
+  const long long pp2 = stat("pinned_pages");
+  std::vector<int> more;
+  uint64_t pinned = 0;
+  int took = 0;
+  for (int i = 0; i < 16; i++) {
+    uint8_t* other = map_zeroed(kMr);
+    int fd = unload_open();
+    more.push_back(fd);
+    uint64_t pages = 0;
+    if (reg_at(fd, mr, other, &pages) == 0) {
+      took++;
+      pinned += pages;
+    }
+  }
+  const long long pp3 = stat("pinned_pages");
+  expect(
+      pinned * 4096 <= kLimit && pp3 - pp2 <= static_cast<long long>(kLimit / 4096),
+      "charge_once.bounded_per_process",
+      "%d/16 claims of 1 MiB registered: %llu pages pinned (pinned_pages +%lld), RLIMIT_MEMLOCK %llu pages",
+      took, static_cast<unsigned long long>(pinned), pp3 - pp2,
+      static_cast<unsigned long long>(kLimit / 4096));
+  for (int fd : more) close(fd);
+  const long long pp4 = stat("pinned_pages");
+  expect(pp4 == pp0, "charge_once.released", "pinned_pages %lld after closing (%lld before)", pp4, pp0);
+  ibv_dereg_mr(mr);
+  ibv_dealloc_pd(pd);
+  unload::verbs::close_device(&dev);
+  return failures() ? 1 : 0;
+}
+
+// --- arena_cycles -------------------------------------------------------------------
+
+// ARENA_ALLOC of len bytes: its mmap offset, or -errno.
+long long arena_alloc(int fd, uint64_t len, uint32_t* id) {
+  unload_arena a{};
+  a.length = len;
+  const int ret = uioctl(fd, UNLOAD_IOC_ARENA_ALLOC, &a);
+  *id = a.id;
+  return ret ? ret : static_cast<long long>(a.mmap_offset);
+}
+
+int arena_free(int fd, uint32_t id) {
+  unload_arena a{};
+  a.id = id;
+  return uioctl(fd, UNLOAD_IOC_ARENA_FREE, &a);
+}
+
+int cmd_arena_cycles() {
+  drop_root();
+  const int fd = unload_open();
+  constexpr size_t kLen = 64 << 10;
+  const long long vm0 = vm_pin_kb(), pp0 = stat("pinned_pages");
+
+  // Each arena unmapped before the next: nothing accumulates.
+  int bad = 0;
+  for (int i = 0; i < 1000; i++) {
+    uint32_t id;
+    const long long off = arena_alloc(fd, kLen, &id);
+    void* p = off < 0 ? MAP_FAILED : mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+    if (p == MAP_FAILED) {
+      bad++;
+      continue;
+    }
+    static_cast<volatile uint8_t*>(p)[kLen - 1] = 1;
+    bad += arena_free(fd, id) != 0;
+    munmap(p, kLen);
+  }
+  const long long vm1 = vm_pin_kb(), pp1 = stat("pinned_pages");
+  expect(bad == 0 && vm1 == vm0 && pp1 == pp0, "arena.cycles_baseline",
+         "1000 cycles (%d failed): VmPin %lld -> %lld kB, pinned_pages %lld -> %lld", bad, vm0, vm1, pp0,
+         pp1);
+
+  // Freed but still mapped: the pages live, so their charge does too.
+  std::vector<void*> maps;
+  int refused = 0;
+  for (int i = 0; i < 1000; i++) {
+    uint32_t id;
+    const long long off = arena_alloc(fd, kLen, &id);
+    if (off < 0) {
+      refused++;
+      continue;
+    }
+    void* p = mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+    arena_free(fd, id);
+    if (p == MAP_FAILED) continue;
+    static_cast<volatile uint8_t*>(p)[kLen - 1] = 1;
+    maps.push_back(p);
+  }
+  const long long live = static_cast<long long>(maps.size() * kLen);
+  const long long vm2 = vm_pin_kb(), pp2 = stat("pinned_pages");
+  expect(live <= static_cast<long long>(kLimit) && (vm2 - vm0) * 1024 == live && (pp2 - pp0) * 4096 == live,
+         "arena.charged_while_mapped",
+         "%zu arenas of 64 KiB mapped after ARENA_FREE (%d refused): %lld KiB live, VmPin +%lld kB, "
+         "pinned_pages +%lld, RLIMIT_MEMLOCK %llu KiB",
+         maps.size(), refused, live >> 10, vm2 - vm0, pp2 - pp0,
+         static_cast<unsigned long long>(kLimit >> 10));
+  for (void* p : maps) munmap(p, kLen);
+  const long long vm3 = vm_pin_kb(), pp3 = stat("pinned_pages");
+  expect(vm3 == vm0 && pp3 == pp0, "arena.unmapped_baseline",
+         "VmPin %lld -> %lld kB, pinned_pages %lld -> %lld", vm0, vm3, pp0, pp3);
+
+  // A child holding the fd is another mm: no arena charged to the opener.
+  const pid_t pid = fork();
+  if (pid == 0) {
+    uint32_t id;
+    _exit(arena_alloc(fd, kLen, &id) == -EPERM ? 0 : 1);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  const long long pp4 = stat("pinned_pages");
+  expect(WIFEXITED(st) && WEXITSTATUS(st) == 0 && pp4 == pp0, "arena.inherited_fd",
+         "child's ARENA_ALLOC through the inherited fd %s, pinned_pages %lld -> %lld",
+         WEXITSTATUS(st) == 0 ? "refused (EPERM)" : "not refused", pp0, pp4);
+  close(fd);
+  return failures() ? 1 : 0;
+}
+
+// --- a pair of this process's QPs (a sends, b responds), both in one session -----------
+
+struct SelfPair {
+  Rc a, b;
+  int fd = -1;
+  uint8_t* src = nullptr;  // a's source MR, registered
+  ibv_mr* smr = nullptr;
+  uint8_t* tgt = nullptr;  // b's target MR, registered
+  ibv_mr* tmr = nullptr;
+  size_t len = 0;
+};
+
+void pair_open(SelfPair* p, size_t len, int tgt_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) {
+  rc_open(&p->a);
+  rc_open(&p->b, &p->a.device, p->a.pd);
+  rc_connect(&p->a, p->b.wire);
+  rc_connect(&p->b, p->a.wire);
+  p->fd = unload_open();
+  p->len = len;
+  p->src = map_zeroed(len);
+  p->tgt = map_zeroed(len);
+  p->smr = make_mr(p->a.pd, p->src, len, IBV_ACCESS_LOCAL_WRITE);
+  p->tmr = make_mr(p->a.pd, p->tgt, len, tgt_access);
+  if (reg_mr(p->fd, p->smr, UNLOAD_ACCESS_LOCAL_WRITE) || reg_mr(p->fd, p->tmr, kRw) ||
+      reg_qp(p->fd, p->a.dev.c_str(), p->a.wire.qpn) || reg_qp(p->fd, p->b.dev.c_str(), p->b.wire.qpn))
+    die("self pair: REG_REGION / REG_QP");
+}
+
+void pair_close(SelfPair* p) {
+  close(p->fd);
+  rc_close(&p->a);
+  rc_close(&p->b);
+  ibv_dereg_mr(p->smr);
+  ibv_dereg_mr(p->tmr);
+  munmap(p->src, p->len);
+  munmap(p->tgt, p->len);
+}
+
+unload_direct_req pair_req(const SelfPair& p, size_t src_off, uint32_t rkey, uint64_t raddr, uint64_t len) {
+  unload_direct_req r{};
+  r.qp_num = p.a.wire.qpn;
+  r.rkey = rkey;
+  r.remote_addr = raddr;
+  r.length = len;
+  r.iov = reinterpret_cast<uintptr_t>(p.src + src_off);
+  r.lkey = p.smr->lkey;
+  return r;
+}
+
+int submit(int fd, unload_direct_req* reqs, uint32_t n) {
+  unload_submit s{};
+  s.reqs = reinterpret_cast<uintptr_t>(reqs);
+  s.count = n;
+  return uioctl(fd, UNLOAD_IOC_SUBMIT, &s);
+}
+
+int submit_one(int fd, unload_direct_req r) {
+  const int ret = submit(fd, &r, 1);
+  return ret ? -1000 + ret : r.result;
+}
+
+// --- err_mid_batch ------------------------------------------------------------------
+
+// The calling thread on CPU `cpu` only (when there is such a CPU): the mover must run
+// beside the submission, not after it.
+void pin_cpu(int cpu) {
+  if (cpu >= sysconf(_SC_NPROCESSORS_ONLN)) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof set, &set);
+}
+
+int cmd_err_mid_batch() {
+  // 200 writes; the move must land while they run, so each attempt writes more (from 8 KiB
+  // a write). A batch holds its pair for 1 MiB at most, then checks it afresh: what the
+  // move may catch in between is at most one write, however long the hold.
+  constexpr int kN = 200, kTrigger = 2, kAttempts = 6;
+  for (int attempt = 0; attempt < kAttempts; attempt++) {
+    const size_t kLen = size_t{8192} << (attempt < 3 ? attempt : 3);
+    SelfPair p;
+    pair_open(&p, kN * kLen);
+    for (int i = 0; i < kN; i++) memset(p.src + i * kLen, 1 + i % 255, kLen);
+    auto placed = [&p, kLen](int i) {
+      return __atomic_load_n(&p.tgt[i * kLen + kLen - 1], __ATOMIC_ACQUIRE) != 0;
+    };
+    auto count = [&] {
+      int n = 0;
+      for (int i = 0; i < kN; i++) n += placed(i);
+      return n;
+    };
+    std::vector<unload_direct_req> reqs;
+    for (int i = 0; i < kN; i++)
+      reqs.push_back(pair_req(p, i * kLen, p.tmr->rkey, reinterpret_cast<uintptr_t>(p.tgt + i * kLen), kLen));
+    std::atomic<bool> go{false}, done{false};
+    int at_move = -1, at_start = -1, move_ret = 0;
+    std::thread mover([&] {
+      pin_cpu(1);
+      go = true;
+      while (!placed(kTrigger) && !done) {
+      }
+      ibv_qp_attr attr{};
+      attr.qp_state = IBV_QPS_ERR;
+      at_start = count();
+      move_ret = ibv_modify_qp(p.b.qp, &attr, IBV_QP_STATE);
+      at_move = count();  // everything placed by the time the move returned
+    });
+    pin_cpu(0);
+    while (!go) {
+    }
+    const int ret = submit(p.fd, reqs.data(), kN);
+    done = true;
+    mover.join();
+    const int end = count();
+    if (at_move == kN || move_ret) {
+      std::printf("info: attempt %d (%zu bytes a write): the batch ended before the move (ret %d)\n", attempt,
+                  kLen, move_ret);
+      pair_close(&p);
+      continue;
+    }
+    int consistent = 0, first_refused = kN, placed_after_refusal = 0;
+    for (int i = 0; i < kN; i++) {
+      consistent += (reqs[i].result == 0) == placed(i);
+      if (reqs[i].result != 0 && first_refused == kN) first_refused = i;
+      if (i > first_refused && placed(i)) placed_after_refusal++;
+    }
+    // A request checked just before the move may still be copied while it happens.
+    expect(
+        ret == 0 && end - at_move <= 1 && consistent == kN && placed_after_refusal == 0,
+        "err_mid_batch.nothing_after",
+        "batch of %d writes of %zu bytes: %d placed when the move to ERR began, %d when it returned, %d at "
+        "the end; first refused #%d, %d placed after it, %d/%d results match the bytes",
+        kN, kLen, at_start, at_move, end, first_refused, placed_after_refusal, consistent, kN);
+    pair_close(&p);
+    return failures() ? 1 : 0;
+  }
+  skip("the batch always ended before the responder's move to ERR (6 attempts)");
+}
+
+// --- unreg_other --------------------------------------------------------------------
+
+int cmd_unreg_other() {
+  if (stat("pairs_resolved") < 0) {
+    fail("unreg_other.pairs_resolved", "no stats/pairs_resolved: the module does not count resolutions");
+    return 1;
+  }
+  std::string idle;
+  if (!sysfs_read("pair_idle_ms", &idle)) die("pair_idle_ms");
+  sysfs_write("pair_idle_ms", "1000");  // the longest: nothing reaped while the child runs
+  SelfPair p;
+  pair_open(&p, 1 << 16);
+  int go[2], back[2];
+  if (pipe(go) || pipe(back)) die("pipe");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (setgid(65534) || setuid(65534)) _exit(2);
+    const int fd = unload_open();
+    char c;
+    xread(go[0], &c, 1);
+    int rets[3];
+    const uint32_t qpns[3] = {p.a.wire.qpn, p.b.wire.qpn, 0};
+    for (int i = 0; i < 3; i++) {
+      unload_qp_reg r{};
+      snprintf(r.ibdev, sizeof r.ibdev, "%s", p.a.dev.c_str());
+      r.qp_num = qpns[i];
+      rets[i] = uioctl(fd, UNLOAD_IOC_UNREG_QP, &r);
+    }
+    xwrite(back[1], rets, sizeof rets);
+    _exit(0);
+  }
+  memset(p.src, 0x42, 64);
+  const int r0 = submit_one(p.fd, pair_req(p, 0, p.tmr->rkey, reinterpret_cast<uintptr_t>(p.tgt), 64));
+  const long long n0 = stat("pairs_resolved");
+  xwrite(go[1], "G", 1);
+  int rets[3];
+  xread(back[0], rets, sizeof rets);
+  const int r1 = submit_one(p.fd, pair_req(p, 0, p.tmr->rkey, reinterpret_cast<uintptr_t>(p.tgt) + 64, 64));
+  const long long n1 = stat("pairs_resolved");
+  waitpid(pid, nullptr, 0);
+  sysfs_write("pair_idle_ms", idle);
+  expect(r0 == 0 && r1 == 0 && rets[0] == -ENOENT && rets[1] == -ENOENT && rets[2] == -ENOENT && n1 == n0,
+         "unreg_other.pairs_kept",
+         "writes %d/%d; uid 65534's UNREG_QP of a, b, 0: %d/%d/%d; pairs_resolved +%lld between the writes",
+         r0, r1, rets[0], rets[1], rets[2], n1 - n0);
+  pair_close(&p);
+  return failures() ? 1 : 0;
+}
+
+// --- mw -----------------------------------------------------------------------------
+
+bool poll_one(ibv_cq* cq, ibv_wc* wc) {
+  for (int i = 0; i < 20000000; i++) {
+    const int n = ibv_poll_cq(cq, 1, wc);
+    if (n) return n == 1;
+  }
+  return false;
+}
+
+int cmd_mw() {
+  SelfPair p;
+  pair_open(&p, 1 << 16, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
+  ibv_mw* mw = ibv_alloc_mw(p.a.pd, IBV_MW_TYPE_2);
+  if (!mw) skip(("ibv_alloc_mw(type 2): " + std::string(strerror(errno))).c_str());
+  // Bind on the responder QP b: a type 2 window is reached through the QP it is bound to.
+  constexpr size_t kWin = 4096;
+  ibv_send_wr w{}, *bad = nullptr;
+  w.opcode = IBV_WR_BIND_MW;
+  w.send_flags = IBV_SEND_SIGNALED;
+  w.bind_mw.mw = mw;
+  w.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+  w.bind_mw.bind_info.mr = p.tmr;
+  w.bind_mw.bind_info.addr = reinterpret_cast<uintptr_t>(p.tgt);
+  w.bind_mw.bind_info.length = kWin;
+  w.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  ibv_wc wc{};
+  const int pr = ibv_post_send(p.b.qp, &w, &bad);
+  if (pr || !poll_one(p.b.cq, &wc) || wc.status != IBV_WC_SUCCESS) {
+    char why[128];
+    snprintf(why, sizeof why, "rxe did not bind a type 2 MW from userspace (post %d, status %s)", pr,
+             pr ? "-" : ibv_wc_status_str(wc.status));
+    skip(why);
+  }
+  const uint32_t mw_rkey = w.bind_mw.rkey;
+
+  // The module knows no region by the window's rkey: refused, for the NIC to judge.
+  memset(p.src, 0x6d, 256);
+  const int r0 = submit_one(p.fd, pair_req(p, 0, mw_rkey, reinterpret_cast<uintptr_t>(p.tgt), 64));
+  // What the shim does next: the NIC writes it.
+  ibv_sge sge{reinterpret_cast<uintptr_t>(p.src), 64, p.smr->lkey};
+  ibv_send_wr wr{}, *badw = nullptr;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.rkey = mw_rkey;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(p.tgt);
+  ibv_wc wc2{};
+  const bool nic = !ibv_post_send(p.a.qp, &wr, &badw) && poll_one(p.a.cq, &wc2);
+  const bool nic_placed = nic && wc2.status == IBV_WC_SUCCESS && !memcmp(p.tgt, p.src, 64);
+  expect(r0 == -EACCES && nic_placed, "mw.nic_outcome", "direct result %d; the NIC's write: %s, bytes %s", r0,
+         nic ? ibv_wc_status_str(wc2.status) : "no completion", nic_placed ? "placed" : "not placed");
+  // Nothing poisoned: the pair's next direct write (the MR's own rkey) is placed.
+  const int r1 =
+      submit_one(p.fd, pair_req(p, 64, p.tmr->rkey, reinterpret_cast<uintptr_t>(p.tgt) + 8192, 64));
+  unload_qp_reg q;
+  const int rq = reg_qp(p.fd, p.a.dev.c_str(), p.a.wire.qpn, &q);
+  expect(
+      r1 == 0 && !memcmp(p.tgt + 8192, p.src + 64, 64) && rq == 0 && !(q.peer_flags & UNLOAD_PEER_POISONED),
+      "mw.nothing_poisoned", "next direct write %d, REG_QP flags 0x%x", r1, q.peer_flags);
+  ibv_dealloc_mw(mw);
+  pair_close(&p);
+  return failures() ? 1 : 0;
+}
+
+// --- mr_churn -----------------------------------------------------------------------
+
+int cmd_mr_churn() {
+  Device dev = open_device();
+  ibv_pd* pd = make_pd(dev.ctx);
+  const int fd = unload_open();
+  uint8_t* b1 = map_zeroed(4096);
+  uint8_t* b2 = map_zeroed(4096);
+  ibv_mr* m1 = make_mr(pd, b1, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  const int r1 = reg_mr(fd, m1, kRw);
+
+  constexpr int kChurn = 10000;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (setgid(65534) || setuid(65534)) _exit(2);
+    Device d = open_device();
+    ibv_pd* cpd = make_pd(d.ctx);
+    uint8_t* b = map_zeroed(4096);
+    for (int i = 0; i < kChurn; i++) {
+      ibv_mr* m = ibv_reg_mr(cpd, b, 4096, IBV_ACCESS_LOCAL_WRITE);
+      if (!m || ibv_dereg_mr(m)) _exit(3);
+    }
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) die("the churning child (uid 65534) failed", 0);
+  ibv_mr* m2 = make_mr(pd, b2, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  const int r2 = reg_mr(fd, m2, kRw);
+  expect(r1 == 0 && r2 == 0, "mr_churn.reg_region",
+         "REG_REGION before %d, after uid 65534 registered and deregistered %d MRs: %d", r1, kChurn, r2);
+  close(fd);
+  ibv_dereg_mr(m1);
+  ibv_dereg_mr(m2);
+  ibv_dealloc_pd(pd);
+  unload::verbs::close_device(&dev);
+  return failures() ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const std::string c = argc > 1 ? argv[1] : "";
+  if (access(UNLOAD_DEVICE_PATH, F_OK)) skip("no /dev/unload (module not loaded)");
+  if (c == "charge_once") return cmd_charge_once();
+  if (c == "arena_cycles") return cmd_arena_cycles();
+  if (c == "err_mid_batch") return cmd_err_mid_batch();
+  if (c == "unreg_other") return cmd_unreg_other();
+  if (c == "mw") return cmd_mw();
+  if (c == "mr_churn") return cmd_mr_churn();
+  std::fprintf(
+      stderr,
+      "usage: kmod_safety charge_once | arena_cycles | err_mid_batch | unreg_other | mw | mr_churn\n");
+  return 2;
+}
