@@ -2,8 +2,8 @@
 /*
  * Sessions, one per open of /dev/unload: the object (its references, the opener's
  * identity and mm), the list of live sessions, the module's own counters and the folding
- * of the sessions' counters pages into the statistics, and the memlock charge of what
- * they pin. What a session holds is opened and closed, in order, by lifecycle.c.
+ * of the sessions' counters pages into the statistics (the memlock charge is memlock.c's).
+ * What a session holds is opened and closed, in order, by lifecycle.c.
  */
 #include <linux/capability.h>
 #include <linux/hashtable.h>
@@ -23,7 +23,6 @@ static atomic64_t unload_next_session_id = ATOMIC64_INIT(0);
 /* The module's own counters, shown under /sys/kernel/unload/stats/ (sysfs.c). */
 atomic64_t unload_denied[UNLOAD_DENY_COUNT];
 atomic64_t unload_direct_submissions;
-atomic64_t unload_pinned_pages;
 atomic64_t unload_pairs_resolved;
 atomic_t unload_nr_sessions;
 
@@ -68,28 +67,6 @@ void unload_folded_reset(void)
 		for (i = 0; i < UNLOAD_NR_FOLDED; i++)
 			sess->snap[i] = unload_counter_read(sess, i);
 	mutex_unlock(&unload_sessions_lock);
-}
-
-/* --- memlock accounting (of arenas), as ib_umem does -------------------------------- */
-
-int unload_session_charge(struct unload_session *sess, unsigned long npages)
-{
-	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	u64 pinned = atomic64_add_return(npages, &sess->mm->pinned_vm);
-
-	if (pinned > limit && !sess->ipc_lock) {
-		atomic64_sub(npages, &sess->mm->pinned_vm);
-		return -ENOMEM;
-	}
-	atomic64_add(npages, &unload_pinned_pages);
-	return 0;
-}
-
-/* Undo a charge of unload_session_charge to mm (which the caller keeps grabbed). */
-void unload_mm_uncharge(struct mm_struct *mm, unsigned long npages)
-{
-	atomic64_sub(npages, &mm->pinned_vm);
-	atomic64_sub(npages, &unload_pinned_pages);
 }
 
 /* --- sessions ----------------------------------------------------------------------- */

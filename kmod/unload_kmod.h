@@ -317,13 +317,12 @@ extern u32 unload_pair_idle_ms;
 int unload_sysfs_init(void);
 void unload_sysfs_exit(void);
 
-/* session.c: the session object and list, the module's counters and their folding, memlock */
+/* session.c: the session object and list, the module's counters and their folding */
 extern struct mutex unload_sessions_lock;
 extern struct list_head unload_sessions;
 extern u64 unload_folded_base[UNLOAD_NR_FOLDED];
 extern atomic64_t unload_denied[UNLOAD_DENY_COUNT];
 extern atomic64_t unload_direct_submissions;	/* submissions that ran a request */
-extern atomic64_t unload_pinned_pages;
 extern atomic64_t unload_pairs_resolved;	/* pairs resolved from scratch (pairs.c) */
 extern atomic_t unload_nr_sessions;
 struct unload_session *unload_session_alloc(struct file *file);
@@ -332,6 +331,9 @@ void unload_session_unpublish(struct unload_session *sess);
 void unload_session_put(struct unload_session *sess);
 u64 unload_folded_read(unsigned int idx);
 void unload_folded_reset(void);
+
+/* memlock.c: the memlock charge and the module's pinned-page total (a leaf) */
+extern atomic64_t unload_pinned_pages;
 int unload_session_charge(struct unload_session *sess, unsigned long npages);
 void unload_mm_uncharge(struct mm_struct *mm, unsigned long npages);
 
