@@ -121,7 +121,8 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, const CapsShow
   q->shown_query_init = shown.queried_init;
   q->roomy = roomy;
   q->sq.max_inline = cap.max_inline_data;
-  q->sq.max_wr = shown.created.max_send_wr;  // the room beyond it is the markers'
+  // What the CPU paths may fill: the real queue less the markers' room.
+  q->sq.max_wr = cap.max_send_wr > kSqRoom ? cap.max_send_wr - kSqRoom : cap.max_send_wr;
   q->sq.max_sge = cap.max_send_sge;
   q->sq.sig_all = sq_sig_all;
   q->scq = q->send_cq ? g_cqs.find(key_of(q->send_cq)) : nullptr;
@@ -157,14 +158,16 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, const CapsShow
   return 0;
 }
 
-// The request with the room the shim needs beyond what the program was told (`shown`):
-// the markers' slots, and the inline cap the inline path wants.
+// The program's request with the room the shim needs: the markers' slots, and the inline
+// cap the inline path wants. From the request, not the provider's answer to it: a provider
+// that rounds the depth up (rxe on 6.12: 8 -> 15) rounds ours alike, so a list too long for
+// the program's queue is cut where the provider would cut it without the shim.
 template <class Attr>
-void ask_room(Attr* attr, const ibv_qp_cap& shown) {
-  attr->cap = shown;
+void ask_room(Attr* attr, const ibv_qp_cap& asked) {
+  attr->cap = asked;
   attr->cap.max_send_wr += kSqRoom;
   const Tunables& t = tunables();
-  if (t.inline_max > shown.max_inline_data) attr->cap.max_inline_data = t.inline_max;
+  if (t.inline_max > asked.max_inline_data) attr->cap.max_inline_data = t.inline_max;
 }
 
 // The provider's answers for QP `qp`, made with the program's request: `created` at create,
@@ -221,7 +224,7 @@ ibv_qp* create_recorded(ContextRec* c, Attr* attr, Create&& create) {
     shown = query_caps(plain, attr->cap);
     caps_remember(k, shown);
   }
-  ask_room(attr, shown.created);
+  ask_room(attr, asked);
   ibv_qp* qp = create();
   ibv_qp_cap real = attr->cap;
   if (qp && plain) g_real.destroy_qp(plain);
