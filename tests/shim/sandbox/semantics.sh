@@ -19,7 +19,7 @@ sem() {
 	local prog=$1; shift
 	if [ -n "$ONLY" ] && ! [[ " $ONLY " == *" $prog "* ]]; then return; fi
 	local label="$prog${*:+ $*}" name="$prog${*:+_${*// /_}}"
-	local ref=$WORK/$name.ref rc attempt
+	local ref=$WORK/$name.ref rc attempt began=$SECONDS
 	# TRIES (default 1) runs of each, for programs whose outcome without the shim depends
 	# on the NIC's timing: a reference matching REF_RACED ran again, a path that differs
 	# from the reference too (a real difference repeats every time).
@@ -75,6 +75,7 @@ sem() {
 			"stage $(stat "$o.stats" writes_stage) direct $(stat "$o.stats" writes_direct)" \
 			"fences $(stat "$o.stats" fences)"
 	done
+	echo "    $label: every run in $((SECONDS - began)) s (the budget's, docs/testing.md)"
 }
 
 # note PROG ARGS...: the reference run only, shown (what the provider itself does).
@@ -140,6 +141,7 @@ sem cqex_imm_destroy
 sem cqex_imm_destroy ts
 sem direct_verbs
 sem peer_gone
+sem peer_gone killed
 sem mw_bind
 fi
 [ "$SKIPS" -eq 0 ] || echo "$SKIPS run(s) skipped"
