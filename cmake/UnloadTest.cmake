@@ -45,9 +45,11 @@ function(unload_add_sandbox_test name)
     endif()
     add_test(NAME sandbox.${flavour}.${name}
              COMMAND ${UNLOAD_SANDBOX} ${args} -- ${A_COMMAND})
+    # COST: ctest -j starts the dearest first (a clean clone has no timings of its own), so
+    # a long test does not begin last and run alone; the limit is a fair guess at the cost.
     set_tests_properties(sandbox.${flavour}.${name} PROPERTIES
       LABELS "sandbox;kernel-${flavour}"
-      TIMEOUT ${A_TIMEOUT} SKIP_RETURN_CODE 77
+      TIMEOUT ${A_TIMEOUT} COST ${A_TIMEOUT} SKIP_RETURN_CODE 77
       ENVIRONMENT "UNLOAD_BUILD_DIR=${PROJECT_BINARY_DIR};UNLOAD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
   endforeach()
 endfunction()
