@@ -20,9 +20,9 @@ check "ib_write_lat: writes took unload.direct" [ "$(stat "$WORK/lat.stats" writ
 check "sysfs writes_direct grew by the direct writes" [ $(($(sysstat writes_direct) - d0)) -ge 300 ]
 
 for mode in unload threshold; do
-	same_outcome $mode int_$mode integrity 20000 7
+	same_outcome $mode int_$mode integrity 8000 7
 	show_stats int_$mode
-	same_outcome $mode ord_$mode order 5000 3
+	same_outcome $mode ord_$mode order 2500 3
 	show_stats ord_$mode
 	same_outcome $mode ev_$mode event block 300
 	same_outcome $mode evfd_$mode event fd 300
@@ -51,9 +51,9 @@ check "order 2000 5 threshold ran" under threshold ord_f "$BIN/sem_order" 2000 5
 check "sysfs fences grew by the fences of a run" [ $(($(sysstat fences) - f0)) -ge "$(stat "$WORK/ord_f.stats" fences)" -a "$(stat "$WORK/ord_f.stats" fences)" -gt 0 ]
 
 # adaptive: correctness only (which path wins is the benchmarks' business).
-same_outcome adaptive int_adaptive integrity 20000 7
+same_outcome adaptive int_adaptive integrity 8000 7
 show_stats int_adaptive
-same_outcome adaptive ord_adaptive order 5000 3
+same_outcome adaptive ord_adaptive order 2500 3
 show_stats ord_adaptive
 check "ib_write_lat adaptive with the module" run_pair lat_ad adaptive \
 	ib_write_lat -d "$DEV" -x "$GIDX" -n 500 -s 64 -- ib_write_lat -d "$DEV" -x "$GIDX" -n 500 -s 64 "$ADDR"

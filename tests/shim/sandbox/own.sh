@@ -2,7 +2,7 @@
 # The semantics programs under the shim in each mode without the module (offload, unload, threshold, adaptive: paths mixed per write, which semantics.sh's forced paths are not): outcomes equal to the run without the shim; the statistics show which paths took the writes, a dlopen'ed libibverbs intercepted, a forked child's counts not repeated, bad tunables reported.
 . "$(dirname "$0")/lib.sh"
 need_shim
-W=${INTEGRITY_WRITES:-20000}
+W=${INTEGRITY_WRITES:-8000}
 
 for mode in offload unload threshold; do
 	want=offload; [ $mode = offload ] || want=inline
@@ -12,7 +12,7 @@ for mode in offload unload threshold; do
 		check "integrity $mode: both paths used (inline and the NIC)" [ "$(stat "$WORK/int_$mode.stats" writes_inline)" -gt 0 \
 			-a "$(stat "$WORK/int_$mode.stats" writes_offload)" -gt 0 ]
 	fi
-	same_outcome $mode ord_$mode order 5000 3
+	same_outcome $mode ord_$mode order 2500 3
 	show_stats ord_$mode
 	# No concurrent children (0): the count is then the parent's 4 runs of 200 alone.
 	same_outcome $mode fork_$mode fork 200 0
@@ -35,9 +35,9 @@ same_outcome threshold thrs_threshold threads shared 4 2000
 show_stats thrs_threshold
 same_outcome threshold cqex_threshold cqex_many 12 96
 # adaptive: correctness only (which path wins is the benchmarks' business).
-same_outcome adaptive int_adaptive integrity 20000 7
+same_outcome adaptive int_adaptive integrity 8000 7
 show_stats int_adaptive
-same_outcome adaptive ord_adaptive order 5000 3
+same_outcome adaptive ord_adaptive order 2500 3
 
 check "no-module notice printed once" [ "$(grep -c 'kernel module not available' "$WORK/dl_unload.err")" -eq 1 ]
 UNLOAD_INLINE_MAX=abc under unload badenv "$BIN/sem_mt_post" 1 1 10
