@@ -263,16 +263,6 @@ int cmd_stall(bool batch) {
 
 // --- memlock ------------------------------------------------------------------------
 
-long long vm_pin_kb() {
-  std::ifstream f("/proc/self/status");
-  std::string k;
-  while (f >> k) {
-    long long v;
-    if (k == "VmPin:" && f >> v) return v;
-  }
-  return -1;
-}
-
 int cmd_memlock() {
   const rlim_t limit = 8 << 20;
   rlimit rl{limit, limit};

@@ -42,16 +42,6 @@ namespace {
 constexpr rlim_t kLimit = 8 << 20;  // the RLIMIT_MEMLOCK the unprivileged checks run under
 constexpr uint32_t kRw = UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE;
 
-long long vm_pin_kb() {
-  std::ifstream f("/proc/self/status");
-  std::string k;
-  while (f >> k) {
-    long long v;
-    if (k == "VmPin:" && f >> v) return v;
-  }
-  return -1;
-}
-
 // RLIMIT_MEMLOCK kLimit, then uid 65534 without CAP_IPC_LOCK, so the limit applies.
 void drop_root() {
   rlimit rl{kLimit, kLimit};

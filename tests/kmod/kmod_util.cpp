@@ -59,6 +59,16 @@ static long long foll_pins_now() {
 // rxe releases the pins of a dead process's MRs from deferred work, which a loaded TCG
 // guest can hold back for well over 300 ms: wait until the count has not moved for 1 s
 // (at most 15 s).
+long long vm_pin_kb() {
+  std::ifstream f("/proc/self/status");
+  std::string k;
+  while (f >> k) {
+    long long v;
+    if (k == "VmPin:" && f >> v) return v;
+  }
+  return -1;
+}
+
 long long foll_pins_outstanding() {
   long long v = foll_pins_now();
   int still = 0;

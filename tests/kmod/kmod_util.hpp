@@ -25,6 +25,7 @@ long long stat(const std::string& name);                             // stats/<n
 int sysfs_write(const std::string& name, const std::string& value);  // 0 or errno
 long long vmstat(const char* key);                                   // /proc/vmstat counter, -1 if absent
 long long foll_pins_outstanding();                                   // acquired - released
+long long vm_pin_kb();  // this process's VmPin (/proc/self/status), -1 if absent
 
 // /dev/unload
 int unload_open();                                 // with HELLO done; skip if absent
