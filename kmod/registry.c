@@ -288,7 +288,10 @@ struct ib_device *unload_qp_sender(struct unload_session *sess, u32 qpn, u32 han
 	return n == 1 ? dev : NULL;
 }
 
-/* Is QP (dev, qpn) registered by sess? *poisoned. The caller holds the RCU read lock. */
+/*
+ * Is QP (dev, qpn) registered by sess, and sess live (unload_session_live)? *poisoned.
+ * The caller holds the RCU read lock.
+ */
 bool unload_qp_registered(struct unload_session *sess, struct ib_device *dev, u32 qpn,
 			  bool *poisoned)
 {
@@ -298,7 +301,7 @@ bool unload_qp_registered(struct unload_session *sess, struct ib_device *dev, u3
 	*poisoned = false;
 	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, qpn)
 		if (q->sess == sess && q->dev == dev && q->qpn == qpn) {
-			found = true;
+			found = unload_session_live(sess);
 			*poisoned |= READ_ONCE(q->poisoned);
 		}
 	return found;
@@ -320,8 +323,8 @@ bool unload_qp_candidate(u32 qpn, u32 *seen, struct unload_session **sess,
 	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, qpn) {
 		if (q->qpn != qpn || i++ < *seen)
 			continue;
-		/* A closing session's QPs are no one's peers: not queried. */
-		if (READ_ONCE(q->sess->dead) || !kref_get_unless_zero(&q->sess->ref))
+		/* A closing or exiting session's QPs are no one's peers: not queried. */
+		if (!unload_session_live(q->sess) || !kref_get_unless_zero(&q->sess->ref))
 			continue;
 		if (!ib_device_try_get(q->dev)) {
 			unload_session_put(q->sess);

@@ -329,6 +329,7 @@ struct unload_session *unload_session_alloc(struct file *file);
 void unload_session_publish(struct unload_session *sess);
 void unload_session_unpublish(struct unload_session *sess);
 void unload_session_put(struct unload_session *sess);
+bool unload_session_live(const struct unload_session *sess);
 u64 unload_folded_read(unsigned int idx);
 void unload_folded_reset(void);
 
