@@ -17,8 +17,9 @@
 
 /*
  * The local source of a request: its segments, each a span of one of the submitter's
- * registered regions, held (a user reference) until the copy is done. Regions are
- * pinned at registration, so reading a source faults nothing and pins nothing.
+ * registered regions, held (a user reference) until the copy is done, or for an inline
+ * request the bytes the batch read in. Regions are pinned at registration, so reading a
+ * source faults nothing and pins nothing.
  */
 struct unload_seg {
 	struct unload_region *r;
@@ -27,6 +28,7 @@ struct unload_seg {
 };
 
 struct unload_src {
+	const u8 *inl;			/* an inline request's bytes, or NULL */
 	unsigned int nr;		/* segments resolved (and held) */
 	struct unload_seg *seg;		/* one[], or the batch's */
 	struct unload_seg one[1];
@@ -116,6 +118,11 @@ struct unload_src_pos {
 static void unload_src_read(const struct unload_src *src, struct unload_src_pos *at,
 			    u8 *dst, size_t n)
 {
+	if (src->inl) {
+		memcpy(dst, src->inl + at->off, n);
+		at->off += n;
+		return;
+	}
 	while (n) {
 		const struct unload_seg *sg = &src->seg[at->seg];
 		u64 abs = offset_in_page(sg->r->addr) + sg->off + at->off;
@@ -221,14 +228,23 @@ static u32 unload_target_check(struct unload_pair_slot *slot, struct unload_regi
 	return UNLOAD_DENY_NONE;
 }
 
+/* Is req an inline request (UNLOAD_REQ_INLINE) of a well-formed shape? */
+static bool unload_req_inline(const struct unload_direct_req *req)
+{
+	return req->flags == UNLOAD_REQ_INLINE && !req->iov_count && !req->lkey &&
+	       req->length && req->length <= UNLOAD_MAX_INLINE;
+}
+
 /*
  * Check and run one request; returns its reason (NONE: placed). `list` is its segment
- * list as read in (NULL: none, or the read faulted), `seg` room for UNLOAD_MAX_IOV
- * resolved segments; `hold` the submission's hold on its pair.
+ * list as read in (NULL: none, or the read faulted), `inl` an inline request's bytes as
+ * read in (NULL: the read faulted), `seg` room for UNLOAD_MAX_IOV resolved segments;
+ * `hold` the submission's hold on its pair.
  */
 static u32 unload_direct_one(struct unload_session *sess,
 			     const struct unload_direct_req *req, const struct unload_iov *list,
-			     struct unload_seg *seg, struct unload_pair_hold *hold, int *result)
+			     const u8 *inl, struct unload_seg *seg, struct unload_pair_hold *hold,
+			     int *result)
 {
 	const struct unload_tunables *t = &unload_ctl->tunables;
 	struct unload_src src = { .nr = 0 };
@@ -240,7 +256,8 @@ static u32 unload_direct_one(struct unload_session *sess,
 	u64 off = 0;
 
 	*result = -EINVAL;
-	if (req->flags || req->reserved || req->result || req->iov_count > UNLOAD_MAX_IOV)
+	if ((req->flags && !unload_req_inline(req)) || req->reserved || req->result ||
+	    req->iov_count > UNLOAD_MAX_IOV)
 		return UNLOAD_DENY_INVALID;
 	*result = -EACCES;	/* every refusal alike: the caller asks the NIC */
 	direct_max = READ_ONCE(t->direct_max);
@@ -249,20 +266,28 @@ static u32 unload_direct_one(struct unload_session *sess,
 	if (!req->length || req->length > direct_max)
 		return UNLOAD_DENY_LENGTH;
 
-	deny = unload_src_load(req, &one, list, &uiov);
-	if (deny == UNLOAD_DENY_INVALID)
-		*result = -EINVAL;
-	if (deny)
-		return deny;
-	src.seg = req->iov_count ? seg : src.one;
+	if (req->flags) {
+		if (!inl)
+			return UNLOAD_DENY_FAULT;
+		src.inl = inl;
+	} else {
+		deny = unload_src_load(req, &one, list, &uiov);
+		if (deny == UNLOAD_DENY_INVALID)
+			*result = -EINVAL;
+		if (deny)
+			return deny;
+		src.seg = req->iov_count ? seg : src.one;
+	}
 
 	pr = unload_pair_hold_get(sess, hold, req->qp_num, req->qp_handle, &deny);
 	if (!pr)
 		return deny;	/* the slot is dropped and nothing else is held */
-	deny = unload_src_resolve(sess, hold->slot, uiov, req->iov_count ? req->iov_count : 1,
-				  &src);
-	if (deny)
-		goto out_put_src;
+	if (!src.inl) {
+		deny = unload_src_resolve(sess, hold->slot, uiov,
+					  req->iov_count ? req->iov_count : 1, &src);
+		if (deny)
+			goto out_put_src;
+	}
 	deny = UNLOAD_DENY_RKEY;
 	r = unload_region_find(pr->peer, true, pr->peer_dev, req->rkey);
 	if (!r)
@@ -295,8 +320,10 @@ out_put_src:
 struct unload_batch {
 	struct unload_direct_req *req;		/* count requests; results written here */
 	struct unload_iov *iov;			/* the segment lists, back to back, or NULL */
+	u8 *inl;				/* inline requests' bytes, back to back, or NULL */
 	struct unload_seg *seg;			/* resolved segments of one request */
-	unsigned long faulted[BITS_TO_LONGS(UNLOAD_MAX_BATCH)]; /* list unreadable */
+	unsigned long faulted[BITS_TO_LONGS(UNLOAD_MAX_BATCH)]; /* list or inline data
+								 * unreadable */
 };
 
 /*
@@ -308,22 +335,56 @@ struct unload_batch {
 static void unload_batch_free(struct unload_batch *b)
 {
 	kfree(b->seg);
+	kvfree(b->inl);
 	kvfree(b->iov);
 	kvfree(b->req);
 }
 
-/* Read the requests and their segment lists in; -EFAULT if the array itself faults. */
+/* Read the inline requests' bytes in, back to back; a request whose read faults is refused. */
+static int unload_batch_read_inline(struct unload_batch *b, u32 count)
+{
+	size_t bytes = 0, at = 0;
+	u32 i;
+
+	for (i = 0; i < count; i++)
+		if (unload_req_inline(&b->req[i]))
+			bytes += b->req[i].length;	/* <= 256 * 1024: no overflow */
+	if (!bytes)
+		return 0;
+	b->inl = kvmalloc(bytes, GFP_KERNEL_ACCOUNT);
+	if (!b->inl)
+		return -ENOMEM;
+	for (i = 0; i < count; i++) {
+		const struct unload_direct_req *req = &b->req[i];
+
+		if (!unload_req_inline(req))
+			continue;
+		if (copy_from_user(b->inl + at, u64_to_user_ptr(req->iov), req->length))
+			__set_bit(i, b->faulted);
+		at += req->length;
+	}
+	return 0;
+}
+
+/*
+ * Read the requests, their segment lists and inline bytes in; -EFAULT if the array itself
+ * faults.
+ */
 static int unload_batch_read(struct unload_batch *b, const struct unload_direct_req __user *u,
 			     u32 count)
 {
 	size_t lists = 0, at = 0;
 	u32 i;
+	int ret;
 
 	b->req = kvmalloc_array(count, sizeof(*b->req), GFP_KERNEL_ACCOUNT);
 	if (!b->req)
 		return -ENOMEM;
 	if (copy_from_user(b->req, u, array_size(count, sizeof(*b->req))))
 		return -EFAULT;
+	ret = unload_batch_read_inline(b, count);
+	if (ret)
+		return ret;
 	for (i = 0; i < count; i++)
 		if (b->req[i].iov_count <= UNLOAD_MAX_IOV)
 			lists += b->req[i].iov_count;	/* <= 256 * 32: no overflow */
@@ -353,7 +414,7 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 f
 	struct unload_pair_hold hold = { .slot = NULL };
 	struct unload_batch b = {};
 	u64 held = 0;
-	size_t at = 0;
+	size_t at = 0, inl_at = 0;
 	u32 i, n, ok = 0;
 	int ret;
 
@@ -372,6 +433,7 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 f
 	for (i = 0; i < count; i++) {
 		struct unload_direct_req *req = &b.req[i];
 		const struct unload_iov *list = NULL;
+		const u8 *inl = NULL;
 		int result;
 		u32 deny;
 
@@ -380,11 +442,16 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 f
 				list = b.iov + at;
 			at += req->iov_count;
 		}
+		if (unload_req_inline(req)) {
+			if (!test_bit(i, b.faulted))
+				inl = b.inl + inl_at;
+			inl_at += req->length;
+		}
 		if (held >= UNLOAD_HOLD_BYTES) {
 			unload_pair_hold_release(&hold);
 			held = 0;
 		}
-		deny = unload_direct_one(sess, req, list, b.seg, &hold, &result);
+		deny = unload_direct_one(sess, req, list, inl, b.seg, &hold, &result);
 		req->result = result;	/* after: the request's own result field is an input too */
 		if (deny) {
 			atomic64_inc(&unload_denied[deny]);

@@ -28,7 +28,7 @@
 #include <linux/types.h>
 
 /* Bumped on every incompatible change of this file. */
-#define UNLOAD_ABI_VERSION 3
+#define UNLOAD_ABI_VERSION 4
 
 #define UNLOAD_DEVICE_PATH "/dev/unload"
 #define UNLOAD_SYSFS_ROOT "/sys/kernel/unload"
@@ -340,6 +340,8 @@ struct unload_iov {
 /* Most iovec entries per request, most requests per batch. */
 #define UNLOAD_MAX_IOV		32
 #define UNLOAD_MAX_BATCH	256
+/* Longest UNLOAD_REQ_INLINE request: above every RNIC's max_inline_data. */
+#define UNLOAD_MAX_INLINE	1024
 
 /*
  * Why the module refused a direct write. Userspace is never told (every refusal is
@@ -364,7 +366,8 @@ enum unload_deny {
 	UNLOAD_DENY_ACCESS = 10,	/* (violation) MR or peer QP lacks remote write */
 	UNLOAD_DENY_BOUNDS = 11,	/* (violation) target range not inside the MR */
 	UNLOAD_DENY_LENGTH = 12,	/* length 0, or above direct_max */
-	UNLOAD_DENY_FAULT = 13,		/* the segment list could not be read */
+	UNLOAD_DENY_FAULT = 13,		/* the segment list or inline data could not be
+					 * read */
 	UNLOAD_DENY_LKEY = 14,		/* (violation, the sender's only) a source segment
 					 * outside its lkey's live MR, or on another PD than
 					 * the sender QP's */
@@ -394,12 +397,22 @@ struct unload_direct_req {
 	__s32 result;		/* out: 0 placed; -EACCES refused (any reason: the caller
 				 * posts the request to the NIC, which reports its own
 				 * error); -EINVAL malformed */
-	__u32 flags;		/* in: zero */
+	__u32 flags;		/* in: zero or UNLOAD_REQ_INLINE */
 	__u32 qp_handle;	/* in: the sender QP's handle from UNLOAD_IOC_REG_QP
 				 * (QPNs are per device), or 0: the session's only
 				 * registered QP numbered qp_num */
 	__u32 reserved;		/* in: zero */
 };
+
+/*
+ * The program posted the write with IBV_SEND_INLINE: its source is `length` (at most
+ * UNLOAD_MAX_INLINE) bytes of the submitter's memory at `iov`, registered or not
+ * (iov_count and lkey zero), read in with the batch before any request runs, as the NIC
+ * reads inline data at post time: no lkey is checked, and the buffer is free when the
+ * submission returns.
+ */
+#define UNLOAD_REQ_INLINE	(1U << 0)
+#define UNLOAD_REQ_FLAGS	UNLOAD_REQ_INLINE
 
 /*
  * UNLOAD_IOC_SUBMIT: run `count` requests of the array at `reqs` in order, each

@@ -1,5 +1,5 @@
 // Direct copies between two real processes on rxe through /dev/unload: placement,
-// canaries, ordering, the denials that are not RNIC violations (counted, root-only, and
+// canaries, ordering, inline sources, the denials that are not RNIC violations (counted, root-only, and
 // one uniform result), impersonation, deregistration mid-stream (nothing lands after; the
 // NIC judges an rkey the module does not know, so the pair is not poisoned), peer exit.
 // The violations themselves, against the NIC's own outcome, are kmod_parity's. One line
@@ -287,6 +287,53 @@ void test_submit_stop(std::mt19937_64& rng) {
   auto bad = batch(8192 + 8192);
   ret = run(bad, 1U << 7, &s);
   expect(ret == -EINVAL && shadow_diff() == 0, "submit.bad_flags", "ret %d (want %d)", ret, -EINVAL);
+}
+
+// Inline requests (UNLOAD_REQ_INLINE): the source is plain memory, read in with the batch
+// as the NIC reads inline data at post time; malformed ones are -EINVAL, an unreadable
+// one refused (fault) with nothing placed.
+void test_inline(std::mt19937_64& rng) {
+  std::vector<uint8_t> buf(3 * UNLOAD_MAX_INLINE);  // never registered
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  auto inl = [&](uint64_t off, uint64_t len, const void* src) {
+    unload_direct_req r = make_req(g_s.wire.qpn, g_t.rkey1, r1() + off, len, src);
+    r.lkey = 0;
+    r.flags = UNLOAD_REQ_INLINE;
+    return r;
+  };
+  std::vector<unload_direct_req> batch = {
+      inl(40000, 300, &buf[0]), make_req(g_s.wire.qpn, g_t.rkey1, r1() + 41000, 64, g_src + 5000),
+      inl(42000, UNLOAD_MAX_INLINE, &buf[300]), inl(44000, 1, &buf[2000])};
+  const int ret = submit(g_fd, batch.data(), static_cast<uint32_t>(batch.size()));
+  int bad = 0;
+  for (auto& r : batch) {
+    bad += r.result != 0;
+    shadow_apply(r);
+  }
+  for (auto& b : buf) b = static_cast<uint8_t>(~b);  // free once the submission returned
+  expect(ret == 0 && bad == 0 && shadow_diff() == 0, "inline.placed_from_unregistered_memory",
+         "ret %d, %d refused, %zu bytes differ", ret, bad, shadow_diff());
+
+  unload_direct_req too_long = inl(46000, UNLOAD_MAX_INLINE + 1, &buf[0]);
+  unload_direct_req with_lkey = inl(46000, 8, &buf[0]);
+  with_lkey.lkey = g_src_lkey;
+  unload_direct_req with_iov = inl(46000, 8, &buf[0]);
+  with_iov.iov_count = 1;
+  unload_direct_req unknown_flag = inl(46000, 8, &buf[0]);
+  unknown_flag.flags |= 1U << 1;
+  const int r1_ = one(too_long), r2_ = one(with_lkey), r3_ = one(with_iov), r4_ = one(unknown_flag);
+  expect(r1_ == -EINVAL && r2_ == -EINVAL && r3_ == -EINVAL && r4_ == -EINVAL && shadow_diff() == 0,
+         "inline.malformed_invalid", "too long %d, lkey %d, iov %d, unknown flag %d (want %d)", r1_, r2_, r3_,
+         r4_, -EINVAL);
+
+  void* hole = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (hole == MAP_FAILED) die("mmap");
+  const long long f0 = stat("direct_denied_fault");
+  const int rf = one(inl(46000, 64, hole));
+  const long long f1 = stat("direct_denied_fault");
+  munmap(hole, 4096);
+  expect(rf == -EACCES && f1 == f0 + 1 && shadow_diff() == 0, "inline.unreadable_refused",
+         "result %d, fault +%lld, %zu bytes differ", rf, f1 - f0, shadow_diff());
 }
 
 void test_ordering() {
@@ -583,8 +630,8 @@ void test_dereg_mid_stream(int to_t, int from_t) {
   auto after = deny_stats();
   long long rk = after["rkey"] - before["rkey"], po = after["poisoned"] - before["poisoned"];
   expect(rk == rkey_denied && po == 0, "dereg.rkey_not_poison",
-         "direct_denied_rkey +%lld (want %lld), direct_denied_poisoned +%lld (want 0)", rk, rkey_denied.load(),
-         po);
+         "direct_denied_rkey +%lld (want %lld), direct_denied_poisoned +%lld (want 0)", rk,
+         rkey_denied.load(), po);
   // The pair stands (T's other target regions are on another PD or read-only: no write).
   unload_qp_reg rq;
   int r = reg_qp(g_fd, g_s.dev.c_str(), g_s.wire.qpn, &rq);
@@ -638,6 +685,7 @@ int main() {
   std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
   test_ordering();
   test_submit_stop(rng);
+  test_inline(rng);
   test_denials(rng);
   std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
   test_self_pair_violations();
