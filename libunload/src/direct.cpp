@@ -113,7 +113,10 @@ bool build_request(const QpRec* q, const DirectWrite& w, unload_direct_req& req,
   req.rkey = r.rkey;
   req.remote_addr = r.remote_addr;
   req.length = r.length;
-  if (r.sge_count == 1) {
+  if (r.user_inline) {  // the provider would read it at post: so does the module
+    req.flags = UNLOAD_REQ_INLINE;
+    req.iov = sg[0].addr;
+  } else if (r.sge_count == 1) {
     req.iov = sg[0].addr;
     req.lkey = sg[0].lkey;
   } else {

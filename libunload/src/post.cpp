@@ -192,6 +192,22 @@ int to_nic(Batch& b, ibv_send_wr* w, const Route& rt, Why fallback, ibv_send_wr*
   return ENOMEM;
 }
 
+// Does w carry more inline data than the program's QP takes? The real QP may take more
+// (the inline path asks for room): the provider would accept what the program's own QP
+// refuses, so the shim refuses it, where the provider would, with EINVAL.
+bool inline_too_long(const QpRec* q, const ibv_send_wr* w) {
+  if (!(w->send_flags & IBV_SEND_INLINE) || !q->roomy) return false;
+  uint64_t len = 0;
+  for (int i = 0; i < w->num_sge; ++i) len += w->sg_list[i].length;
+  return len > q->shown.max_inline_data;
+}
+
+bool list_inline_too_long(const QpRec* q, const ibv_send_wr* wr) {
+  for (; wr; wr = wr->next)
+    if (inline_too_long(q, wr)) return true;
+  return false;
+}
+
 // A list's writes that route direct one after another (a write with several SGEs alone)
 // are placed with one submission; the requests before them go to the provider first, and
 // what the module does not place goes after them, in order.
@@ -204,6 +220,11 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
   Route rt;
   bool routed = false;  // rt is already w's route
   while (w) {
+    if (inline_too_long(q, w)) {  // the requests before it are posted, as by the provider
+      if (int rc = b.flush(bad)) return rc;
+      *bad = w;
+      return EINVAL;
+    }
     if (!routed) rt = route(q, *w, t, direct_why);
     routed = false;
     if (rt.path != Path::unload_direct) {
@@ -275,7 +296,7 @@ extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** ba
     return c->provider.post_send(qp, wr, bad);
   }
   const Tunables& t = tunables();
-  if (all_offload(t)) return post_untracked(q, wr, bad);
+  if (all_offload(t) && !list_inline_too_long(q, wr)) return post_untracked(q, wr, bad);
   GateScope g(q->sq.gate);
   mark_tracked(q);
   return post_tracked(q, wr, bad, t);

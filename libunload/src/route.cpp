@@ -163,10 +163,6 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
   if (!t.enabled || !r.is_write || (!is_forced && t.mode == static_cast<uint32_t>(Mode::offload))) return out;
   out.preferred = is_forced ? forced : Path::unload_direct;
   if (out.preferred == Path::offload) return out;
-  if (r.user_inline) {
-    out.why = Why::program_inline;
-    return out;
-  }
   // A window's binding is the NIC's to check, in the order of the QP's requests.
   if (window_rkey(q, r.rkey)) {
     out.why = Why::window;
@@ -179,12 +175,18 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
   }
   const bool copy_ok = !fence_blocks_copy(q, r);
   PathContext pc;
-  pc.max_inline = copy_ok ? q->sq.max_inline : 0;
-  pc.direct_available = direct_why == Why::none && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
-  pc.stage_available =
-      copy_ok && stage_usable(q->sq.stage) && r.length != 0 && r.length <= q->sq.stage.size / 4;
-  pc.sges_valid = (r.length <= pc.max_inline || pc.direct_available || pc.stage_available) &&
-                  sges_valid(q, sg, r.sge_count, &out.translated);
+  if (r.user_inline) {
+    // One buffer the provider would accept inline, read by the module at post time.
+    pc.direct_available = direct_why == Why::none && r.sge_count == 1 && r.length != 0 &&
+                          r.length <= q->sq.max_inline && r.length <= UNLOAD_MAX_INLINE;
+  } else {
+    pc.max_inline = copy_ok ? q->sq.max_inline : 0;
+    pc.direct_available = direct_why == Why::none && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
+    pc.stage_available =
+        copy_ok && stage_usable(q->sq.stage) && r.length != 0 && r.length <= q->sq.stage.size / 4;
+    pc.sges_valid = (r.length <= pc.max_inline || pc.direct_available || pc.stage_available) &&
+                    sges_valid(q, sg, r.sge_count, &out.translated);
+  }
   if (out.translated) {  // the copies read process addresses: only direct translates
     pc.max_inline = 0;
     pc.stage_available = false;
@@ -205,7 +207,10 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
       if (adaptive && pol->sampled()) out.t0 = f.now_ns ? f.now_ns : now_ns();
     }
   }
-  if (out.path != out.preferred) out.why = why_not(q, r, sg, out.preferred, t, direct_why, copy_ok);
+  if (out.path != out.preferred)
+    out.why = r.user_inline && out.path == Path::offload && !pc.direct_available
+                  ? Why::program_inline
+                  : why_not(q, r, sg, out.preferred, t, direct_why, copy_ok);
   return out;
 }
 

@@ -69,11 +69,18 @@ TEST(libunload_classify, EligibilityFollowsPreconditions) {
   EXPECT_EQ(eligible_paths(r, c), PathSet::all());
 }
 
-TEST(libunload_classify, ProgramInlineAndImmediate) {
+TEST(libunload_classify, ProgramInlineTakesDirectOnly) {
   ibv_sge sg{0x10, 64, 1};
   ibv_send_wr inl = write_wr(&sg, 1, IBV_WR_RDMA_WRITE, IBV_SEND_INLINE);
-  PathContext c{256, true, true, true};
+  PathContext c{256, false, true, true};  // no lkey is checked: sges_valid does not matter
+  EXPECT_EQ(eligible_paths(classify(inl, false), c), PathSet(Path::offload).with(Path::unload_direct));
+  c.direct_available = false;
   EXPECT_EQ(eligible_paths(classify(inl, false), c), PathSet(Path::offload));
+}
+
+TEST(libunload_classify, ImmediateNeverDirect) {
+  ibv_sge sg{0x10, 64, 1};
+  PathContext c{256, true, true, true};
   ibv_send_wr imm = write_wr(&sg, 1, IBV_WR_RDMA_WRITE_WITH_IMM);
   const WriteRequest r = classify(imm, false);
   EXPECT_TRUE(r.with_imm);

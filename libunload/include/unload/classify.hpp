@@ -47,14 +47,16 @@ struct PathContext {
   bool direct_available = false;  // the kmod can place on this QP's peer (local, registered)
 };
 
-// The paths a request may take; offload always. Only writes the program did not inline
-// itself are candidates. A CPU path whose precondition fails is simply not offered, so
-// the request goes to the NIC, which reports whatever error it finds (docs/design.md, section 3,
-// "Errors"). WRITE_WITH_IMM: inline and stage put exactly the offload path's packets on
-// the wire, so the peer's receive completion is the same; direct cannot reproduce it.
+// The paths a request may take; offload always. A write the program inlined itself may
+// take only direct, which copies at post time and so keeps the inline promise (the buffer
+// is free when the post returns); no lkey is checked, as the NIC checks none. A CPU path whose precondition
+// fails is simply not offered, so the request goes to the NIC, which reports whatever error it finds
+// (docs/design.md, section 3, "Errors"). WRITE_WITH_IMM: inline and stage put exactly the offload path's
+// packets on the wire, so the peer's receive completion is the same; direct cannot reproduce it.
 inline policy::PathSet eligible_paths(const WriteRequest& r, const PathContext& c) {
   policy::PathSet s(policy::Path::offload);
-  if (!r.is_write || r.user_inline) return s;
+  if (!r.is_write) return s;
+  if (r.user_inline) return c.direct_available && !r.with_imm ? s.with(policy::Path::unload_direct) : s;
   if (!c.sges_valid && r.length != 0) return s;
   if (r.length <= c.max_inline) s = s.with(policy::Path::unload_inline);
   if (c.stage_available) s = s.with(policy::Path::unload_stage);

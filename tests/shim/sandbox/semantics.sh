@@ -109,6 +109,7 @@ sem cqex_many 12 96
 sem cqex_many 12 48 noqpnum
 TRIES=3 REF_RACED='NONE within' sem notify_queued 2
 sem wr_multi_sge equal
+sem inline_write
 sem ud_rc_one_cq
 sem many_cqs 5000
 sem memlock 1
