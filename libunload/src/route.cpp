@@ -147,6 +147,7 @@ Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, co
     default:
       return Why::none;
   }
+  if (r.user_inline) return Why::policy;  // no lkey to judge: the NIC checks none for inline data
   bool translated = false;
   if (r.length != 0)
     if (const Why w = sges_why(q, sg, r.sge_count, &translated); w != Why::none) return w;

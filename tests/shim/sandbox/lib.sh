@@ -39,10 +39,11 @@ wait_listen() {
 }
 
 # wait_server PROGRAM PID: until the server listens (perftest, with or without -R, and
-# ibv_rc_pingpong: port 18515; rping: 7174) or exits.
+# ibv_rc_pingpong: port 18515; rping: 7174; ucx_perftest: 13337) or exits.
 wait_server() {
 	local port=18515
 	[ "$1" = rping ] && port=7174
+	[ "$1" = ucx_perftest ] && port=13337
 	wait_listen "$port" "$2"
 }
 
@@ -59,7 +60,7 @@ perftest_clock_failed() { grep -q "Correlation coefficient r^2: .* < 0.9" "$@" 2
 cm_unheard() { grep -Eq "RDMA_CM_EVENT_REJECTED(;|,) error:? 8\b" "$@" 2>/dev/null; }
 
 # run_pair NAME MODE SERVER_CMD... -- CLIENT_CMD...: runs a server and a client under the
-# shim in MODE (- for the module's), both writing statistics to $WORK/NAME.stats; logs in
+# shim in MODE (- for the module's; none: without the shim), both writing statistics to $WORK/NAME.stats; logs in
 # $WORK/NAME.{srv,cli}.
 # A pair that failed only because perftest could not measure the clock, or because an
 # rdma_cm client came before the server listened, runs again (twice at most, said on a
@@ -71,7 +72,8 @@ run_pair() {
 	shift
 	cli=("$@")
 	local attempt crc src envs=(LD_PRELOAD="$SHIM" UNLOAD_STATS_FILE="$WORK/$name.stats")
-	[ "$mode" != - ] && envs+=(UNLOAD_MODE="$mode")
+	[ "$mode" = none ] && envs=()
+	[ "$mode" != - ] && [ "$mode" != none ] && envs+=(UNLOAD_MODE="$mode")
 	for attempt in 1 2 3; do
 		rm -f "$WORK/$name.stats"
 		env "${envs[@]}" timeout 120 "${srv[@]}" >"$WORK/$name.srv" 2>&1 &
