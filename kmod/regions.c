@@ -184,6 +184,7 @@ static void unload_region_unpublish(struct unload_session *sess, struct unload_r
 	hlist_del_rcu(&r->snode);
 	xa_erase(&sess->region_ids, r->handle);
 	sess->region_pages -= r->npages;
+	unload_user_uncharge(sess->user, UNLOAD_USER_REGS);	/* once: off region_ids */
 }
 
 /*
@@ -309,11 +310,15 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 	ret = unload_region_check_dup(sess, r);
 	if (ret)
 		goto err_unlock;
+	ret = -EDQUOT;
+	if (!unload_user_charge(sess->user, UNLOAD_USER_REGS,
+				unload_user_bound(sess, &unload_user_registrations_max)))
+		goto err_unlock;
 	ret = xa_alloc(&sess->region_ids, &handle, r, XA_LIMIT(1, UNLOAD_MAX_REGIONS),
 		       GFP_KERNEL_ACCOUNT);
 	if (ret) {
 		ret = ret == -EBUSY ? -ENOSPC : ret;
-		goto err_unlock;
+		goto err_uncharge;
 	}
 	r->handle = handle;
 	sess->region_pages += r->npages;
@@ -329,6 +334,8 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 		return -EFAULT;	/* registered all the same: close releases it */
 	return 0;
 
+err_uncharge:
+	unload_user_uncharge(sess->user, UNLOAD_USER_REGS);
 err_unlock:
 	mutex_unlock(&sess->lock);
 	unload_pin_put(r->pin);

@@ -101,9 +101,15 @@ struct unload_tunables {
  *   this long is dropped; the next write resolves afresh. It is also about the longest
  *   an ibv_destroy_qp or ibv_dereg_mr the shim did not see coming (a process's exit)
  *   waits for the module's references.
+ *   user_sessions_max: open sessions per user (the opener's euid); the next open fails
+ *   with EMFILE. user_registrations_max: QPs and regions registered per user, over all
+ *   its sessions; the next REG_QP or REG_REGION fails with EDQUOT. Openers with
+ *   CAP_SYS_ADMIN are counted but not bounded (docs/sysfs.md).
  */
 #define UNLOAD_MODULE_TUNABLE_RANGES(X)				\
-	X(pair_idle_ms,		1, 1000,	10)
+	X(pair_idle_ms,		1, 1000,	10)		\
+	X(user_sessions_max,	1, 1U << 20,	1024)		\
+	X(user_registrations_max, 1, 1U << 24,	1U << 18)
 
 /*
  * The control page: one page, shared read-only by every session, rewritten by every
@@ -221,7 +227,8 @@ struct unload_hello {
  * the RDMA core knows of its connection. Registering the same QP again refreshes the
  * report (call it after the QP reaches RTS). Everything is checked again on every
  * request (pairing both ways, states, access flags). At most UNLOAD_MAX_QPS per
- * session (-ENOSPC).
+ * session (-ENOSPC), and user_registrations_max QPs and regions per user (-EDQUOT;
+ * registering a registered QP again charges nothing).
  */
 struct unload_qp_reg {
 	char ibdev[UNLOAD_IBDEV_NAME_MAX];	/* in: device name (ibv_get_device_name),
@@ -277,7 +284,8 @@ struct unload_qp_reg {
  * at ibv_rereg_mr by deregistering and registering again.
  * Errors: -EINVAL (length 0, overflow, unknown bits), -ENODEV (no such device), -ESRCH
  * (no such MR of the caller), -EEXIST (already registered), -ENOSPC (more than
- * UNLOAD_MAX_REGIONS), -ENOMEM (also over the pin bound), -EFAULT.
+ * UNLOAD_MAX_REGIONS), -EDQUOT (the user's user_registrations_max QPs and regions
+ * registered already), -ENOMEM (also over the pin bound), -EFAULT.
  */
 struct unload_region_reg {
 	char ibdev[UNLOAD_IBDEV_NAME_MAX];	/* in: the MR's device name, NUL-terminated */
