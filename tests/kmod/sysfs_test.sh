@@ -17,7 +17,9 @@ direct_max 0 2147483648 1073741824
 explore_shift 0 31 5
 hysteresis_pct 0 1000 10
 cpu_budget_pct 0 100 50
-pair_idle_ms 1 1000 10"
+pair_idle_ms 1 1000 10
+user_sessions_max 1 1048576 1024
+user_registrations_max 1 16777216 262144"
 
 long=$(printf '9%.0s' {1..5000})
 while read -r n min max def; do
