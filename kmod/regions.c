@@ -290,12 +290,17 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 	r->access = req.access;
 	r->target = req.access & UNLOAD_ACCESS_REMOTE_WRITE;
 
+	/* Before the MR scan and the pin: a refusal costs nothing and changes nothing. */
+	ret = -EDQUOT;
+	if (!unload_user_charge(sess->user, UNLOAD_USER_REGS,
+				unload_user_bound(sess, &unload_user_registrations_max)))
+		goto err_free_region;
 	ret = unload_mr_find(sess, dev, &req, &r->mr_id);
 	if (ret)
-		goto err_free_region;
+		goto err_uncharge;
 	ret = unload_region_pin(sess, r);
 	if (ret)
-		goto err_free_region;
+		goto err_uncharge;
 
 	mutex_lock(&sess->lock);
 	ret = -ENODEV;
@@ -310,15 +315,11 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 	ret = unload_region_check_dup(sess, r);
 	if (ret)
 		goto err_unlock;
-	ret = -EDQUOT;
-	if (!unload_user_charge(sess->user, UNLOAD_USER_REGS,
-				unload_user_bound(sess, &unload_user_registrations_max)))
-		goto err_unlock;
 	ret = xa_alloc(&sess->region_ids, &handle, r, XA_LIMIT(1, UNLOAD_MAX_REGIONS),
 		       GFP_KERNEL_ACCOUNT);
 	if (ret) {
 		ret = ret == -EBUSY ? -ENOSPC : ret;
-		goto err_uncharge;
+		goto err_unlock;
 	}
 	r->handle = handle;
 	sess->region_pages += r->npages;
@@ -334,11 +335,11 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 		return -EFAULT;	/* registered all the same: close releases it */
 	return 0;
 
-err_uncharge:
-	unload_user_uncharge(sess->user, UNLOAD_USER_REGS);
 err_unlock:
 	mutex_unlock(&sess->lock);
 	unload_pin_put(r->pin);
+err_uncharge:
+	unload_user_uncharge(sess->user, UNLOAD_USER_REGS);
 err_free_region:
 	kmem_cache_free(unload_region_cache, r);
 err_put_device:

@@ -463,8 +463,8 @@ int register_until_refused(const std::vector<int>& fds, const Rc& rc, ibv_mr** m
   uint64_t h[kRegs + 1] = {};
   int n = register_until_refused(fds, rc, mr, h, &err);
   expect(n == kRegs && err == EDQUOT, "users.registrations_bound",
-         "a QP (twice) and regions over %zu sessions: %d taken, the next: %s (want %d, EDQUOT)", fds.size(), n,
-         err ? strerror(err) : "taken", kRegs);
+         "a QP (twice) and regions over %zu sessions: %d taken, the next: %s (want %d, EDQUOT)", fds.size(),
+         n, err ? strerror(err) : "taken", kRegs);
   // A deregistration frees exactly one.
   const int d = dereg_region(fds[0], h[0]);
   const int again = reg_mr(fds[1 % fds.size()], mr[0], UNLOAD_ACCESS_LOCAL_WRITE, &h[0]);
@@ -545,8 +545,9 @@ int cmd_users() {
     // Root is counted, not bounded.
     std::vector<int> fds;
     const int err = open_until_refused(&fds);
-    expect(fds.size() == kSessions + 1 && !err, "users.root_unbounded", "root: %zu of %d sessions opened (%s)",
-           fds.size(), kSessions + 1, err ? strerror(err) : "none refused");
+    expect(fds.size() == kSessions + 1 && !err, "users.root_unbounded",
+           "root: %zu of %d sessions opened (%s)", fds.size(), kSessions + 1,
+           err ? strerror(err) : "none refused");
     for (int fd : fds) close(fd);
     c = 'G';
     xwrite(to_child[1], &c, 1);

@@ -90,8 +90,7 @@ std::string json_report(const Sample& a, const Sample& b) {
 
 void text_report(const Sample& a, const Sample& b) {
   std::printf("unload statistics, rates over %.1f s\n\n", b.t - a.t);
-  std::printf("%-8s %16s %20s %14s %16s  %s\n", "path", "writes", "bytes", "writes/s", "bytes/s",
-              "source");
+  std::printf("%-8s %16s %20s %14s %16s  %s\n", "path", "writes", "bytes", "writes/s", "bytes/s", "source");
   for (const std::string& p : path_names()) {
     const std::string w = path_counter("writes", p), by = path_counter("bytes", p);
     std::printf("%-8s %16llu %20llu %14.1f %16.1f  %s\n", p.c_str(),
