@@ -9,13 +9,15 @@
  * _IOWR. Unknown commands return -ENOTTY.
  *
  * Using it:
- *   fd = open("/dev/unload", O_RDWR | O_CLOEXEC);     one session per open
+ *   fd = open("/dev/unload", O_RDWR | O_CLOEXEC);     one session per open; EMFILE
+ *                                                        over user_sessions_max
  *   ioctl(fd, UNLOAD_IOC_HELLO, &hello)                  must come first; checks
  *                                                        UNLOAD_ABI_VERSION
  *   ctl = mmap(NULL, hello.control_size, PROT_READ, MAP_SHARED, fd,
  *              UNLOAD_MMAP_CONTROL)                      tunables (read-only)
  *   cnt = mmap(NULL, hello.counters_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
  *              UNLOAD_MMAP_COUNTERS)                     this session's counters
+ *                                                        (its claims: reported/)
  *   ioctl(fd, UNLOAD_IOC_REG_QP / REG_REGION / ...)      register QPs and regions
  *   ioctl(fd, UNLOAD_IOC_SUBMIT, &batch) or an io_uring IORING_OP_URING_CMD with
  *   cmd_op UNLOAD_URING_SUBMIT                           direct copies
@@ -176,10 +178,11 @@ enum unload_why {
  * The counters page of a session: one page, mapped read-write by its session only.
  * Userspace adds to writes[]/bytes[] of the offload, inline and stage paths, to
  * fences and to why_not[] with relaxed atomic adds (__atomic_fetch_add(..,
- * __ATOMIC_RELAXED)); the module itself adds the direct path's slots for every copy it performs, so userspace
- * must not touch writes[UNLOAD_PATH_DIRECT] and bytes[UNLOAD_PATH_DIRECT]. The module
- * folds these counters into /sys/kernel/unload/stats/ when the statistics are read and
- * when the session closes. Counters only grow; a stats reset does not touch the page.
+ * __ATOMIC_RELAXED)). writes[UNLOAD_PATH_DIRECT] and bytes[UNLOAD_PATH_DIRECT] are
+ * unused: the module counts its copies itself, in the kernel, and shows them in
+ * /sys/kernel/unload/stats/. It folds the rest into /sys/kernel/unload/reported/ (what
+ * sessions claim: any process can write its own page) when they are read and when the
+ * session closes. Counters only grow; a stats reset does not touch the page.
  */
 struct unload_counters {
 	__u64 writes[UNLOAD_PATH_COUNT];	/* writes per path (enum unload_path) */
