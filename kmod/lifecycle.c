@@ -139,12 +139,19 @@ struct unload_session *unload_session_open(struct file *file)
 
 	if (IS_ERR(sess))
 		return sess;
+	/* Uncharged at close, not at the last put: a peer's pair may hold sess a while. */
+	ret = -EMFILE;
+	if (!unload_user_charge(sess->user, UNLOAD_USER_SESSIONS,
+				unload_user_bound(sess, &unload_user_sessions_max)))
+		goto err_put_session;
 	ret = unload_pairs_init(sess);
 	if (ret)
-		goto err_put_session;
+		goto err_uncharge_session;
 	unload_session_publish(sess);
 	return sess;
 
+err_uncharge_session:
+	unload_user_uncharge(sess->user, UNLOAD_USER_SESSIONS);
 err_put_session:
 	unload_session_put(sess);
 	return ERR_PTR(ret);
@@ -172,5 +179,7 @@ void unload_session_close(struct unload_session *sess)
 	unload_session_unpublish(sess);
 	/* Off the list: no forget walks its pairs now, and no submission can come. */
 	unload_pairs_free(sess);
+	/* Its registrations were uncharged as they went, above (dead: no new ones). */
+	unload_user_uncharge(sess->user, UNLOAD_USER_SESSIONS);
 	unload_session_put(sess);
 }

@@ -184,6 +184,7 @@ static void unload_region_unpublish(struct unload_session *sess, struct unload_r
 	hlist_del_rcu(&r->snode);
 	xa_erase(&sess->region_ids, r->handle);
 	sess->region_pages -= r->npages;
+	unload_user_uncharge(sess->user, UNLOAD_USER_REGS);	/* once: off region_ids */
 }
 
 /*
@@ -289,12 +290,17 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 	r->access = req.access;
 	r->target = req.access & UNLOAD_ACCESS_REMOTE_WRITE;
 
+	/* Before the MR scan and the pin: a refusal costs nothing and changes nothing. */
+	ret = -EDQUOT;
+	if (!unload_user_charge(sess->user, UNLOAD_USER_REGS,
+				unload_user_bound(sess, &unload_user_registrations_max)))
+		goto err_free_region;
 	ret = unload_mr_find(sess, dev, &req, &r->mr_id);
 	if (ret)
-		goto err_free_region;
+		goto err_uncharge;
 	ret = unload_region_pin(sess, r);
 	if (ret)
-		goto err_free_region;
+		goto err_uncharge;
 
 	mutex_lock(&sess->lock);
 	ret = -ENODEV;
@@ -332,6 +338,8 @@ long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg)
 err_unlock:
 	mutex_unlock(&sess->lock);
 	unload_pin_put(r->pin);
+err_uncharge:
+	unload_user_uncharge(sess->user, UNLOAD_USER_REGS);
 err_free_region:
 	kmem_cache_free(unload_region_cache, r);
 err_put_device:

@@ -146,6 +146,7 @@ static void unload_qp_remove(struct unload_qp *q)
 	mutex_unlock(&unload_qp_hash_lock);
 	list_del(&q->snode);
 	q->sess->nr_qps--;
+	unload_user_uncharge(q->sess->user, UNLOAD_USER_REGS);
 	call_rcu(&q->rcu, unload_qp_free_rcu);
 }
 
@@ -214,10 +215,14 @@ int unload_qp_register(struct unload_session *sess, struct ib_device *dev,
 		ret = -ENOSPC;
 		if (sess->nr_qps >= UNLOAD_MAX_QPS)
 			goto out_unlock;
+		ret = -EDQUOT;
+		if (!unload_user_charge(sess->user, UNLOAD_USER_REGS,
+					unload_user_bound(sess, &unload_user_registrations_max)))
+			goto out_unlock;
 		ret = -ENOMEM;
 		q = kmem_cache_zalloc(unload_qp_cache, GFP_KERNEL_ACCOUNT);
 		if (!q)
-			goto out_unlock;
+			goto out_uncharge;
 		q->sess = sess;
 		q->dev = dev;
 		q->qpn = req->qp_num;
@@ -231,7 +236,7 @@ int unload_qp_register(struct unload_session *sess, struct ib_device *dev,
 		if (!unload_device_live(dev)) {
 			kmem_cache_free(unload_qp_cache, q);
 			ret = -ENODEV;
-			goto out_unlock;
+			goto out_uncharge;
 		}
 		ib_device_try_get(dev);	/* q's own reference; the caller holds one */
 		mutex_lock(&unload_qp_hash_lock);
@@ -243,8 +248,11 @@ int unload_qp_register(struct unload_session *sess, struct ib_device *dev,
 	if (READ_ONCE(q->poisoned))
 		req->peer_flags |= UNLOAD_PEER_POISONED;
 	req->handle = q->handle;
-	ret = 0;
+	mutex_unlock(&sess->lock);
+	return 0;
 
+out_uncharge:
+	unload_user_uncharge(sess->user, UNLOAD_USER_REGS);
 out_unlock:
 	mutex_unlock(&sess->lock);
 	return ret;

@@ -95,6 +95,7 @@ static void unload_session_destroy(struct kref *ref)
 
 	put_page(sess->counters_page);
 	unload_acct_put(sess->acct);
+	unload_user_put(sess->user);
 	mmdrop(sess->mm);
 	put_cred(sess->cred);
 	put_pid(sess->owner);
@@ -125,9 +126,13 @@ struct unload_session *unload_session_alloc(struct file *file)
 	sess->acct = unload_acct_get(current->mm);
 	if (!sess->acct)
 		goto err_free_session;
+	/* The opener's euid, whoever calls later (a child after fork included). */
+	sess->user = unload_user_get(file->f_cred->euid);
+	if (!sess->user)
+		goto err_put_acct;
 	sess->counters_page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 	if (!sess->counters_page)
-		goto err_put_acct;
+		goto err_put_user;
 	sess->counters = page_address(sess->counters_page);
 	kref_init(&sess->ref);
 	mutex_init(&sess->lock);
@@ -143,10 +148,18 @@ struct unload_session *unload_session_alloc(struct file *file)
 	sess->cred = get_cred(file->f_cred);
 	/* Decided by the opener's credentials, not by whoever calls later. */
 	sess->ipc_lock = file_ns_capable(file, &init_user_ns, CAP_IPC_LOCK);
+	/*
+	 * The per-user bounds keep one user from crowding the others out; the admin who sets
+	 * them could raise them anyway, and lowering them for users must not lock out root's
+	 * own tools (unloadctl, services under the shim). Root is counted, not bounded.
+	 */
+	sess->user_bounded = !file_ns_capable(file, &init_user_ns, CAP_SYS_ADMIN);
 	sess->mm = current->mm;
 	mmgrab(sess->mm);
 	return sess;
 
+err_put_user:
+	unload_user_put(sess->user);
 err_put_acct:
 	unload_acct_put(sess->acct);
 err_free_session:

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * /sys/kernel/unload/: the tunables (published to every process through the
- * control page) and /sys/kernel/unload/stats/. Documented in docs/sysfs.md.
+ * /sys/kernel/unload/: the tunables (published to every process through the control
+ * page), stats/ (what the module itself counted) and reported/ (what sessions claim in
+ * their counters pages, which their own users write). Documented in docs/sysfs.md.
  */
 #include <linux/kobject.h>
 #include <linux/mm.h>
@@ -145,7 +146,10 @@ static const struct attribute_group unload_tunable_group = {
 
 /* --- statistics --------------------------------------------------------------- */
 
-/* A folded statistic (writes_*, bytes_*, fences, why_not_*): its index in the fold. */
+/*
+ * A folded statistic: its index in the fold. writes_direct and bytes_direct are the
+ * module's own counts (stats/); the others are the sessions' pages (reported/).
+ */
 struct unload_fold_attr {
 	struct kobj_attribute kattr;
 	unsigned int idx;
@@ -256,7 +260,10 @@ static ssize_t pinned_pages_show(struct kobject *kobj, struct kobj_attribute *at
 	return sysfs_emit(buf, "%lld\n", atomic64_read(&unload_pinned_pages));
 }
 
-/* reset: write 1 to zero the counters (not the gauges sessions and pinned_pages). */
+/*
+ * reset: write 1 to zero the counters, reported/'s too (not the gauges sessions and
+ * pinned_pages).
+ */
 static ssize_t reset_store(struct kobject *kobj, struct kobj_attribute *attr,
 			   const char *buf, size_t count)
 {
@@ -282,15 +289,17 @@ static struct kobj_attribute unload_stat_pinned_pages =
 	__ATTR(pinned_pages, 0444, pinned_pages_show, NULL);
 static struct kobj_attribute unload_stat_reset = __ATTR(reset, 0200, NULL, reset_store);
 
-static struct attribute *unload_stat_attrs[] = {
+/*
+ * What the shims report: each session's counters page, which its process writes. A
+ * user can inflate these; they are claims, never measurements (docs/security.md).
+ */
+static struct attribute *unload_reported_attrs[] = {
 	&unload_stat_writes_offload.kattr.attr,
 	&unload_stat_writes_inline.kattr.attr,
 	&unload_stat_writes_stage.kattr.attr,
-	&unload_stat_writes_direct.kattr.attr,
 	&unload_stat_bytes_offload.kattr.attr,
 	&unload_stat_bytes_inline.kattr.attr,
 	&unload_stat_bytes_stage.kattr.attr,
-	&unload_stat_bytes_direct.kattr.attr,
 	&unload_stat_fences.kattr.attr,
 	&unload_stat_why_not_not_rc.kattr.attr,
 	&unload_stat_why_not_program_inline.kattr.attr,
@@ -312,6 +321,18 @@ static struct attribute *unload_stat_attrs[] = {
 	&unload_stat_why_not_with_imm.kattr.attr,
 	&unload_stat_why_not_nic_memory.kattr.attr,
 	&unload_stat_why_not_window.kattr.attr,
+	NULL,
+};
+
+static const struct attribute_group unload_reported_group = {
+	.name = "reported",
+	.attrs = unload_reported_attrs,
+};
+
+/* The module's own counts: nothing a session writes reaches them. */
+static struct attribute *unload_stat_attrs[] = {
+	&unload_stat_writes_direct.kattr.attr,
+	&unload_stat_bytes_direct.kattr.attr,
 	&unload_stat_direct_denied_disabled.kattr.attr,
 	&unload_stat_direct_denied_invalid.kattr.attr,
 	&unload_stat_direct_denied_qp_unregistered.kattr.attr,
@@ -368,8 +389,13 @@ int unload_sysfs_init(void)
 	ret = sysfs_create_group(unload_kobj, &unload_stat_group);
 	if (ret)
 		goto err_remove_tunables;
+	ret = sysfs_create_group(unload_kobj, &unload_reported_group);
+	if (ret)
+		goto err_remove_stats;
 	return 0;
 
+err_remove_stats:
+	sysfs_remove_group(unload_kobj, &unload_stat_group);
 err_remove_tunables:
 	sysfs_remove_group(unload_kobj, &unload_tunable_group);
 err_put_kobj:
@@ -381,6 +407,7 @@ err_free_control:
 
 void unload_sysfs_exit(void)
 {
+	sysfs_remove_group(unload_kobj, &unload_reported_group);
 	sysfs_remove_group(unload_kobj, &unload_stat_group);
 	sysfs_remove_group(unload_kobj, &unload_tunable_group);
 	kobject_put(unload_kobj);

@@ -36,6 +36,7 @@
 #define UNLOAD_REGION_HASH_BITS	6
 
 struct unload_acct;
+struct unload_user;
 
 /* One open of /dev/unload. */
 struct unload_session {
@@ -49,6 +50,9 @@ struct unload_session {
 	struct mm_struct *mm;		/* the opener's mm (mmgrab'd): pins come from it
 					 * and arenas are charged to it */
 	struct unload_acct *acct;	/* its process's pins (pins.c), shared */
+	struct unload_user *user;	/* the opener's euid's counts (users.c) */
+	bool user_bounded;		/* the user_*_max bounds apply: the opener had
+					 * no CAP_SYS_ADMIN */
 	struct page *counters_page;	/* the counters page, mapped RW by userspace */
 	struct unload_counters *counters;	/* its kernel address */
 	atomic64_t direct_writes;	/* the module's own count of direct copies: not in
@@ -151,7 +155,7 @@ struct unload_pin {
 /*
  * The files, each one concept, listed so that each calls only those after it: main.c,
  * lifecycle.c, list.c, copy.c, pairs.c, regions.c, registry.c, qp_view.c, arenas.c,
- * sysfs.c, session.c.
+ * sysfs.c, session.c, users.c.
  */
 
 /* main.c: the module, /dev/unload's file operations, the ib_client */
@@ -314,6 +318,8 @@ void unload_pin_put(struct unload_pin *pin);
 extern struct unload_control *unload_ctl;	/* the control page */
 /* The module's own tunables (UNLOAD_MODULE_TUNABLE_RANGES); read them with READ_ONCE. */
 extern u32 unload_pair_idle_ms;
+extern u32 unload_user_sessions_max;
+extern u32 unload_user_registrations_max;
 int unload_sysfs_init(void);
 void unload_sysfs_exit(void);
 
@@ -332,6 +338,23 @@ void unload_session_put(struct unload_session *sess);
 bool unload_session_live(const struct unload_session *sess);
 u64 unload_folded_read(unsigned int idx);
 void unload_folded_reset(void);
+
+/* users.c: per-user counts of sessions and registrations (a leaf) */
+enum unload_user_count {
+	UNLOAD_USER_SESSIONS,
+	UNLOAD_USER_REGS,		/* QPs and regions registered */
+	UNLOAD_USER_NR
+};
+struct unload_user *unload_user_get(kuid_t uid);
+void unload_user_put(struct unload_user *u);
+bool unload_user_charge(struct unload_user *u, enum unload_user_count what, u32 max);
+void unload_user_uncharge(struct unload_user *u, enum unload_user_count what);
+
+/* The bound a charge of sess's user is held to: max (a user_*_max), or none for root. */
+static inline u32 unload_user_bound(const struct unload_session *sess, const u32 *max)
+{
+	return sess->user_bounded ? READ_ONCE(*max) : U32_MAX;
+}
 
 /* memlock.c: the memlock charge and the module's pinned-page total (a leaf) */
 extern atomic64_t unload_pinned_pages;

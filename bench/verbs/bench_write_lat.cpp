@@ -108,8 +108,10 @@ struct Drain {
   }
 };
 
-// Writes per path so far, from the module's statistics (all -1 without the module):
-// the share each path took in a benchmark shows what the adaptive policy chose.
+// Writes per path so far, from the module's statistics (all -1 without the module): direct
+// from stats/ (its own count), the others from reported/ (what the sessions claim; this
+// benchmark's own processes are the only writers). The share each path took in a benchmark
+// shows what the adaptive policy chose.
 struct PathCounts {
   double n[4] = {-1, -1, -1, -1};
 };
@@ -118,7 +120,8 @@ PathCounts path_counts() {
   static const char* const names[4] = {"offload", "inline", "stage", "direct"};
   PathCounts c;
   for (int i = 0; i < 4; i++) {
-    std::ifstream f(std::string("/sys/kernel/unload/stats/writes_") + names[i]);
+    std::ifstream f(std::string("/sys/kernel/unload/") + (i == 3 ? "stats" : "reported") + "/writes_" +
+                    names[i]);
     double v;
     if (f >> v) c.n[i] = v;
   }

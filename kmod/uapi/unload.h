@@ -9,13 +9,15 @@
  * _IOWR. Unknown commands return -ENOTTY.
  *
  * Using it:
- *   fd = open("/dev/unload", O_RDWR | O_CLOEXEC);     one session per open
+ *   fd = open("/dev/unload", O_RDWR | O_CLOEXEC);     one session per open; EMFILE
+ *                                                        over user_sessions_max
  *   ioctl(fd, UNLOAD_IOC_HELLO, &hello)                  must come first; checks
  *                                                        UNLOAD_ABI_VERSION
  *   ctl = mmap(NULL, hello.control_size, PROT_READ, MAP_SHARED, fd,
  *              UNLOAD_MMAP_CONTROL)                      tunables (read-only)
  *   cnt = mmap(NULL, hello.counters_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
  *              UNLOAD_MMAP_COUNTERS)                     this session's counters
+ *                                                        (its claims: reported/)
  *   ioctl(fd, UNLOAD_IOC_REG_QP / REG_REGION / ...)      register QPs and regions
  *   ioctl(fd, UNLOAD_IOC_SUBMIT, &batch) or an io_uring IORING_OP_URING_CMD with
  *   cmd_op UNLOAD_URING_SUBMIT                           direct copies
@@ -101,9 +103,15 @@ struct unload_tunables {
  *   this long is dropped; the next write resolves afresh. It is also about the longest
  *   an ibv_destroy_qp or ibv_dereg_mr the shim did not see coming (a process's exit)
  *   waits for the module's references.
+ *   user_sessions_max: open sessions per user (the opener's euid); the next open fails
+ *   with EMFILE. user_registrations_max: QPs and regions registered per user, over all
+ *   its sessions; the next REG_QP or REG_REGION fails with EDQUOT. Openers with
+ *   CAP_SYS_ADMIN are counted but not bounded (docs/sysfs.md).
  */
 #define UNLOAD_MODULE_TUNABLE_RANGES(X)				\
-	X(pair_idle_ms,		1, 1000,	10)
+	X(pair_idle_ms,		1, 1000,	10)		\
+	X(user_sessions_max,	1, 1U << 20,	1024)		\
+	X(user_registrations_max, 1, 1U << 24,	1U << 18)
 
 /*
  * The control page: one page, shared read-only by every session, rewritten by every
@@ -170,10 +178,11 @@ enum unload_why {
  * The counters page of a session: one page, mapped read-write by its session only.
  * Userspace adds to writes[]/bytes[] of the offload, inline and stage paths, to
  * fences and to why_not[] with relaxed atomic adds (__atomic_fetch_add(..,
- * __ATOMIC_RELAXED)); the module itself adds the direct path's slots for every copy it performs, so userspace
- * must not touch writes[UNLOAD_PATH_DIRECT] and bytes[UNLOAD_PATH_DIRECT]. The module
- * folds these counters into /sys/kernel/unload/stats/ when the statistics are read and
- * when the session closes. Counters only grow; a stats reset does not touch the page.
+ * __ATOMIC_RELAXED)). writes[UNLOAD_PATH_DIRECT] and bytes[UNLOAD_PATH_DIRECT] are
+ * unused: the module counts its copies itself, in the kernel, and shows them in
+ * /sys/kernel/unload/stats/. It folds the rest into /sys/kernel/unload/reported/ (what
+ * sessions claim: any process can write its own page) when they are read and when the
+ * session closes. Counters only grow; a stats reset does not touch the page.
  */
 struct unload_counters {
 	__u64 writes[UNLOAD_PATH_COUNT];	/* writes per path (enum unload_path) */
@@ -221,7 +230,8 @@ struct unload_hello {
  * the RDMA core knows of its connection. Registering the same QP again refreshes the
  * report (call it after the QP reaches RTS). Everything is checked again on every
  * request (pairing both ways, states, access flags). At most UNLOAD_MAX_QPS per
- * session (-ENOSPC).
+ * session (-ENOSPC), and user_registrations_max QPs and regions per user (-EDQUOT;
+ * registering a registered QP again charges nothing).
  */
 struct unload_qp_reg {
 	char ibdev[UNLOAD_IBDEV_NAME_MAX];	/* in: device name (ibv_get_device_name),
@@ -277,7 +287,8 @@ struct unload_qp_reg {
  * at ibv_rereg_mr by deregistering and registering again.
  * Errors: -EINVAL (length 0, overflow, unknown bits), -ENODEV (no such device), -ESRCH
  * (no such MR of the caller), -EEXIST (already registered), -ENOSPC (more than
- * UNLOAD_MAX_REGIONS), -ENOMEM (also over the pin bound), -EFAULT.
+ * UNLOAD_MAX_REGIONS), -EDQUOT (the user's user_registrations_max QPs and regions
+ * registered already), -ENOMEM (also over the pin bound), -EFAULT.
  */
 struct unload_region_reg {
 	char ibdev[UNLOAD_IBDEV_NAME_MAX];	/* in: the MR's device name, NUL-terminated */

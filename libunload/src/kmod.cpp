@@ -27,7 +27,12 @@ static_assert(policy::kDefaultTunables.mode == UNLOAD_MODE_DEFAULT, "mode: polic
 
 const char* kmod_open() {
   const int fd = open(UNLOAD_DEVICE_PATH, O_RDWR | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? "no /dev/unload" : std::strerror(errno);
+  if (fd < 0) {
+    if (errno == ENOENT) return "no /dev/unload";
+    // The module's per-user bound, or this process's RLIMIT_NOFILE: either way, the NIC.
+    if (errno == EMFILE) return "too many sessions for this user (sysfs user_sessions_max) or open files";
+    return std::strerror(errno);
+  }
   unload_hello h{};
   h.abi_version = UNLOAD_ABI_VERSION;
   if (ioctl(fd, UNLOAD_IOC_HELLO, &h) != 0) {

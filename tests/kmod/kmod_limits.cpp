@@ -16,6 +16,17 @@
 //                         adding up to just under RLIMIT_MEMLOCK all register, and a
 //                         write through them completes. Drops root first (uid 65534, no
 //                         CAP_IPC_LOCK), so the limit applies.
+//   kmod_limits counters  a session writes huge values into every slot of its own
+//                         counters page (mapped as the shim maps it): no file of stats/
+//                         moves (the module's own counts), reported/ moves by at least
+//                         that, and back when the page is zeroed again.
+//   kmod_limits users     with user_sessions_max 3 and user_registrations_max 4, uid
+//                         65534 opens 3 sessions and the 4th fails with EMFILE, registers
+//                         a QP (again: no charge) and 3 regions over its sessions and the
+//                         next fails with EDQUOT; a deregistration frees one; a forked
+//                         child's exit frees nothing; meanwhile uid 65533 and root are
+//                         unaffected; closing the sessions with their registrations
+//                         outstanding frees every count.
 // One line per check; exit 0 pass, 1 fail, 77 skip.
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
@@ -30,8 +41,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <algorithm>
+#include <cstddef>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -344,6 +359,209 @@ int cmd_memlock() {
   return failures() ? 1 : 0;
 }
 
+// --- counters -------------------------------------------------------------------------
+
+// Every readable file of /sys/kernel/unload/<dir>/ but reset, by name.
+std::map<std::string, unsigned long long> read_dir(const std::string& dir) {
+  std::map<std::string, unsigned long long> m;
+  DIR* d = opendir(sysfs_path(dir).c_str());
+  if (!d) return m;
+  while (const dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    std::string v;
+    if (n == "." || n == ".." || n == "reset" || !sysfs_read(dir + "/" + n, &v)) continue;
+    m[n] = std::strtoull(v.c_str(), nullptr, 10);
+  }
+  closedir(d);
+  return m;
+}
+
+int cmd_counters() {
+  const int fd = unload_open();
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* p = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, UNLOAD_MMAP_COUNTERS);
+  if (p == MAP_FAILED) die("mmap the counters page");
+  const auto s0 = read_dir("stats"), r0 = read_dir("reported");
+  // Every slot a shim writes (writes[], bytes[], fences, why_not[]), the direct path's too.
+  constexpr unsigned long long kBig = 1ull << 40;
+  auto* slot = static_cast<volatile uint64_t*>(p);
+  const size_t n = offsetof(unload_counters, reserved) / sizeof(uint64_t);
+  for (size_t i = 0; i < n; i++) slot[i] = kBig + i;
+  const auto s1 = read_dir("stats"), r1 = read_dir("reported");
+  std::string moved;
+  for (const auto& [k, v] : s1)
+    if (!s0.count(k) || s0.at(k) != v) moved += " " + k;
+  expect(!s1.empty() && moved.empty(), "counters.stats_unmoved", "%zu files of stats/; moved by the page:%s",
+         s1.size(), moved.empty() ? " none" : moved.c_str());
+  // The page reached the module: reported/ shows the claim, so the check above can fail.
+  size_t grew = 0;
+  for (const auto& [k, v] : r1) grew += r0.count(k) && v - r0.at(k) >= kBig;
+  expect(!r1.empty() && grew == r1.size(), "counters.reported_moved",
+         "%zu of %zu files of reported/ grew by 2^40 or more", grew, r1.size());
+  for (size_t i = 0; i < n; i++) slot[i] = 0;
+  const bool back = read_dir("reported") == r0;
+  expect(back, "counters.reported_back", "reported/ %s its values once the page is zeroed again",
+         back ? "has" : "does not have");
+  munmap(p, page);
+  close(fd);
+  return failures() ? 1 : 0;
+}
+
+// --- users --------------------------------------------------------------------------
+
+constexpr int kSessions = 3;  // user_sessions_max for the test
+constexpr int kRegs = 4;      // user_registrations_max for the test
+
+// /dev/unload opened and greeted: the fd, or -errno of the open.
+int open_session() {
+  const int fd = open(UNLOAD_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  unload_hello h{};
+  h.abi_version = UNLOAD_ABI_VERSION;
+  if (uioctl(fd, UNLOAD_IOC_HELLO, &h)) die("UNLOAD_IOC_HELLO");
+  return fd;
+}
+
+// Opens sessions until one is refused or kSessions + 1 opened: the errno of the refusal (0: none).
+int open_until_refused(std::vector<int>* fds) {
+  while (fds->size() <= kSessions) {
+    const int fd = open_session();
+    if (fd < 0) return -fd;
+    fds->push_back(fd);
+  }
+  return 0;
+}
+
+// A QP (twice: the second charges nothing) and regions over the sessions until one is
+// refused: registrations taken, and the refusal's errno in *err. mr[] has kRegs + 1.
+int register_until_refused(const std::vector<int>& fds, const Rc& rc, ibv_mr** mr, uint64_t* h, int* err) {
+  *err = 0;
+  if (int e = reg_qp(fds[0], rc.dev.c_str(), rc.wire.qpn)) return *err = -e, 0;
+  if (int e = reg_qp(fds[0], rc.dev.c_str(), rc.wire.qpn)) return *err = -e, 1;
+  int n = 1;
+  for (int i = 0; i <= kRegs; i++, n++)
+    if (int e = reg_mr(fds[i % fds.size()], mr[i], UNLOAD_ACCESS_LOCAL_WRITE, &h[i])) return *err = -e, n;
+  return n;
+}
+
+// uid 65534: fills both bounds, tells the parent ('S'), waits for it ('G'), closes.
+[[noreturn]] void users_child(int in, int out) {
+  if (setgid(65534) || setuid(65534)) _exit(2);
+  std::vector<int> fds;
+  int err = open_until_refused(&fds);
+  expect(fds.size() == kSessions && err == EMFILE, "users.sessions_bound",
+         "uid 65534: %zu sessions opened, the next: %s (want %d, EMFILE)", fds.size(),
+         err ? strerror(err) : "opened", kSessions);
+  if (fds.empty()) _exit(1);
+  Rc rc;
+  rc_open(&rc);
+  rc_init_only(&rc);
+  static uint8_t buf[kRegs + 1][4096];
+  ibv_mr* mr[kRegs + 1];
+  for (int i = 0; i <= kRegs; i++)
+    if (!(mr[i] = ibv_reg_mr(rc.pd, buf[i], sizeof buf[i], IBV_ACCESS_LOCAL_WRITE))) die("ibv_reg_mr");
+  uint64_t h[kRegs + 1] = {};
+  int n = register_until_refused(fds, rc, mr, h, &err);
+  expect(n == kRegs && err == EDQUOT, "users.registrations_bound",
+         "a QP (twice) and regions over %zu sessions: %d taken, the next: %s (want %d, EDQUOT)", fds.size(),
+         n, err ? strerror(err) : "taken", kRegs);
+  // A deregistration frees exactly one.
+  const int d = dereg_region(fds[0], h[0]);
+  const int again = reg_mr(fds[1 % fds.size()], mr[0], UNLOAD_ACCESS_LOCAL_WRITE, &h[0]);
+  const int over = reg_mr(fds[2 % fds.size()], mr[kRegs], UNLOAD_ACCESS_LOCAL_WRITE);
+  expect(!d && !again && over == -EDQUOT, "users.dereg_frees_one",
+         "DEREG_REGION %d, then REG_REGION %d, and the next %s", d, again, over ? strerror(-over) : "taken");
+  // A forked child shares the sessions: its exit closes its copies and frees nothing.
+  const pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  waitpid(pid, nullptr, 0);
+  const int after_fork = open_session();
+  expect(after_fork == -EMFILE, "users.fork_frees_nothing", "an open after a forked child's exit: %s",
+         after_fork < 0 ? strerror(-after_fork) : "opened");
+  if (after_fork >= 0) close(after_fork);
+  char c = 'S';
+  xwrite(out, &c, 1);
+  xread(in, &c, 1);
+  // Closing, with every registration outstanding, frees the counts.
+  for (int fd : fds) close(fd);
+  fds.clear();
+  err = open_until_refused(&fds);
+  int err2 = 0;
+  n = fds.empty() ? 0 : register_until_refused(fds, rc, mr, h, &err2);
+  expect(fds.size() == kSessions && err == EMFILE && n == kRegs && err2 == EDQUOT, "users.close_frees",
+         "after closing: %zu sessions (%s next), %d registrations (%s next)", fds.size(),
+         err ? strerror(err) : "opened", n, err2 ? strerror(err2) : "taken");
+  for (int fd : fds) close(fd);
+  for (ibv_mr* m : mr) ibv_dereg_mr(m);
+  rc_close(&rc);
+  _exit(failures() ? 1 : 0);
+}
+
+// uid 65533, while uid 65534 is at both bounds: a session, a QP and a region of its own.
+[[noreturn]] void users_other() {
+  if (setgid(65533) || setuid(65533)) _exit(2);
+  const int fd = open_session();
+  if (fd < 0) _exit(3);
+  Rc rc;
+  rc_open(&rc);
+  rc_init_only(&rc);
+  static uint8_t buf[4096];
+  ibv_mr* mr = ibv_reg_mr(rc.pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
+  if (!mr || reg_qp(fd, rc.dev.c_str(), rc.wire.qpn) || reg_mr(fd, mr, UNLOAD_ACCESS_LOCAL_WRITE)) _exit(4);
+  _exit(0);
+}
+
+int cmd_users() {
+  std::string smax, rmax;
+  if (!sysfs_read("user_sessions_max", &smax) || !sysfs_read("user_registrations_max", &rmax)) {
+    fail("users.tunables", "no user_sessions_max or user_registrations_max in /sys/kernel/unload");
+    return 1;
+  }
+  if (getuid() != 0) skip("needs root (lowers the bounds, changes uid)");
+  if (sysfs_write("user_sessions_max", std::to_string(kSessions)) ||
+      sysfs_write("user_registrations_max", std::to_string(kRegs)))
+    die("lower the bounds");
+  int to_child[2], from_child[2];
+  if (pipe(to_child) || pipe(from_child)) die("pipe");
+  const pid_t a = fork();
+  if (a == 0) {
+    close(to_child[1]);
+    close(from_child[0]);
+    users_child(to_child[0], from_child[1]);
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  char c = 0;
+  const bool full = read(from_child[0], &c, 1) == 1 && c == 'S';  // else it ended early
+  if (full) {
+    const pid_t b = fork();
+    if (b == 0) users_other();
+    int st = 0;
+    waitpid(b, &st, 0);
+    const int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    expect(code == 0, "users.other_user",
+           "uid 65533 while uid 65534 is at both bounds: a session, a QP and a region (exit %d: %s)", code,
+           code == 0 ? "all taken" : "refused");
+    // Root is counted, not bounded.
+    std::vector<int> fds;
+    const int err = open_until_refused(&fds);
+    expect(fds.size() == kSessions + 1 && !err, "users.root_unbounded",
+           "root: %zu of %d sessions opened (%s)", fds.size(), kSessions + 1,
+           err ? strerror(err) : "none refused");
+    for (int fd : fds) close(fd);
+    c = 'G';
+    xwrite(to_child[1], &c, 1);
+  }
+  int st = 0;
+  waitpid(a, &st, 0);
+  sysfs_write("user_sessions_max", smax);
+  sysfs_write("user_registrations_max", rmax);
+  const int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (code == 77) skip("uid 65534's side cannot run here (its skip line above)");
+  expect(code == 0, "users.uid_65534", "uid 65534's side: exit %d (its lines above)", code);
+  return failures() ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -354,6 +572,10 @@ int main(int argc, char** argv) {
     return cmd_stall(c == "stall_batch");
   }
   if (c == "memlock") return cmd_memlock();
-  std::fprintf(stderr, "usage: kmod_limits stall | stall_batch | memlock\n");
+  if (c == "counters" || c == "users") {
+    if (access(UNLOAD_DEVICE_PATH, F_OK)) skip("no /dev/unload (module not loaded)");
+    return c == "counters" ? cmd_counters() : cmd_users();
+  }
+  std::fprintf(stderr, "usage: kmod_limits stall | stall_batch | memlock | counters | users\n");
   return 2;
 }

@@ -2,7 +2,9 @@
 # The module's limits in one boot: nothing a submitter's faults hold stalls anyone else
 # (kmod_limits stall), and memory is charged once (kmod_limits memlock without the shim
 # and under it, UNLOAD_MODE=unload: its writes go direct, as uid 65534 with an 8 MiB
-# RLIMIT_MEMLOCK); then kmod_safety's groups: charges once per process, arenas charged
+# RLIMIT_MEMLOCK); stats/ holds only what the module counted, whatever a session writes
+# on its counters page (kmod_limits counters); per-user bounds on sessions and
+# registrations (kmod_limits users); then kmod_safety's groups: charges once per process, arenas charged
 # while mapped, a responder moved to ERR mid-batch, other users' UNREG_QP, MR churn and
 # memory windows (each group's checks are its own lines; a group's skip is a skip).
 # Usage: limits_test.sh <kmod_limits binary> [<kmod_safety binary>]
@@ -27,6 +29,16 @@ for mode in stall stall_batch; do
 	esac
 done
 relink
+# stats/ holds only what the module counted; the per-user bounds.
+for mode in counters users; do
+	echo "== $mode"
+	"$BIN" $mode
+	case $? in
+	0) ok "$mode" ;;
+	77) skip_check "$mode" "kmod_limits $mode cannot run here (its skip line above)" ;;
+	*) fail "$mode" "kmod_limits $mode failed (its lines above)" ;;
+	esac
+done
 echo "== no shim"
 check "memlock.no_shim" "$BIN" memlock
 echo "== shim, UNLOAD_MODE=unload"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# sysfs of unload.ko: every tunable round-trips, a table of bad inputs is rejected with EINVAL leaving the value unchanged, file modes, stats reset, the docs list every file.
+# sysfs of unload.ko: every tunable round-trips, a table of bad inputs is rejected with EINVAL leaving the value unchanged, file modes (reported/ read-only), stats reset (reported/ too), the docs list every file.
 set -u
 . "$(dirname "$0")/../support/check.sh"
 R=/sys/kernel/unload
@@ -17,7 +17,9 @@ direct_max 0 2147483648 1073741824
 explore_shift 0 31 5
 hysteresis_pct 0 1000 10
 cpu_budget_pct 0 100 50
-pair_idle_ms 1 1000 10"
+pair_idle_ms 1 1000 10
+user_sessions_max 1 1048576 1024
+user_registrations_max 1 16777216 262144"
 
 long=$(printf '9%.0s' {1..5000})
 while read -r n min max def; do
@@ -69,6 +71,9 @@ ww=$(find $R -type f -perm -o+w | wc -l)
 expect modes.no_world_writable "$([ "$ww" = 0 ] && echo 1)" "$ww world-writable files"
 ro=$(find $R/stats -type f ! -name reset -perm /222 | wc -l)
 expect modes.stats_read_only "$([ "$ro" = 0 ] && echo 1)" "$ro writable statistics"
+ro=$(find $R/reported -type f ! -perm 0444 | wc -l)
+nr=$(find $R/reported -type f | wc -l)
+expect modes.reported_0444 "$([ "$ro" = 0 ] && [ "$nr" -gt 0 ] && echo 1)" "$ro of $nr reported files not 0444"
 dn=$(find $R/stats -type f -name 'direct_denied_*' ! -perm 0400 | wc -l)
 nd=$(find $R/stats -type f -name 'direct_denied_*' | wc -l)
 expect modes.reasons_root_only "$([ "$dn" = 0 ] && [ "$nd" -gt 0 ] && echo 1)" "$dn of $nd reason files not 0400"
@@ -81,7 +86,7 @@ for x in 0 2 abc $'\n' -1; do printf '%s' "$x" >$R/stats/reset 2>/dev/null && ac
 expect invalid.reset "$([ $acc = 0 ] && echo 1)" "$((5 - acc))/5 rejected"
 echo 1 >$R/stats/reset
 nz=0
-for f in $R/stats/*; do
+for f in $R/stats/* $R/reported/*; do
 	case $(basename $f) in reset | sessions | pinned_pages) continue ;; esac
 	[ "$(cat $f)" = 0 ] || nz=$((nz + 1))
 done

@@ -131,7 +131,7 @@ step "set: the tool's ranges are the module's, bad values change nothing"
 py "$WORK/status.json" >"$WORK/ranges" <<<'import json,sys
 for t in json.load(open(sys.argv[1]))["tunables"]:
     if "min" in t: print(t["name"], t["min"], t["max"])'
-check "status -j lists 9 numeric tunables" test "$(wc -l <"$WORK/ranges")" -eq 9
+check "status -j lists 11 numeric tunables" test "$(wc -l <"$WORK/ranges")" -eq 11
 # refuses FILE VALUE: writing VALUE to FILE fails.
 refuses() { ! { echo "$2" >"$1"; } 2>/dev/null; }
 # set_reads NAME VALUE: unloadctl sets NAME to VALUE and sysfs reads it back.
@@ -199,12 +199,18 @@ check "nobody sees []" is "$WORK/out" '[]'
 check "ps extra: exit 2" rc 2 "$CTL" ps extra
 
 step "stat"
-snap() { local f v; for f in $SYS/stats/*; do [ "${f##*/}" = reset ] || { readv v "$f"; echo "${f##*/} $v"; }; done >"$1"; }
+snap() {
+	local f n v
+	for f in $SYS/stats/* $SYS/reported/*; do
+		n=${f#$SYS/}
+		[ "${f##*/}" = reset ] || { readv v "$f"; echo "${n#stats/} $v"; }
+	done >"$1"
+}
 snap "$WORK/s0"
 check "stat -j: exit 0" rc 0 "$CTL" -j stat
 snap "$WORK/s1"
 cp "$WORK/out" "$WORK/stat.json"
-check "stat -j: every stats file, each between sysfs before and after; direct's rate > 0" \
+check "stat -j: every stats/ and reported/ file, each between sysfs before and after; direct's rate > 0" \
 	py "$WORK/stat.json" "$WORK/s0" "$WORK/s1" <<'PY'
 import json, sys
 st = json.load(open(sys.argv[1]))
@@ -212,8 +218,10 @@ rd = lambda p: {l.split()[0]: int(l.split()[1]) for l in open(p)}
 s0, s1 = rd(sys.argv[2]), rd(sys.argv[3])
 got = dict(st["counters"])
 for p in st["paths"]:
-    got["writes_" + p["path"]] = p["writes"]
-    got["bytes_" + p["path"]] = p["bytes"]
+    src = "reported/" if p["reported"] else ""
+    assert p["reported"] == (p["path"] != "direct"), p  # only direct is the module's own count
+    got[src + "writes_" + p["path"]] = p["writes"]
+    got[src + "bytes_" + p["path"]] = p["bytes"]
 assert sorted(got) == sorted(s0), (sorted(got), sorted(s0))
 for k, v in got.items():
     if k in ("sessions", "pinned_pages"):

@@ -9,12 +9,14 @@ namespace unload::ctl {
 namespace {
 
 TEST(UnloadctlTunables, EveryModuleTunableIsKnown) {
-  for (const char* n : {"enabled", "mode", "threshold_bytes", "inline_max", "stage_max", "direct_max",
-                        "explore_shift", "hysteresis_pct", "cpu_budget_pct", "pair_idle_ms"})
+  for (const char* n :
+       {"enabled", "mode", "threshold_bytes", "inline_max", "stage_max", "direct_max", "explore_shift",
+        "hysteresis_pct", "cpu_budget_pct", "pair_idle_ms", "user_sessions_max", "user_registrations_max"})
     EXPECT_NE(find_tunable(n), nullptr) << n;
   EXPECT_EQ(find_tunable("frobnicate"), nullptr);
   EXPECT_EQ(find_tunable(""), nullptr);
   EXPECT_EQ(find_tunable("stats/reset"), nullptr);
+  EXPECT_EQ(find_tunable("reported/fences"), nullptr);
 }
 
 TEST(UnloadctlTunables, RangeEndsPassAndOneBeyondFails) {
@@ -79,6 +81,15 @@ TEST(UnloadctlStats, OtherCountersAreEverythingButPerPath) {
   const auto o = other_counters(s);
   EXPECT_EQ(o, (std::vector<std::string>{"direct_denied_rkey", "fences", "sessions",
                                          "why_not/inline_too_long", "writes_future_path"}));
+  Sample r;
+  for (const char* n :
+       {"writes_direct", "reported/writes_offload", "reported/bytes_stage", "reported/fences"})
+    r.values[n] = 1;
+  EXPECT_EQ(other_counters(r), (std::vector<std::string>{"reported/fences"}));
+  EXPECT_EQ(path_counter("writes", "direct"), "writes_direct");  // the module's own count
+  EXPECT_EQ(path_counter("bytes", "inline"), "reported/bytes_inline");
+  EXPECT_TRUE(is_reported("reported/fences"));
+  EXPECT_FALSE(is_reported("writes_direct"));
   EXPECT_TRUE(is_gauge("sessions"));
   EXPECT_TRUE(is_gauge("pinned_pages"));
   EXPECT_FALSE(is_gauge("fences"));

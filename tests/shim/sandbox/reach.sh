@@ -5,11 +5,12 @@ need_shim
 [ -e /dev/unload ] || skip "the kernel module is not loaded"
 S=/sys/kernel/unload
 sysstat() { cat "$S/stats/$1"; }
+sysrep() { cat "$S/reported/$1"; }  # what the sessions' pages claim
 # Writes that did not go direct, and the reasons counted, over a stats file's processes.
 not_direct() { echo $(($(stat "$1" writes_offload) + $(stat "$1" writes_inline) + $(stat "$1" writes_stage))); }
 why_sum() { awk '$1 ~ /^why_not_/ { s += $2 } END { print s + 0 }' "$1" 2>/dev/null || echo 0; }
-sys_why_sum() { cat "$S"/stats/why_not_* | awk '{ s += $1 } END { print s + 0 }'; }
-sys_not_direct() { echo $(($(sysstat writes_offload) + $(sysstat writes_inline) + $(sysstat writes_stage))); }
+sys_why_sum() { cat "$S"/reported/why_not_* | awk '{ s += $1 } END { print s + 0 }'; }
+sys_not_direct() { echo $(($(sysrep writes_offload) + $(sysrep writes_inline) + $(sysrep writes_stage))); }
 
 N=2000
 for v in "plain:" "list:-l 8" "cqmod:--cq-mod 1 -t 1" "cm:-R"; do
@@ -49,7 +50,7 @@ check "iova_write: its 21 zero-length writes counted as why_not_size" \
 if [ -w "$S/direct_max" ]; then
 	old=$(cat "$S/direct_max")
 	echo 1024 >"$S/direct_max"
-	w0=$(sysstat why_not_size)
+	w0=$(sysrep why_not_size)
 	check "ib_write_bw 4 KiB with direct_max=1024" run_pair capped unload \
 		ib_write_bw -d "$DEV" -x "$GIDX" -n 500 -s 4096 -- ib_write_bw -d "$DEV" -x "$GIDX" -n 500 -s 4096 "$ADDR"
 	show_stats capped
@@ -58,10 +59,10 @@ if [ -w "$S/direct_max" ]; then
 		"$(stat "$WORK/capped.stats" why_not_size)" -eq "$(not_direct "$WORK/capped.stats")" -a \
 		"$(not_direct "$WORK/capped.stats")" -ge 500 ]
 	check "sysfs why_not_size grew by the run's count" \
-		[ $(($(sysstat why_not_size) - w0)) -eq "$(stat "$WORK/capped.stats" why_not_size)" ]
+		[ $(($(sysrep why_not_size) - w0)) -eq "$(stat "$WORK/capped.stats" why_not_size)" ]
 	echo "$old" >"$S/direct_max"
 fi
 # Every process of every run above exited: sysfs holds all their counts.
 check "sysfs: one reason for every write that did not go direct" [ "$(sys_not_direct)" -eq "$(sys_why_sum)" ]
-for f in "$S"/stats/why_not_*; do printf '%s=%s ' "${f##*/}" "$(cat "$f")"; done; echo
+for f in "$S"/reported/why_not_*; do printf '%s=%s ' "${f##*/}" "$(cat "$f")"; done; echo
 finish

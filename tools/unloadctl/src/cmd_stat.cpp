@@ -1,6 +1,7 @@
 // unloadctl stat [-w SECONDS] [-c COUNT]: the module's statistics, every file of
-// stats/ (read generically: counters added later show up without a change), with the
-// rate of each over the interval; -w refreshes in place like watch(1).
+// stats/ and of reported/ (what sessions claim, shown as such; read generically: counters
+// added later show up without a change), with the rate of each over the interval; -w
+// refreshes in place like watch(1).
 #include <unistd.h>
 
 #include <cmath>
@@ -70,8 +71,8 @@ std::string json_report(const Sample& a, const Sample& b) {
   Json j;
   j.begin_object().key("interval_s").real(b.t - a.t).key("paths").begin_array();
   for (const std::string& p : path_names()) {
-    const std::string w = "writes_" + p, by = "bytes_" + p;
-    j.begin_object().key("path").str(p);
+    const std::string w = path_counter("writes", p), by = path_counter("bytes", p);
+    j.begin_object().key("path").str(p).key("reported").boolean(is_reported(w));
     j.key("writes").num(value_of(b, w)).key("bytes").num(value_of(b, by));
     j.key("writes_per_s").real(rate(a, b, w)).key("bytes_per_s").real(rate(a, b, by));
     j.end_object();
@@ -89,12 +90,13 @@ std::string json_report(const Sample& a, const Sample& b) {
 
 void text_report(const Sample& a, const Sample& b) {
   std::printf("unload statistics, rates over %.1f s\n\n", b.t - a.t);
-  std::printf("%-8s %16s %20s %14s %16s\n", "path", "writes", "bytes", "writes/s", "bytes/s");
+  std::printf("%-8s %16s %20s %14s %16s  %s\n", "path", "writes", "bytes", "writes/s", "bytes/s", "source");
   for (const std::string& p : path_names()) {
-    const std::string w = "writes_" + p, by = "bytes_" + p;
-    std::printf("%-8s %16llu %20llu %14.1f %16.1f\n", p.c_str(),
+    const std::string w = path_counter("writes", p), by = path_counter("bytes", p);
+    std::printf("%-8s %16llu %20llu %14.1f %16.1f  %s\n", p.c_str(),
                 static_cast<unsigned long long>(value_of(b, w)),
-                static_cast<unsigned long long>(value_of(b, by)), rate(a, b, w), rate(a, b, by));
+                static_cast<unsigned long long>(value_of(b, by)), rate(a, b, w), rate(a, b, by),
+                is_reported(w) ? "reported" : "module");
   }
   std::printf("\n%-36s %16s %14s\n", "counter", "total", "per s");
   for (const std::string& n : other_counters(b)) {
@@ -105,6 +107,7 @@ void text_report(const Sample& a, const Sample& b) {
       std::printf("%-36s %16llu %14.1f\n", n.c_str(), static_cast<unsigned long long>(value_of(b, n)),
                   rate(a, b, n));
   }
+  std::printf("\nreported/: what the sessions claim (each writes its own counters page), not measured\n");
   if (!b.unreadable.empty())
     std::printf("\n%zu counters not shown: root only (run as root to see the refusal reasons)\n",
                 b.unreadable.size());
@@ -115,13 +118,13 @@ void text_report(const Sample& a, const Sample& b) {
 int cmd_stat(Options o, const Args& args) {
   const StatArgs a = parse(args);
   require_module();
-  const std::string dir = sysfs_root() + "/stats";
+  const std::string root = sysfs_root();
   const bool tty = isatty(STDOUT_FILENO) && !o.json;
-  Sample prev = read_sample(dir);
+  Sample prev = read_stats(root);
   for (uint64_t n = 0; a.count == 0 || n < a.count; ++n) {
     sleep_s(a.interval);
     if (!module_loaded()) fail("the unload module was unloaded");
-    const Sample cur = read_sample(dir);
+    const Sample cur = read_stats(root);
     if (o.json) {
       std::printf("%s\n", json_report(prev, cur).c_str());
     } else {

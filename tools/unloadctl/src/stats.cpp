@@ -34,7 +34,7 @@ bool parse_u64(const std::string& s, uint64_t& v) {
 
 }  // namespace
 
-Sample read_sample(const std::string& dir) {
+Sample read_sample(const std::string& dir, const std::string& prefix) {
   Sample s;
   s.t = now_s();
   for (const Entry& e : list_files(dir)) {
@@ -42,11 +42,27 @@ Sample read_sample(const std::string& dir) {
     uint64_t v;
     const auto line = e.readable ? read_line(dir + "/" + e.name) : std::nullopt;
     if (line && parse_u64(*line, v))
-      s.values[e.name] = v;
+      s.values[prefix + e.name] = v;
     else
-      s.unreadable.push_back(e.name);
+      s.unreadable.push_back(prefix + e.name);
   }
   return s;
+}
+
+Sample read_stats(const std::string& root) {
+  Sample s = read_sample(root + "/stats");
+  const Sample r = read_sample(root + "/reported", kReported);
+  s.values.insert(r.values.begin(), r.values.end());
+  s.unreadable.insert(s.unreadable.end(), r.unreadable.begin(), r.unreadable.end());
+  return s;
+}
+
+bool is_reported(const std::string& name) {
+  return name.rfind(kReported, 0) == 0;
+}
+
+std::string path_counter(const std::string& what, const std::string& path) {
+  return (path == "direct" ? "" : kReported) + what + "_" + path;
 }
 
 const std::vector<std::string>& path_names() {
@@ -70,7 +86,8 @@ std::vector<std::string> other_counters(const Sample& s) {
   for (const auto& [name, v] : s.values) {
     bool per_path = false;
     for (const std::string& p : path_names())
-      if (name == "writes_" + p || name == "bytes_" + p) per_path = true;
+      for (const char* w : {"writes", "bytes"})
+        if (name == std::string(w) + "_" + p || name == path_counter(w, p)) per_path = true;
     if (!per_path) out.push_back(name);
   }
   return out;

@@ -1,6 +1,8 @@
-// The module's statistics (/sys/kernel/unload/stats/), read generically: every file
-// there is a counter or a gauge, so counters added to the module later show up here
-// without a change. writes_<path> and bytes_<path> are grouped per path.
+// The module's statistics (/sys/kernel/unload/stats/, what it counted itself) and what
+// the sessions report (reported/, their counters pages, which their users write: claims,
+// not measurements), read generically: every file there is a counter or a gauge, so
+// counters added to the module later show up here without a change. writes_<path> and
+// bytes_<path> are grouped per path.
 #pragma once
 
 #include <cstdint>
@@ -12,12 +14,22 @@ namespace unload::ctl {
 
 struct Sample {
   double t = 0;                            // CLOCK_MONOTONIC seconds
-  std::map<std::string, uint64_t> values;  // file name (relative to stats/) -> value
+  std::map<std::string, uint64_t> values;  // file name (relative to the directory read) -> value
   std::vector<std::string> unreadable;     // files the caller may not read (root only)
 };
 
-// Reads every readable file of dir (not write-only controls).
-Sample read_sample(const std::string& dir);
+// Reads every readable file of dir (not write-only controls), each name after prefix.
+Sample read_sample(const std::string& dir, const std::string& prefix = "");
+
+// stats/ and reported/ of the sysfs root in one sample, reported/'s names as
+// "reported/<name>".
+Sample read_stats(const std::string& root);
+inline const char* kReported = "reported/";
+bool is_reported(const std::string& name);
+
+// The name of `what` ("writes" or "bytes") of a path in read_stats's sample: the module's
+// own count for direct, what the sessions report for the others.
+std::string path_counter(const std::string& what, const std::string& path);
 
 // The paths, in enum unload_path order (the suffixes of writes_* and bytes_*).
 const std::vector<std::string>& path_names();
