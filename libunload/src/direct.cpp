@@ -18,6 +18,8 @@ namespace {
 // (a SEND on RNR before a receive this thread posts later, a QP reset under us).
 constexpr uint64_t kFenceIdleNs = 50'000'000;
 constexpr uint64_t kFenceTotalNs = 500'000'000;
+// Unsignaled requests in a row after which the shim asks for a hidden completion.
+constexpr uint64_t kFenceSignalEvery = 16;
 
 // Posts the shim's own signaled zero-length RDMA WRITE on the QP, to a target the program
 // itself named (valid whatever the responder checks). It places nothing and consumes
@@ -46,9 +48,35 @@ int post_marker(QpRec* q, uint32_t rkey, uint64_t remote_addr) {
   w.wr.rdma.remote_addr = remote_addr;
   ring.publish(tail + 1);
   const int rc = q->c->provider.post_send(q->qp, &w, &bad);
-  if (rc) ring.rollback(tail);
+  if (rc)
+    ring.rollback(tail);
+  else
+    note_completing(q, tail);
   return rc ? -rc : 0;
 }
+
+}  // namespace
+
+bool take_hidden_signal(QpRec* q, uint64_t seq, bool timed) {
+  if (!timed && (!(q->peer.flags & UNLOAD_PEER_PAIRED) || seq - q->sq.last_completing < kFenceSignalEvery))
+    return false;
+  CqRec* c = q->scq;
+  if (!c) return false;
+  if (c->hidden_room.fetch_sub(1, std::memory_order_relaxed) > 0) return true;
+  c->hidden_room.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+void release_hidden(QpRec* q, uint64_t from) {
+  if (!q->scq) return;
+  SqRing& ring = q->sq.ring;
+  int32_t n = 0;
+  for (uint64_t s = from; s < ring.tail(); ++s)
+    if ((ring.at(s)->flags & (kHidden | kMarker)) == kHidden) ++n;
+  if (n) q->scq->hidden_room.fetch_add(n, std::memory_order_relaxed);
+}
+
+namespace {
 
 // One round of the fence's wait: polls the send CQ through its gate (a program thread
 // polling it meanwhile makes the same progress). Returns whether anything completed.

@@ -93,7 +93,7 @@ QpRec* qpx_rec(ibv_qp_ex* qpx) {
 // Starts an entry for the request the program is building; swaps its wr_id for the tag
 // around the provider's call.
 template <class F>
-SqEntry* request(QpRec* q, ibv_qp_ex* qpx, uint8_t flags, F&& call) {
+SqEntry* request(QpRec* q, ibv_qp_ex* qpx, uint8_t flags, F&& call, bool timed = false) {
   QpxState* s = q->qpx;
   SqEntry* e = q->sq.ring.reserve(s->tail);
   if (!e) {  // ring full: so is the send queue; the provider will refuse the batch
@@ -101,6 +101,10 @@ SqEntry* request(QpRec* q, ibv_qp_ex* qpx, uint8_t flags, F&& call) {
     return nullptr;
   }
   const bool signaled = q->sq.sig_all || (qpx->wr_flags & IBV_SEND_SIGNALED);
+  // An unsignaled request may carry a completion the program never sees (direct.hpp).
+  const bool hidden = !signaled && take_hidden_signal(q, e->seq, timed);
+  if (hidden) qpx->wr_flags |= IBV_SEND_SIGNALED;
+  if (signaled || hidden) note_completing(q, e->seq);
   e->user_wr_id = qpx->wr_id;
   e->post_ns = 0;
   e->post_call_ns = 0;
@@ -110,12 +114,13 @@ SqEntry* request(QpRec* q, ibv_qp_ex* qpx, uint8_t flags, F&& call) {
   e->rkey = 0;
   e->sge_count = 0;
   e->path = 0;
-  e->flags = static_cast<uint8_t>(flags | (signaled ? kSignaled : 0));
+  e->flags = static_cast<uint8_t>(flags | (signaled ? kSignaled : 0) | (hidden ? kHidden : 0));
   if (flags & kOrdering) q->sq.last_ordering = e->seq + 1;
   const uint64_t user = qpx->wr_id;
   qpx->wr_id = q->sq.ring.tag_of(e);
   call();
   qpx->wr_id = user;
+  if (hidden) qpx->wr_flags &= ~static_cast<uint32_t>(IBV_SEND_SIGNALED);
   q->sq.ring.publish(++s->tail);
   s->nic++;
   return e;
@@ -137,7 +142,7 @@ ibv_send_wr held_wr(HeldWrite& h) {
 
 // Gives the provider the held write's header with `extra_flags` added to the program's.
 // The entry, or nullptr when the ring is full (the provider will refuse the batch).
-SqEntry* issue_header(QpRec* q, ibv_qp_ex* qp, uint32_t extra_flags) {
+SqEntry* issue_header(QpRec* q, ibv_qp_ex* qp, uint32_t extra_flags, bool timed = false) {
   QpxState* s = q->qpx;
   HeldWrite& h = s->held;
   h.state = kHeldNone;
@@ -150,7 +155,7 @@ SqEntry* issue_header(QpRec* q, ibv_qp_ex* qp, uint32_t extra_flags) {
       s->orig.wr_rdma_write_imm(qp, h.rkey, h.addr, h.imm_data);
     else
       s->orig.wr_rdma_write(qp, h.rkey, h.addr);
-  });
+  }, timed);
   if (e) {
     e->rkey = h.rkey;
     e->remote_addr = h.addr;
@@ -186,7 +191,7 @@ void issue_payload(QpRec* q, ibv_qp_ex* qp, size_t n, const ibv_sge* sg, const R
   Path p = rt.path;
   if (n > kMaxSge) p = Path::offload;
   if (p == Path::unload_inline && n > 1 && rt.req.length > kGatherMax) p = Path::offload;
-  SqEntry* e = issue_header(q, qp, p == Path::unload_inline ? IBV_SEND_INLINE : 0);
+  SqEntry* e = issue_header(q, qp, p == Path::unload_inline ? IBV_SEND_INLINE : 0, rt.t0 != 0);
   if (e) {
     e->length = rt.req.length;
     e->sge_count = static_cast<uint16_t>(n);
@@ -454,6 +459,7 @@ extern "C" int unload_qpx_wr_complete(ibv_qp_ex* qp) {
   release_held(q, qp);  // a header without payload: the provider judges it
   const int rc = s->orig.wr_complete(qp);
   if (rc) {
+    release_hidden(q, s->start);
     q->sq.ring.rollback(s->start);
     q->sq.stage.tail = s->stage_start;
   } else {
@@ -471,6 +477,7 @@ extern "C" void unload_qpx_wr_abort(ibv_qp_ex* qp) {
   if (!q) return;
   QpxState* s = q->qpx;
   s->orig.wr_abort(qp);
+  release_hidden(q, s->start);
   q->sq.ring.rollback(s->start);
   q->sq.stage.tail = s->stage_start;
   end_batch(q);

@@ -60,6 +60,7 @@ struct SendQueue {
   // no completion of the ring would say when they are done. The next fence posts a marker.
   std::atomic<bool> untracked{false};
   uint64_t last_ordering = 0;  // ring seq + 1 of the newest READ or atomic
+  uint64_t last_completing = 0;  // ring seq of the newest entry that yields a completion
 };
 
 // The direct path's view of the QP's connection (the kmod's UNLOAD_IOC_REG_QP), and what
@@ -127,6 +128,10 @@ struct SendQpList {
   ~SendQpList();
 };
 
+// Hidden completions a CQ may have outstanding: half of the 32 entries the shim adds to
+// every CQ (kCqRoom, objects.cpp), the rest being for markers.
+constexpr int32_t kHiddenPerCq = 16;
+
 struct CqRec {
   ibv_cq* cq;
   ibv_cq_ex* cqx;         // non-null for ibv_create_cq_ex CQs
@@ -145,6 +150,9 @@ struct CqRec {
   std::atomic<bool> tracked{false};
   // The program armed the CQ (not solicited-only) and no wake-up marker was posted since.
   std::atomic<bool> armed{false};
+  // Completions the shim may still ask for on unsignaled requests (kHidden, direct.hpp):
+  // taken at post, given back when merged, so they stay within the CQ room the shim added.
+  std::atomic<int32_t> hidden_room{kHiddenPerCq};
   struct CqxState* cqx_state = nullptr;  // the ibv_cq_ex poll sequence (cqx CQs only)
   // Reached through vendor direct verbs: no QP on it is tracked (direct_verbs.hpp).
   std::atomic<bool> dv{false};
