@@ -60,7 +60,12 @@ void Policy::learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t
   // trial ends at its first sample that does not, so trials cost little; a gain too small
   // to switch for never starts one.
   const uint64_t chosen_ns = wc.estimate[index_of(wc.chosen)].settled_ns();
-  const uint64_t sample_ns = cost_ns < UINT32_MAX ? cost_ns : UINT32_MAX;
+  // Going direct behind NIC requests also pays the fence (switches_to): a trial that could
+  // not end in a switch would only cost.
+  const uint64_t fence_ns = needs_fence_after_nic(path) && f.nic_outstanding && !needs_fence_after_nic(wc.chosen)
+                                ? wc.estimate[index_of(Path::offload)].settled_ns()
+                                : 0;
+  const uint64_t sample_ns = (cost_ns < UINT32_MAX ? cost_ns : UINT32_MAX) + fence_ns;
   const bool promising = sample_ns * (100 + uint64_t{hysteresis_pct_}) < chosen_ns * 100;
   if (promising) {
     if (wc.trial_path != path || wc.trial_left == 0) {
