@@ -153,6 +153,21 @@ Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, co
   return translated && p != Path::unload_direct ? Why::region : Why::policy;
 }
 
+// What adaptive weighed when it kept a write off a path it could take.
+Why adaptive_why(policy::Policy::Reason reason) {
+  switch (reason) {
+    case policy::Policy::Reason::cold:
+      return Why::cold;
+    case policy::Policy::Reason::exploring:
+      return Why::exploring;
+    case policy::Policy::Reason::budget:
+      return Why::budget;
+    case policy::Policy::Reason::cost:
+      break;
+  }
+  return Why::cost;
+}
+
 }  // namespace
 
 Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t, Why direct_why) {
@@ -190,6 +205,7 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
     pc.stage_available = false;
   }
   const PathSet eligible = eligible_paths(r, pc);
+  const policy::Policy* adaptive_pol = nullptr;  // when adaptive decided: it says why
   if (is_forced) {
     out.path = eligible.contains(forced) ? forced : Path::offload;
   } else if (eligible != PathSet(Path::offload)) {
@@ -203,9 +219,13 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
                                                   adaptive && pol->wants_clock());
       out.path = pol->decide(f, t);
       if (adaptive && pol->sampled()) out.t0 = f.now_ns ? f.now_ns : now_ns();
+      if (adaptive) adaptive_pol = pol;
     }
   }
-  if (out.path != out.preferred) out.why = why_not(q, r, sg, out.preferred, t, direct_why, copy_ok);
+  if (out.path != out.preferred) {
+    out.why = why_not(q, r, sg, out.preferred, t, direct_why, copy_ok);
+    if (out.why == Why::policy && adaptive_pol) out.why = adaptive_why(adaptive_pol->reason());
+  }
   return out;
 }
 

@@ -35,6 +35,7 @@ Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
 Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot) {
   settled_.live = false;
   steady_ = false;
+  reason_ = Reason::cost;
   const PathSet eligible = effective_eligible(f, t);
   if (eligible == PathSet(Path::offload)) {
     steady_ = true;
@@ -52,6 +53,7 @@ Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot
   const Path p = choose(wc, f, t, eligible, cpu_allowed, settled);
   if (is_cpu_path(p) && !cpu_allowed) {
     ++stats_.budget_denials;
+    reason_ = Reason::budget;
     sampled_ = true;  // its wait is what the budget's charges are measured against
     return Path::offload;
   }
@@ -195,6 +197,7 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
   // so its samples fence behind nothing.
   if (explorable.contains(Path::unload_direct) && !wc.estimate[index_of(Path::unload_direct)].warm()) {
     ++stats_.warmups;
+    reason_ = Reason::cold;
     sampled_ = true;
     return Path::unload_direct;
   }
@@ -202,6 +205,7 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
     const unsigned i = static_cast<unsigned>(std::countr_zero(bits));
     if (!wc.estimate[i].warm()) {
       ++stats_.warmups;
+      reason_ = Reason::cold;
       sampled_ = true;
       return static_cast<Path>(i);
     }
@@ -225,6 +229,7 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
   if (trial_due(wc, chosen, explorable)) {
     --wc.trial_left;
     ++stats_.trials;
+    reason_ = Reason::exploring;
     sampled_ = true;
     return wc.trial_path;
   }
@@ -256,6 +261,7 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
       const uint64_t coin = prng_.next() & 0xFFFF;
       if (other_ns <= 2 * chosen_ns || coin * (other_ns - chosen_ns) < 0x10000 * chosen_ns) {
         ++stats_.explorations;
+        reason_ = Reason::exploring;
         sampled_ = true;
         return static_cast<Path>(i);
       }
