@@ -97,7 +97,7 @@ bool fence_poll(CqRec* c) {
 // Inside q's post gate. 0 when the write may be placed now; else -errno: no room for a
 // marker, an extended CQ with requests in flight, an earlier request failed, or the wait
 // did not finish promptly.
-int fence_before_direct(QpRec* q, const WriteRequest& r) {
+int fence_before_direct(QpRec* q, const WriteRequest& r, bool* waited) {
   SqRing& ring = q->sq.ring;
   const bool untracked = q->sq.untracked.load(std::memory_order_relaxed);
   if (ring.in_flight() == 0 && !untracked) return q->failed.load(std::memory_order_acquire) ? -EIO : 0;
@@ -121,6 +121,7 @@ int fence_before_direct(QpRec* q, const WriteRequest& r) {
   }
   if (q->failed.load(std::memory_order_acquire)) return -EIO;
   count_fence();
+  *waited = true;
   return 0;
 }
 
@@ -152,11 +153,15 @@ bool build_request(const QpRec* q, const DirectWrite& w, unload_direct_req& req,
   return true;
 }
 
-// A placed write's bookkeeping: counters, the policy, its completion in `ticket`.
-void finish_direct(QpRec* q, const DirectWrite& w, uint64_t ticket) {
+// A placed write's bookkeeping: counters, the policy, its completion in `ticket`. A timed
+// write's cost runs from `fenced_ns` when its fence waited: the policy weighs the fence
+// itself (about one NIC write, policy/README.md), and a sample behind a stream's NIC
+// requests would otherwise charge direct with the whole stream's drain.
+void finish_direct(QpRec* q, const DirectWrite& w, uint64_t ticket, uint64_t fenced_ns) {
   const WriteRequest& r = w.rt.req;
   count_writes(Path::unload_direct, 1, r.length);
-  observe(q, Path::unload_direct, r.length, r.sge_count, r.rkey, r.remote_addr, w.rt.t0);
+  const uint64_t t0 = w.rt.t0 && fenced_ns > w.rt.t0 ? fenced_ns : w.rt.t0;
+  observe(q, Path::unload_direct, r.length, r.sge_count, r.rkey, r.remote_addr, t0);
   q->peer.last_rkey = r.rkey;
   q->peer.last_addr = r.remote_addr;
   q->peer.has_last = true;
@@ -172,7 +177,7 @@ void finish_direct(QpRec* q, const DirectWrite& w, uint64_t ticket) {
 
 // After the fence: the writes w[0..n) with one submission. Returns how many were placed;
 // *why for the first one not placed. Nothing after it was placed.
-int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
+int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why, uint64_t fenced_ns) {
   CqRec* c = q->scq;
   unload_direct_req reqs[kDirectRunMax];
   uint64_t tickets[kDirectRunMax];  // set per write: zeroing all of them is a `rep stos`
@@ -194,7 +199,7 @@ int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
   int placed = 0;
   bool signaled = false;
   for (; placed < done && reqs[placed].result == 0; ++placed) {
-    finish_direct(q, w[placed], tickets[placed]);
+    finish_direct(q, w[placed], tickets[placed], fenced_ns);
     signaled |= w[placed].rt.req.signaled;
   }
   for (int i = placed; i < m; ++i)
@@ -221,14 +226,19 @@ int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
 }  // namespace
 
 int place_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
-  if (const int rc = fence_before_direct(q, w[0].rt.req)) {
+  bool waited = false;
+  if (const int rc = fence_before_direct(q, w[0].rt.req, &waited)) {
     *why = rc == -ETIMEDOUT ? Why::fence
            : rc == -EBUSY   ? Why::queue
            : rc == -EIO     ? Why::qp_error
                             : Why::no_room;
     return 0;
   }
-  return run_direct(q, w, n, why);
+  uint64_t fenced_ns = 0;  // read only for a timed write that waited
+  if (waited)
+    for (int i = 0; i < n && !fenced_ns; ++i)
+      if (w[i].rt.t0) fenced_ns = now_ns();
+  return run_direct(q, w, n, why, fenced_ns);
 }
 
 // Whether a request posted on `q` now will complete (and so fire the CQ's event): its send
