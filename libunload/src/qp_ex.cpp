@@ -77,6 +77,7 @@ struct QpxState {
   uint64_t tail = 0;        // ring tail as the batch grows
   uint64_t stage_start = 0;
   uint64_t nic = 0;  // requests given to the provider in the batch
+  bool timed = false;  // a request of the batch carries a policy timestamp (adaptive)
   HeldWrite held;
   uint64_t writes[policy::kPathCount] = {};  // statistics, committed by wr_complete
   uint64_t bytes[policy::kPathCount] = {};
@@ -196,7 +197,8 @@ void issue_payload(QpRec* q, ibv_qp_ex* qp, size_t n, const ibv_sge* sg, const R
     e->length = rt.req.length;
     e->sge_count = static_cast<uint16_t>(n);
     e->post_ns = rt.t0;
-    e->post_call_ns = 0;  // the provider posts at wr_complete: its time is not measured
+    e->post_call_ns = 0;  // stamped at wr_complete, where the provider posts
+    s->timed |= rt.t0 != 0;
     if (p == Path::unload_stage && !stage_copy(q->sq.stage, e, sg, static_cast<uint32_t>(n), rt.req.length))
       p = Path::offload;
     e->path = static_cast<uint8_t>(p);
@@ -407,6 +409,7 @@ static void reset_batch(QpxState* s) {
   for (unsigned i = 0; i < policy::kPathCount; ++i) s->writes[i] = s->bytes[i] = 0;
   for (uint64_t& n : s->why_not) n = 0;
   s->nic = 0;
+  s->timed = false;
 }
 
 extern "C" void unload_qpx_wr_start(ibv_qp_ex* qp) {
@@ -422,6 +425,21 @@ extern "C" void unload_qpx_wr_start(ibv_qp_ex* qp) {
   if (!s->pass) mark_tracked(q);
   s->pass_write = false;
   s->orig.wr_start(qp);
+}
+
+// Adaptive: how long each timed request of the batch took to post, its decision to the
+// provider's wr_complete, where a software NIC (rxe) does the NIC's work on this thread;
+// observe() counts it as time the program spent on the NIC path (its CPU budget waives
+// it). Advisory, hence relaxed, as in post.cpp.
+static void stamp_post_call(QpRec* q, uint64_t from) {
+  const uint64_t end = now_ns();
+  for (uint64_t i = from; i < q->sq.ring.tail(); ++i) {
+    SqEntry* e = q->sq.ring.at(i);
+    if (!e->post_ns || end <= e->post_ns) continue;
+    const uint64_t took = end - e->post_ns;
+    std::atomic_ref<uint32_t>(e->post_call_ns)
+        .store(took < UINT32_MAX ? static_cast<uint32_t>(took) : UINT32_MAX, std::memory_order_relaxed);
+  }
 }
 
 static void end_batch(QpRec* q) {
@@ -463,6 +481,7 @@ extern "C" int unload_qpx_wr_complete(ibv_qp_ex* qp) {
     q->sq.ring.rollback(s->start);
     q->sq.stage.tail = s->stage_start;
   } else {
+    if (s->timed) stamp_post_call(q, s->start);
     for (unsigned i = 0; i < policy::kPathCount; ++i)
       if (s->writes[i]) count_writes(static_cast<Path>(i), s->writes[i], s->bytes[i]);
     for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)

@@ -81,6 +81,16 @@ struct PeerLink {
   bool has_last = false;
 };
 
+// The cost of a sampled write measured by a thread with no policy of its own (a program's
+// completion thread, as rping's), left for the next poster's policy to learn (route.cpp).
+// One writer at a time (the send CQ's gate holder), one reader (the post gate's); a
+// seqlock, odd while written; a sample not yet learnt is overwritten by a newer one.
+struct SampleBox {
+  std::atomic<uint32_t> seq{0};
+  uint32_t learnt = 0;  // reader side: the seq last learnt
+  std::atomic<uint64_t> w[5] = {};  // path | sge_count << 8 | length << 32, rkey, addr, cost, wait
+};
+
 struct CqRec;
 
 struct QpRec {
@@ -108,6 +118,7 @@ struct QpRec {
   ibv_wc_status carried = IBV_WC_SUCCESS;
   SendQueue sq;
   PeerLink peer;
+  SampleBox sample;
   struct QpxState* qpx = nullptr;  // the wr_* API's state (ibv_qp_ex QPs only)
 };
 
