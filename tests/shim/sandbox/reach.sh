@@ -1,5 +1,5 @@
 #!/bin/bash
-# Reach of the direct path in mode unload: ib_write_bw (plain, post lists, --cq-mod 1, rdma_cm) and a program whose MRs use ibv_reg_mr_iova(2) at iova != address take it for every eligible write; every write that does not has one counted reason, in the process's statistics and in sysfs.
+# Reach of the direct path in mode unload: ib_write_bw (plain, post lists, --cq-mod 1, rdma_cm) and a program whose MRs use ibv_reg_mr_iova(2) at iova != address take it for every eligible write; in the default mode (adaptive) ib_write_bw, ib_write_lat and rping take it for >= 95%; every write that does not has one counted reason, in the process's statistics and in sysfs.
 . "$(dirname "$0")/lib.sh"
 need_shim
 [ -e /dev/unload ] || skip "the kernel module is not loaded"
@@ -61,6 +61,31 @@ if [ -w "$S/direct_max" ]; then
 		[ $(($(sysstat why_not_size) - w0)) -eq "$(stat "$WORK/capped.stats" why_not_size)" ]
 	echo "$old" >"$S/direct_max"
 fi
+# The default mode (adaptive, no UNLOAD_* variable): a deep unsignaled stream, lists, a
+# write behind a READ (rping -V checks the data), ping-pong; each takes >= 95% of its
+# writes direct (all are eligible: a local peer, registered regions, no inline flag), and
+# every other write has one counted reason. N amortises the warm-up (8 samples per path
+# and write class). UCX's ucx_perftest cases (issue 26) are not here yet.
+for v in "bw4k:ib_write_bw -s 4096 -n 2000" "bw4k_l8:ib_write_bw -s 4096 -n 2000 -l 8" \
+	"bw64k:ib_write_bw -s 65536 -n 1000" "bw64k_l8:ib_write_bw -s 65536 -n 1000 -l 8" \
+	"lat8:ib_write_lat -s 8 -n 1000" "lat64k:ib_write_lat -s 65536 -n 1000"; do
+	name=adaptive_${v%%:*} cmd=${v#*:}
+	# shellcheck disable=SC2086 # the flags are words
+	check "$cmd in the default mode" run_pair "$name" - $cmd -d "$DEV" -x "$GIDX" -- $cmd -d "$DEV" -x "$GIDX" "$ADDR"
+	show_stats "$name"
+	f=$WORK/$name.stats
+	check "$cmd default mode: >= 95% of writes direct" \
+		[ $((100 * $(stat "$f" writes_direct))) -ge $((95 * $(total_writes "$f"))) -a "$(total_writes "$f")" -gt 0 ]
+	check "$cmd default mode: a reason for every other write" [ "$(not_direct "$f")" -eq "$(why_sum "$f")" ]
+done
+check "rping in the default mode" run_pair adaptive_rping - \
+	rping -s -a "$ADDR" -C 400 -S 64 -V -- rping -c -a "$ADDR" -C 400 -S 64 -V
+show_stats adaptive_rping
+f=$WORK/adaptive_rping.stats
+check "rping default mode: >= 95% of writes direct" \
+	[ $((100 * $(stat "$f" writes_direct))) -ge $((95 * $(total_writes "$f"))) -a "$(total_writes "$f")" -gt 0 ]
+check "rping default mode: a reason for every other write" [ "$(not_direct "$f")" -eq "$(why_sum "$f")" ]
+
 # Every process of every run above exited: sysfs holds all their counts.
 check "sysfs: one reason for every write that did not go direct" [ "$(sys_not_direct)" -eq "$(sys_why_sum)" ]
 for f in "$S"/stats/why_not_*; do printf '%s=%s ' "${f##*/}" "$(cat "$f")"; done; echo
