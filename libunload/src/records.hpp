@@ -88,7 +88,7 @@ struct PeerLink {
 struct SampleBox {
   std::atomic<uint32_t> seq{0};
   uint32_t learnt = 0;  // reader side: the seq last learnt
-  std::atomic<uint64_t> w[5] = {};  // path | sge_count << 8 | length << 32, rkey, addr, cost, wait
+  std::atomic<uint64_t> w[6] = {};  // path | sge_count << 8 | length << 32, rkey, addr, cost, wait, cpu
 };
 
 struct CqRec;
