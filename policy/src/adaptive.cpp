@@ -195,20 +195,40 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
   // Warm-up: every path gets a full window of samples before it is compared. Direct
   // first: the cheapest by construction, and at a stream's start the ring is still empty,
   // so its samples fence behind nothing.
-  if (explorable.contains(Path::unload_direct) && !wc.estimate[index_of(Path::unload_direct)].warm()) {
+  // A path with a window's worth of samples in flight waits for them: meanwhile the
+  // cheapest warm path takes the write, or, with none warm, the warm-up goes on.
+  bool waiting = false;
+  const auto warm_up = [&](unsigned i) {
+    if (wc.estimate[i].warm()) return false;
+    if (wc.warming[i] >= CostEstimate::kWindow) {
+      waiting = true;
+      return false;
+    }
+    ++wc.warming[i];
     ++stats_.warmups;
     reason_ = Reason::cold;
     sampled_ = true;
+    return true;
+  };
+  if (explorable.contains(Path::unload_direct) && warm_up(index_of(Path::unload_direct)))
     return Path::unload_direct;
-  }
   for (unsigned bits = explorable.bits(); bits != 0; bits &= bits - 1) {
     const unsigned i = static_cast<unsigned>(std::countr_zero(bits));
-    if (!wc.estimate[i].warm()) {
-      ++stats_.warmups;
-      reason_ = Reason::cold;
-      sampled_ = true;
-      return static_cast<Path>(i);
+    if (warm_up(i)) return static_cast<Path>(i);
+  }
+  if (waiting) {
+    if (++wc.warm_waits >= kWarmWaits) {  // the samples were lost: warm up again
+      wc.warm_waits = 0;
+      for (uint8_t& n : wc.warming) n = 0;
     }
+    reason_ = Reason::cold;
+    uint64_t ns = 0;
+    const Path warm = cheapest_warm(wc, explorable, ns);
+    if (ns != UINT64_MAX) return warm;
+    const unsigned i = static_cast<unsigned>(std::countr_zero(explorable.bits()));  // offload
+    ++stats_.warmups;
+    sampled_ = true;
+    return static_cast<Path>(i);
   }
 
   uint64_t best_ns = 0;

@@ -41,6 +41,7 @@ void Policy::learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t
   if (path == Path::offload && budget_enforced_) wc.nic_wait.add(nic_wait_ns);
   charge_cpu(wc, path, cpu_ns);
   CostEstimate& e = wc.estimate[index_of(path)];
+  if (wc.warming[index_of(path)] != 0) --wc.warming[index_of(path)];
   const uint32_t settled_before = e.settled_ns();
   e.add(cost_ns);
   if (!wc.has_chosen) return;

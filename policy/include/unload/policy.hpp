@@ -160,7 +160,14 @@ class Policy {
     Path trial_path = Path::offload;
     uint8_t trial_left = 0;
     uint8_t explored_last = 0;  // exploration's round-robin cursor
+    // Warm-up samples sent and not yet observed, per path: a deep stream returns them a
+    // queue's time later (20 ms behind 128 writes under TCG), and until then every write
+    // would be another warm-up sample. Forgotten after kWarmWaits decisions that waited
+    // on them (a sample the runtime could not observe never comes).
+    uint8_t warming[kPathCount] = {};
+    uint8_t warm_waits = 0;
   };
+  static constexpr uint8_t kWarmWaits = 64;
 
   // The last adaptive decision, while the next may reuse it (decide()).
   struct Settled {
