@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <vector>
 
 #include "test_support.hpp"
 
@@ -120,6 +121,40 @@ TEST(policy_adaptive, AStreamAlwaysBehindNicRequestsStillGoesDirect) {
   run(policy, t, f, 1000, cost);
   EXPECT_EQ(policy.chosen_path(f), Path::unload_direct);
   EXPECT_GE(run(policy, t, f, 10'000, cost, Path::unload_direct), 9'500u);
+}
+
+// A deep stream returns its NIC samples a queue's time later: the warm-up sends a window's
+// worth per path, and meanwhile the warm path (direct, observed at once) takes the writes.
+TEST(policy_adaptive, AWarmUpDoesNotOutrunItsSamplesInFlight) {
+  Policy policy;
+  const Tunables t = tunables_in(Mode::adaptive);
+  WriteFeatures f = write_of(65536, PathSet(Path::unload_direct).with(Path::unload_stage), true);
+  f.nic_outstanding = true;
+  struct Pending {
+    Path p;
+    uint64_t due;
+  };
+  std::vector<Pending> queue;
+  uint64_t direct = 0;
+  constexpr uint64_t kDepth = 128, kWrites = 500;
+  for (uint64_t i = 0; i < kWrites; ++i) {
+    const Path p = policy.decide(f, t);
+    direct += p == Path::unload_direct;
+    if (policy.sampled()) {
+      if (p == Path::unload_direct)
+        policy.observe(p, f, 500);
+      else
+        queue.push_back({p, i + kDepth});
+    }
+    std::erase_if(queue, [&](const Pending& s) {
+      if (s.due != i) return false;
+      policy.observe(s.p, f, 20'000);
+      return true;
+    });
+  }
+  // Two classes (the target page turns hot), three paths, a window of 8 each.
+  EXPECT_LE(policy.stats().warmups, 2u * 3 * 8) << "a warm-up sample per write while they are in flight";
+  EXPECT_GE(direct, kWrites * 3 / 4);
 }
 
 TEST(policy_adaptive, ExploresAtTwoToTheMinusExploreShift) {

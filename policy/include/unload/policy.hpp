@@ -167,7 +167,7 @@ class Policy {
     uint8_t warming[kPathCount] = {};
     uint8_t warm_waits = 0;
   };
-  static constexpr uint8_t kWarmWaits = 64;
+  static constexpr uint8_t kWarmWaits = 255;
 
   // The last adaptive decision, while the next may reuse it (decide()).
   struct Settled {
