@@ -199,6 +199,10 @@ UNLOAD_FOLD(why_not_policy, UNLOAD_FOLD_WHY + UNLOAD_WHY_POLICY);
 UNLOAD_FOLD(why_not_with_imm, UNLOAD_FOLD_WHY + UNLOAD_WHY_WITH_IMM);
 UNLOAD_FOLD(why_not_nic_memory, UNLOAD_FOLD_WHY + UNLOAD_WHY_NIC_MEMORY);
 UNLOAD_FOLD(why_not_window, UNLOAD_FOLD_WHY + UNLOAD_WHY_WINDOW);
+UNLOAD_FOLD(why_not_cold, UNLOAD_FOLD_WHY + UNLOAD_WHY_COLD);
+UNLOAD_FOLD(why_not_exploring, UNLOAD_FOLD_WHY + UNLOAD_WHY_EXPLORING);
+UNLOAD_FOLD(why_not_budget, UNLOAD_FOLD_WHY + UNLOAD_WHY_BUDGET);
+UNLOAD_FOLD(why_not_cost, UNLOAD_FOLD_WHY + UNLOAD_WHY_COST);
 
 /* A denial counter: its reason. Root only (0400): the reasons are what a peer must not
  * learn. */
@@ -321,6 +325,10 @@ static struct attribute *unload_reported_attrs[] = {
 	&unload_stat_why_not_with_imm.kattr.attr,
 	&unload_stat_why_not_nic_memory.kattr.attr,
 	&unload_stat_why_not_window.kattr.attr,
+	&unload_stat_why_not_cold.kattr.attr,
+	&unload_stat_why_not_exploring.kattr.attr,
+	&unload_stat_why_not_budget.kattr.attr,
+	&unload_stat_why_not_cost.kattr.attr,
 	NULL,
 };
 
@@ -369,7 +377,7 @@ int unload_sysfs_init(void)
 
 	BUILD_BUG_ON(sizeof(struct unload_control) > PAGE_SIZE);
 	BUILD_BUG_ON(sizeof(struct unload_counters) > PAGE_SIZE);
-	BUILD_BUG_ON(UNLOAD_WHY_COUNT != 20);	/* one why_not_* file each, above */
+	BUILD_BUG_ON(UNLOAD_WHY_COUNT != 24);	/* one why_not_* file each, above */
 	unload_ctl = (struct unload_control *)get_zeroed_page(GFP_KERNEL);
 	if (!unload_ctl)
 		return -ENOMEM;

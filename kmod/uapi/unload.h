@@ -162,8 +162,8 @@ enum unload_why {
 					 * shim on the QP's PD (the NIC judges it) */
 	UNLOAD_WHY_NO_ROOM = 14,	/* no room: completion queue, staging arena or ring */
 	UNLOAD_WHY_REFUSED = 15,	/* the module refused it (stats/direct_denied_*) */
-	UNLOAD_WHY_POLICY = 16,		/* the mode's rule or the adaptive policy chose another
-					 * path (threshold, cost, CPU budget, exploration) */
+	UNLOAD_WHY_POLICY = 16,		/* the mode's rule chose another path (threshold);
+					 * adaptive says why with COLD .. COST */
 	UNLOAD_WHY_WITH_IMM = 17,	/* WRITE_WITH_IMM: direct cannot make the responder's
 					 * receive completion */
 	UNLOAD_WHY_NIC_MEMORY = 18,	/* a source SGE in memory the CPU must not touch: an
@@ -171,7 +171,13 @@ enum unload_why {
 					 * (VM_IO/VM_PFNMAP, peer memory) */
 	UNLOAD_WHY_WINDOW = 19,		/* the rkey is a memory window's: the NIC checks its
 					 * binding */
-	UNLOAD_WHY_COUNT = 20,
+	/* Adaptive kept a write off direct although direct could take it, because: */
+	UNLOAD_WHY_COLD = 20,		/* another path's first samples (warm-up) */
+	UNLOAD_WHY_EXPLORING = 21,	/* an exploration sample or a trial of another path */
+	UNLOAD_WHY_BUDGET = 22,		/* the CPU budget (cpu_budget_pct) was spent */
+	UNLOAD_WHY_COST = 23,		/* its estimates: another path is cheaper, or direct
+					 * not by enough to pay the hysteresis and the fence */
+	UNLOAD_WHY_COUNT = 24,
 };
 
 /*

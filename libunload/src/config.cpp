@@ -201,7 +201,8 @@ const char* why_name(Why w) {
   static const char* const names[UNLOAD_WHY_COUNT] = {
       "not_rc",   "program_inline", "path_off", "no_module", "remote_peer", "unregistered", "unpaired",
       "poisoned", "qp_error",       "cq",       "queue",     "fence",       "size",         "region",
-      "no_room",  "refused",        "policy",   "with_imm",  "nic_memory",  "window"};
+      "no_room",  "refused",        "policy",   "with_imm",  "nic_memory",  "window",       "cold",
+      "exploring", "budget",       "cost"};
   const unsigned i = static_cast<unsigned>(w);
   return i < UNLOAD_WHY_COUNT ? names[i] : "none";
 }

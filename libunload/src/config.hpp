@@ -60,6 +60,10 @@ enum class Why : uint8_t {
   with_imm = UNLOAD_WHY_WITH_IMM,
   nic_memory = UNLOAD_WHY_NIC_MEMORY,
   window = UNLOAD_WHY_WINDOW,
+  cold = UNLOAD_WHY_COLD,
+  exploring = UNLOAD_WHY_EXPLORING,
+  budget = UNLOAD_WHY_BUDGET,
+  cost = UNLOAD_WHY_COST,
   none = UNLOAD_WHY_COUNT,
 };
 const char* why_name(Why w);

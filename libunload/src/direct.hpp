@@ -45,6 +45,23 @@ class DirectRun {
 // whatever error it finds. A write with several SGEs comes alone (n = 1).
 int place_direct(QpRec* q, const DirectWrite* w, int n, Why* why);
 
+// Whether the shim asks for a completion of the unsignaled NIC request it is posting at
+// ring position `seq` (kHidden; its successful completion is never shown). The fence can
+// only see a QP's progress through completions: behind a hundred unsignaled writes it
+// would see none until the last, and a sampled write (`timed`) could not be observed at
+// all. So a QP whose peer was paired gets one every kFenceSignalEvery requests, and every
+// timed one does, while its send CQ has hidden room. Producer side (post gate).
+bool take_hidden_signal(QpRec* q, uint64_t seq, bool timed);
+// An entry that yields a completion (the program's or a hidden one) was posted at `seq`.
+inline void note_completing(QpRec* q, uint64_t seq) {
+  q->sq.last_completing = seq;
+}
+// Gives back the hidden room of the QP's entries from ring position `from` to its tail,
+// whose completions will never come: the provider refused them (before a rollback), or
+// the QP was reset or destroyed (from its head). Inside the post gate (and the send CQ's
+// gate when from the head).
+void release_hidden(QpRec* q, uint64_t from);
+
 // A completion was queued on `c` while its channel may be armed: make the real CQ event
 // fire, with a marker on some QP of the CQ. From ibv_req_notify_cq (no gate held).
 void wake_channel_now(CqRec* c);

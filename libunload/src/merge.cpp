@@ -27,6 +27,8 @@ SqEntry* tagged_entry(CqRec* c, uint32_t qpn, uint64_t wr_id, QpRec** q) {
 bool merge_entry(QpRec* q, SqEntry* e, ibv_wc_status* st, uint64_t* wr_id) {
   const ibv_wc_status status = *st;
   stage_release(q->sq.stage, *e);
+  if ((e->flags & (kHidden | kMarker)) == kHidden && q->scq)
+    q->scq->hidden_room.fetch_add(1, std::memory_order_relaxed);  // direct.hpp, take_hidden_signal
   if (status == IBV_WC_SUCCESS) {
     if (e->post_ns)
       observe(q, static_cast<Path>(e->path), e->length, e->sge_count, e->rkey, e->remote_addr, e->post_ns,

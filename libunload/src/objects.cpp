@@ -3,6 +3,7 @@
 #include "caps.hpp"
 #include "config.hpp"
 #include "cq_ex.hpp"
+#include "direct.hpp"
 #include "kmod.hpp"
 #include "merge.hpp"
 #include "nic_only.hpp"
@@ -389,6 +390,7 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
       GateScope cg(q->scq->gate);
       drain_provider(q->scq);
       purge_qp_completions(q->scq, q);
+      release_hidden(q, q->sq.ring.head());
       q->sq.ring.clear();
     } else {
       q->sq.ring.clear();
@@ -453,6 +455,7 @@ int unload_qp_destroy(ibv_qp* qp) {
     GateScope g(scq->gate);
     drain_provider(scq);
     purge_qp_completions(scq, q);
+    release_hidden(q, q->sq.ring.head());
     g_qps_by_num.remove_if(qpn_key(q->c, q->qp_num), q);
   } else {
     g_qps_by_num.remove_if(qpn_key(q->c, q->qp_num), q);

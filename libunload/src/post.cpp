@@ -64,8 +64,12 @@ class Batch {
     e->path = static_cast<uint8_t>(p);
     const bool ordering = w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
                           w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-    e->flags = static_cast<uint8_t>((r.signaled ? kSignaled : 0) | (r.is_write ? kWrite : 0) |
-                                    (ordering ? kOrdering : 0));
+    // An unsignaled request may carry a completion the program never sees (direct.hpp).
+    const bool hidden = !r.signaled && take_hidden_signal(q_, e->seq, rt.t0 != 0);
+    if (hidden) c.send_flags |= IBV_SEND_SIGNALED;
+    if (r.signaled || hidden) note_completing(q_, e->seq);
+    e->flags = static_cast<uint8_t>((r.signaled ? kSignaled : 0) | (hidden ? kHidden : 0) |
+                                    (r.is_write ? kWrite : 0) | (ordering ? kOrdering : 0));
     if (ordering) sq.last_ordering = e->seq + 1;  // a fenced write later in this list sees it
     c.wr_id = sq.ring.tag_of(e);
     if (n_) copies_[n_ - 1].next = &c;
@@ -87,6 +91,7 @@ class Batch {
       posted = bad_copy ? static_cast<int>(bad_copy - copies_) : 0;
       if (posted < 0 || posted > n_) posted = 0;
       *bad = origin_[posted];
+      release_hidden(q_, start_ + static_cast<uint64_t>(posted));
       sq.ring.rollback(start_ + static_cast<uint64_t>(posted));
       sq.stage.tail =
           posted ? sq.ring.at(start_ + static_cast<uint64_t>(posted) - 1)->stage_mark : stage_start_;

@@ -77,6 +77,7 @@ struct QpxState {
   uint64_t tail = 0;        // ring tail as the batch grows
   uint64_t stage_start = 0;
   uint64_t nic = 0;  // requests given to the provider in the batch
+  bool timed = false;  // a request of the batch carries a policy timestamp (adaptive)
   HeldWrite held;
   uint64_t writes[policy::kPathCount] = {};  // statistics, committed by wr_complete
   uint64_t bytes[policy::kPathCount] = {};
@@ -93,7 +94,7 @@ QpRec* qpx_rec(ibv_qp_ex* qpx) {
 // Starts an entry for the request the program is building; swaps its wr_id for the tag
 // around the provider's call.
 template <class F>
-SqEntry* request(QpRec* q, ibv_qp_ex* qpx, uint8_t flags, F&& call) {
+SqEntry* request(QpRec* q, ibv_qp_ex* qpx, uint8_t flags, F&& call, bool timed = false) {
   QpxState* s = q->qpx;
   SqEntry* e = q->sq.ring.reserve(s->tail);
   if (!e) {  // ring full: so is the send queue; the provider will refuse the batch
@@ -101,6 +102,10 @@ SqEntry* request(QpRec* q, ibv_qp_ex* qpx, uint8_t flags, F&& call) {
     return nullptr;
   }
   const bool signaled = q->sq.sig_all || (qpx->wr_flags & IBV_SEND_SIGNALED);
+  // An unsignaled request may carry a completion the program never sees (direct.hpp).
+  const bool hidden = !signaled && take_hidden_signal(q, e->seq, timed);
+  if (hidden) qpx->wr_flags |= IBV_SEND_SIGNALED;
+  if (signaled || hidden) note_completing(q, e->seq);
   e->user_wr_id = qpx->wr_id;
   e->post_ns = 0;
   e->post_call_ns = 0;
@@ -110,12 +115,13 @@ SqEntry* request(QpRec* q, ibv_qp_ex* qpx, uint8_t flags, F&& call) {
   e->rkey = 0;
   e->sge_count = 0;
   e->path = 0;
-  e->flags = static_cast<uint8_t>(flags | (signaled ? kSignaled : 0));
+  e->flags = static_cast<uint8_t>(flags | (signaled ? kSignaled : 0) | (hidden ? kHidden : 0));
   if (flags & kOrdering) q->sq.last_ordering = e->seq + 1;
   const uint64_t user = qpx->wr_id;
   qpx->wr_id = q->sq.ring.tag_of(e);
   call();
   qpx->wr_id = user;
+  if (hidden) qpx->wr_flags &= ~static_cast<uint32_t>(IBV_SEND_SIGNALED);
   q->sq.ring.publish(++s->tail);
   s->nic++;
   return e;
@@ -137,7 +143,7 @@ ibv_send_wr held_wr(HeldWrite& h) {
 
 // Gives the provider the held write's header with `extra_flags` added to the program's.
 // The entry, or nullptr when the ring is full (the provider will refuse the batch).
-SqEntry* issue_header(QpRec* q, ibv_qp_ex* qp, uint32_t extra_flags) {
+SqEntry* issue_header(QpRec* q, ibv_qp_ex* qp, uint32_t extra_flags, bool timed = false) {
   QpxState* s = q->qpx;
   HeldWrite& h = s->held;
   h.state = kHeldNone;
@@ -150,7 +156,7 @@ SqEntry* issue_header(QpRec* q, ibv_qp_ex* qp, uint32_t extra_flags) {
       s->orig.wr_rdma_write_imm(qp, h.rkey, h.addr, h.imm_data);
     else
       s->orig.wr_rdma_write(qp, h.rkey, h.addr);
-  });
+  }, timed);
   if (e) {
     e->rkey = h.rkey;
     e->remote_addr = h.addr;
@@ -186,12 +192,13 @@ void issue_payload(QpRec* q, ibv_qp_ex* qp, size_t n, const ibv_sge* sg, const R
   Path p = rt.path;
   if (n > kMaxSge) p = Path::offload;
   if (p == Path::unload_inline && n > 1 && rt.req.length > kGatherMax) p = Path::offload;
-  SqEntry* e = issue_header(q, qp, p == Path::unload_inline ? IBV_SEND_INLINE : 0);
+  SqEntry* e = issue_header(q, qp, p == Path::unload_inline ? IBV_SEND_INLINE : 0, rt.t0 != 0);
   if (e) {
     e->length = rt.req.length;
     e->sge_count = static_cast<uint16_t>(n);
     e->post_ns = rt.t0;
-    e->post_call_ns = 0;  // the provider posts at wr_complete: its time is not measured
+    e->post_call_ns = 0;  // stamped at wr_complete, where the provider posts
+    s->timed |= rt.t0 != 0;
     if (p == Path::unload_stage && !stage_copy(q->sq.stage, e, sg, static_cast<uint32_t>(n), rt.req.length))
       p = Path::offload;
     e->path = static_cast<uint8_t>(p);
@@ -402,6 +409,7 @@ static void reset_batch(QpxState* s) {
   for (unsigned i = 0; i < policy::kPathCount; ++i) s->writes[i] = s->bytes[i] = 0;
   for (uint64_t& n : s->why_not) n = 0;
   s->nic = 0;
+  s->timed = false;
 }
 
 extern "C" void unload_qpx_wr_start(ibv_qp_ex* qp) {
@@ -417,6 +425,21 @@ extern "C" void unload_qpx_wr_start(ibv_qp_ex* qp) {
   if (!s->pass) mark_tracked(q);
   s->pass_write = false;
   s->orig.wr_start(qp);
+}
+
+// Adaptive: how long each timed request of the batch took to post, its decision to the
+// provider's wr_complete, where a software NIC (rxe) does the NIC's work on this thread;
+// observe() counts it as time the program spent on the NIC path (its CPU budget waives
+// it). Advisory, hence relaxed, as in post.cpp.
+static void stamp_post_call(QpRec* q, uint64_t from) {
+  const uint64_t end = now_ns();
+  for (uint64_t i = from; i < q->sq.ring.tail(); ++i) {
+    SqEntry* e = q->sq.ring.at(i);
+    if (!e->post_ns || end <= e->post_ns) continue;
+    const uint64_t took = end - e->post_ns;
+    std::atomic_ref<uint32_t>(e->post_call_ns)
+        .store(took < UINT32_MAX ? static_cast<uint32_t>(took) : UINT32_MAX, std::memory_order_relaxed);
+  }
 }
 
 static void end_batch(QpRec* q) {
@@ -454,9 +477,11 @@ extern "C" int unload_qpx_wr_complete(ibv_qp_ex* qp) {
   release_held(q, qp);  // a header without payload: the provider judges it
   const int rc = s->orig.wr_complete(qp);
   if (rc) {
+    release_hidden(q, s->start);
     q->sq.ring.rollback(s->start);
     q->sq.stage.tail = s->stage_start;
   } else {
+    if (s->timed) stamp_post_call(q, s->start);
     for (unsigned i = 0; i < policy::kPathCount; ++i)
       if (s->writes[i]) count_writes(static_cast<Path>(i), s->writes[i], s->bytes[i]);
     for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
@@ -471,6 +496,7 @@ extern "C" void unload_qpx_wr_abort(ibv_qp_ex* qp) {
   if (!q) return;
   QpxState* s = q->qpx;
   s->orig.wr_abort(qp);
+  release_hidden(q, s->start);
   q->sq.ring.rollback(s->start);
   q->sq.stage.tail = s->stage_start;
   end_batch(q);

@@ -60,6 +60,7 @@ struct SendQueue {
   // no completion of the ring would say when they are done. The next fence posts a marker.
   std::atomic<bool> untracked{false};
   uint64_t last_ordering = 0;  // ring seq + 1 of the newest READ or atomic
+  uint64_t last_completing = 0;  // ring seq of the newest entry that yields a completion
 };
 
 // The direct path's view of the QP's connection (the kmod's UNLOAD_IOC_REG_QP), and what
@@ -78,6 +79,16 @@ struct PeerLink {
   uint32_t last_rkey = 0;    // the newest direct write's target: a valid marker target
   uint64_t last_addr = 0;
   bool has_last = false;
+};
+
+// The cost of a sampled write measured by a thread with no policy of its own (a program's
+// completion thread, as rping's), left for the next poster's policy to learn (route.cpp).
+// One writer at a time (the send CQ's gate holder), one reader (the post gate's); a
+// seqlock, odd while written; a sample not yet learnt is overwritten by a newer one.
+struct SampleBox {
+  std::atomic<uint32_t> seq{0};
+  uint32_t learnt = 0;  // reader side: the seq last learnt
+  std::atomic<uint64_t> w[6] = {};  // path | sge_count << 8 | length << 32, rkey, addr, cost, wait, cpu
 };
 
 struct CqRec;
@@ -107,6 +118,7 @@ struct QpRec {
   ibv_wc_status carried = IBV_WC_SUCCESS;
   SendQueue sq;
   PeerLink peer;
+  SampleBox sample;
   struct QpxState* qpx = nullptr;  // the wr_* API's state (ibv_qp_ex QPs only)
 };
 
@@ -127,6 +139,10 @@ struct SendQpList {
   ~SendQpList();
 };
 
+// Hidden completions a CQ may have outstanding: half of the 32 entries the shim adds to
+// every CQ (kCqRoom, objects.cpp), the rest being for markers.
+constexpr int32_t kHiddenPerCq = 16;
+
 struct CqRec {
   ibv_cq* cq;
   ibv_cq_ex* cqx;         // non-null for ibv_create_cq_ex CQs
@@ -145,6 +161,9 @@ struct CqRec {
   std::atomic<bool> tracked{false};
   // The program armed the CQ (not solicited-only) and no wake-up marker was posted since.
   std::atomic<bool> armed{false};
+  // Completions the shim may still ask for on unsignaled requests (kHidden, direct.hpp):
+  // taken at post, given back when merged, so they stay within the CQ room the shim added.
+  std::atomic<int32_t> hidden_room{kHiddenPerCq};
   struct CqxState* cqx_state = nullptr;  // the ibv_cq_ex poll sequence (cqx CQs only)
   // Reached through vendor direct verbs: no QP on it is tracked (direct_verbs.hpp).
   std::atomic<bool> dv{false};

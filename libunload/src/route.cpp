@@ -154,6 +154,37 @@ Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, co
   return translated && p != Path::unload_direct ? Why::region : Why::policy;
 }
 
+// A sample a thread without a policy measured (observe()): this poster's policy learns it.
+void learn_boxed(QpRec* q, policy::Policy* pol) {
+  SampleBox& b = q->sample;
+  const uint32_t s0 = b.seq.load(std::memory_order_acquire);
+  uint64_t w[6];
+  for (int i = 0; i < 6; ++i) w[i] = b.w[i].load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if ((s0 & 1) || b.seq.load(std::memory_order_relaxed) != s0) return;  // being written: next time
+  b.learnt = s0;
+  const auto p = static_cast<Path>(w[0] & 0xFF);
+  const policy::WriteFeatures f = features_of(q, static_cast<uint32_t>(w[0] >> 32),
+                                              static_cast<uint32_t>((w[0] >> 8) & 0xFFFFFF),
+                                              static_cast<uint32_t>(w[1]), w[2], PathSet::all(), false);
+  pol->observe(p, f, w[3], w[5], w[4]);
+}
+
+// What adaptive weighed when it kept a write off a path it could take.
+Why adaptive_why(policy::Policy::Reason reason) {
+  switch (reason) {
+    case policy::Policy::Reason::cold:
+      return Why::cold;
+    case policy::Policy::Reason::exploring:
+      return Why::exploring;
+    case policy::Policy::Reason::budget:
+      return Why::budget;
+    case policy::Policy::Reason::cost:
+      break;
+  }
+  return Why::cost;
+}
+
 }  // namespace
 
 Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t, Why direct_why) {
@@ -193,6 +224,7 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
     pc.stage_available = false;
   }
   const PathSet eligible = eligible_paths(r, pc);
+  const policy::Policy* adaptive_pol = nullptr;  // when adaptive decided: it says why
   if (is_forced) {
     out.path = eligible.contains(forced) ? forced : Path::offload;
   } else if (eligible != PathSet(Path::offload)) {
@@ -202,16 +234,21 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
       // else from after the decision: a clock read costs more than a decision under an
       // emulator, and the decision's own tens of ns weigh the same on every path.
       const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
+      if (q->sample.seq.load(std::memory_order_acquire) != q->sample.learnt) [[unlikely]]
+        learn_boxed(q, pol);
       const policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible,
                                                   adaptive && pol->wants_clock());
       out.path = pol->decide(f, t);
       if (adaptive && pol->sampled()) out.t0 = f.now_ns ? f.now_ns : now_ns();
+      if (adaptive) adaptive_pol = pol;
     }
   }
-  if (out.path != out.preferred)
+  if (out.path != out.preferred) {
     out.why = r.user_inline && out.path == Path::offload && !pc.direct_available
                   ? Why::program_inline
                   : why_not(q, r, sg, out.preferred, t, direct_why, copy_ok);
+    if (out.why == Why::policy && adaptive_pol) out.why = adaptive_why(adaptive_pol->reason());
+  }
   return out;
 }
 
@@ -221,9 +258,9 @@ Why route_why(const Route& rt, Path taken, Why fallback) {
   return fallback != Why::none ? fallback : Why::no_room;
 }
 
-void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
+void observe(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
              uint64_t t0, uint64_t post_call_ns) {
-  if (!t0 || !t_policy) return;
+  if (!t0) return;
   const policy::WriteFeatures f = features_of(q, length, sge_count, rkey, remote_addr, PathSet::all(), false);
   const uint64_t now = now_ns();
   const uint64_t cost = now - t0;
@@ -237,7 +274,27 @@ void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32
     const uint64_t since = t_spin_since > posted ? t_spin_since : posted;
     wait = post_call_ns + (t_spin_since && now > since ? now - since : 0);
   }
-  t_policy->observe(p, f, cost, policy::is_cpu_path(p) ? cost : 0, wait);
+  // The CPU it cost: a direct write's whole time (the copy), an inline or stage write's
+  // post (the copy; the rest of its latency is the NIC's, and in a stream its queue: 20 ms
+  // behind 128 writes under TCG, which charged to the budget locked direct out for good).
+  const uint64_t cpu = p == Path::unload_direct ? cost : policy::is_cpu_path(p) ? post_call_ns : 0;
+  if (t_policy) {
+    t_policy->observe(p, f, cost, cpu, wait);
+    return;
+  }
+  // A completion thread that never posts: the next poster's policy learns it.
+  SampleBox& b = q->sample;
+  const uint32_t s0 = b.seq.load(std::memory_order_relaxed);
+  b.seq.store(s0 + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  b.w[0].store(static_cast<uint64_t>(p) | uint64_t{sge_count & 0xFFFFFF} << 8 | uint64_t{length} << 32,
+               std::memory_order_relaxed);
+  b.w[1].store(rkey, std::memory_order_relaxed);
+  b.w[2].store(remote_addr, std::memory_order_relaxed);
+  b.w[3].store(cost, std::memory_order_relaxed);
+  b.w[4].store(wait, std::memory_order_relaxed);
+  b.w[5].store(cpu, std::memory_order_relaxed);
+  b.seq.store(s0 + 2, std::memory_order_release);
 }
 
 void note_poll(int got) {

@@ -60,11 +60,12 @@ bool window_rkey(const QpRec* q, uint32_t rkey);
 // The SGEs (already valid) as process addresses, into out[0..n).
 void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out);
 
-// Adaptive mode: the policy of this thread learns the cost of a path that finished, and
+// Adaptive mode: the policy of this thread (or, for a thread that never posts, the next
+// poster's on `q`) learns the cost of a path that finished, and
 // for an offloaded write how long this thread spent on it in verbs calls: its post
 // (`post_call_ns` of its `t0 .. completion`: a software NIC such as rxe does the NIC's work
 // inside post_send, on the caller's CPU) and its busy-poll for the completion.
-void observe(const QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
+void observe(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
              uint64_t t0, uint64_t post_call_ns = 0);
 
 // What the program's ibv_poll_cq returned (after the merge): a run of empty polls is a

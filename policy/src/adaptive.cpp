@@ -35,6 +35,7 @@ Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
 Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot) {
   settled_.live = false;
   steady_ = false;
+  reason_ = Reason::cost;
   const PathSet eligible = effective_eligible(f, t);
   if (eligible == PathSet(Path::offload)) {
     steady_ = true;
@@ -52,6 +53,7 @@ Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot
   const Path p = choose(wc, f, t, eligible, cpu_allowed, settled);
   if (is_cpu_path(p) && !cpu_allowed) {
     ++stats_.budget_denials;
+    reason_ = Reason::budget;
     sampled_ = true;  // its wait is what the budget's charges are measured against
     return Path::offload;
   }
@@ -112,8 +114,7 @@ bool Policy::settled_still_holds() {
   f.length = s.length;
   f.eligible = s.eligible;
   const PathSet eligible = effective_eligible(f, t);
-  PathSet explorable = eligible;
-  if (s.nic_outstanding) explorable = explorable.without(Path::unload_direct);
+  const PathSet explorable = eligible;
   const WriteClass& wc = *s.cls;
   uint64_t best_ns = 0;
   const Path best = cheapest_warm(wc, eligible, best_ns);
@@ -183,21 +184,51 @@ bool Policy::explore_due(uint32_t explore_shift) {
 
 Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet eligible,
                     bool cpu_allowed, bool& settled) {
-  // Paths this write may take other than the class's choice: never a direct write that
-  // would have to fence behind the QP's NIC requests just to take a sample, never a CPU
-  // path the budget forbids.
+  // Paths this write may take other than the class's choice: never a CPU path the budget
+  // forbids. A direct write behind the QP's NIC requests may: its fence is bounded and
+  // sees their progress (the runtime's hidden completions), and in a stream (ib_write_bw)
+  // or behind a READ (rping) NIC requests are nearly always outstanding, so excluding it
+  // left direct unsampled for good. What such a sample costs is weighed below.
   PathSet explorable = eligible;
-  if (f.nic_outstanding) explorable = explorable.without(Path::unload_direct);
   if (!cpu_allowed) explorable = explorable & PathSet(Path::offload);
 
-  // Warm-up: every path gets a full window of samples before it is compared.
+  // Warm-up: every path gets a full window of samples before it is compared. Direct
+  // first: the cheapest by construction, and at a stream's start the ring is still empty,
+  // so its samples fence behind nothing.
+  // A path with a window's worth of samples in flight waits for them: meanwhile the
+  // cheapest warm path takes the write, or, with none warm, the warm-up goes on.
+  bool waiting = false;
+  const auto warm_up = [&](unsigned i) {
+    if (wc.estimate[i].warm()) return false;
+    if (wc.warming[i] >= CostEstimate::kWindow) {
+      waiting = true;
+      return false;
+    }
+    ++wc.warming[i];
+    ++stats_.warmups;
+    reason_ = Reason::cold;
+    sampled_ = true;
+    return true;
+  };
+  if (explorable.contains(Path::unload_direct) && warm_up(index_of(Path::unload_direct)))
+    return Path::unload_direct;
   for (unsigned bits = explorable.bits(); bits != 0; bits &= bits - 1) {
     const unsigned i = static_cast<unsigned>(std::countr_zero(bits));
-    if (!wc.estimate[i].warm()) {
-      ++stats_.warmups;
-      sampled_ = true;
-      return static_cast<Path>(i);
+    if (warm_up(i)) return static_cast<Path>(i);
+  }
+  if (waiting) {
+    if (++wc.warm_waits >= kWarmWaits) {  // the samples were lost: warm up again
+      wc.warm_waits = 0;
+      for (uint8_t& n : wc.warming) n = 0;
     }
+    reason_ = Reason::cold;
+    uint64_t ns = 0;
+    const Path warm = cheapest_warm(wc, explorable, ns);
+    if (ns != UINT64_MAX) return warm;
+    const unsigned i = static_cast<unsigned>(std::countr_zero(explorable.bits()));  // offload
+    ++stats_.warmups;
+    sampled_ = true;
+    return static_cast<Path>(i);
   }
 
   uint64_t best_ns = 0;
@@ -218,6 +249,7 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
   if (trial_due(wc, chosen, explorable)) {
     --wc.trial_left;
     ++stats_.trials;
+    reason_ = Reason::exploring;
     sampled_ = true;
     return wc.trial_path;
   }
@@ -231,17 +263,25 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
   // never spends more than 2^-explore_shift of the class's cost (3% by default), where a
   // flat rate would spend 10% when the alternatives are 4x dearer (same-host writes: the
   // NIC crossing PCIe twice against one memcpy). Paths within 2x, the ones a change could
-  // plausibly make cheaper, keep the full rate.
+  // plausibly make cheaper, keep the full rate. A sample that crosses the fence costs it
+  // too, about one NIC write of the class: a direct sample behind NIC requests waits for
+  // them, and a NIC sample in a class that goes direct makes the next direct write wait
+  // for it.
   if (explore_due(t.explore_shift)) {
     const PathSet others = explorable.without(chosen);
     if (!others.empty()) {
       const unsigned i = first_path_from(others, (wc.explored_last + 1u) % kPathCount);
       wc.explored_last = static_cast<uint8_t>(i);
+      const Path other = static_cast<Path>(i);
       const uint64_t chosen_ns = wc.estimate[index_of(chosen)].settled_ns();
-      const uint64_t other_ns = wc.estimate[i].settled_ns();
+      const bool crosses = needs_fence_after_nic(other) ? f.nic_outstanding && !needs_fence_after_nic(chosen)
+                                                        : needs_fence_after_nic(chosen);
+      const uint64_t other_ns =
+          wc.estimate[i].settled_ns() + (crosses ? wc.estimate[index_of(Path::offload)].settled_ns() : 0);
       const uint64_t coin = prng_.next() & 0xFFFF;
       if (other_ns <= 2 * chosen_ns || coin * (other_ns - chosen_ns) < 0x10000 * chosen_ns) {
         ++stats_.explorations;
+        reason_ = Reason::exploring;
         sampled_ = true;
         return static_cast<Path>(i);
       }

@@ -41,6 +41,7 @@ void Policy::learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t
   if (path == Path::offload && budget_enforced_) wc.nic_wait.add(nic_wait_ns);
   charge_cpu(wc, path, cpu_ns);
   CostEstimate& e = wc.estimate[index_of(path)];
+  if (wc.warming[index_of(path)] != 0) --wc.warming[index_of(path)];
   const uint32_t settled_before = e.settled_ns();
   e.add(cost_ns);
   if (!wc.has_chosen) return;
@@ -60,7 +61,12 @@ void Policy::learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t
   // trial ends at its first sample that does not, so trials cost little; a gain too small
   // to switch for never starts one.
   const uint64_t chosen_ns = wc.estimate[index_of(wc.chosen)].settled_ns();
-  const uint64_t sample_ns = cost_ns < UINT32_MAX ? cost_ns : UINT32_MAX;
+  // Going direct behind NIC requests also pays the fence (switches_to): a trial that could
+  // not end in a switch would only cost.
+  const uint64_t fence_ns = needs_fence_after_nic(path) && f.nic_outstanding && !needs_fence_after_nic(wc.chosen)
+                                ? wc.estimate[index_of(Path::offload)].settled_ns()
+                                : 0;
+  const uint64_t sample_ns = (cost_ns < UINT32_MAX ? cost_ns : UINT32_MAX) + fence_ns;
   const bool promising = sample_ns * (100 + uint64_t{hysteresis_pct_}) < chosen_ns * 100;
   if (promising) {
     if (wc.trial_path != path || wc.trial_left == 0) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <vector>
 
 #include "test_support.hpp"
 
@@ -80,7 +81,8 @@ TEST(policy_adaptive, AGainAboveTheHysteresisMovesIt) {
 }
 
 // Same-host writes: offload chosen, then direct becomes 25% cheaper, less than the fence
-// (about one offload write) it would have to wait for when the QP has NIC requests out.
+// (about one offload write) it would have to wait for when the QP has NIC requests out:
+// it stays offload there, though direct is still sampled.
 TEST(policy_adaptive, GoingDirectMustAlsoPayTheFence) {
   for (bool outstanding : {true, false}) {
     Policy policy;
@@ -96,12 +98,63 @@ TEST(policy_adaptive, GoingDirectMustAlsoPayTheFence) {
     f.nic_outstanding = outstanding;
     const uint64_t direct_writes = run(policy, t, f, 20'000, cost, Path::unload_direct, &i);
     if (outstanding) {
+      // Still explored (a stream always has NIC requests out), at no more than the rate,
+      // and no trial: the sample's gain does not cover the fence.
       EXPECT_EQ(policy.chosen_path(f), Path::offload);
-      EXPECT_EQ(direct_writes, 0u) << "explored direct although it would have to fence";
+      EXPECT_LE(direct_writes, 20'000u / 32 + 100) << "trials for a path that cannot win";
+      EXPECT_GT(direct_writes, 0u) << "direct never sampled behind NIC requests";
     } else {
       EXPECT_EQ(policy.chosen_path(f), Path::unload_direct);
     }
   }
+}
+
+// A deep stream (ib_write_bw) or a write behind a READ (rping) has NIC requests out at
+// every write: direct still warms up, first, and the stream goes direct.
+TEST(policy_adaptive, AStreamAlwaysBehindNicRequestsStillGoesDirect) {
+  Policy policy;
+  const Tunables t = tunables_in(Mode::adaptive);
+  WriteFeatures f = write_of(4096, PathSet::cpu_paths(), true);
+  f.nic_outstanding = true;
+  const CostOf cost = [](Path p, uint64_t) -> uint64_t { return p == Path::unload_direct ? 500 : 3000; };
+  EXPECT_EQ(policy.decide(f, t), Path::unload_direct) << "direct is not warmed first";
+  run(policy, t, f, 1000, cost);
+  EXPECT_EQ(policy.chosen_path(f), Path::unload_direct);
+  EXPECT_GE(run(policy, t, f, 10'000, cost, Path::unload_direct), 9'500u);
+}
+
+// A deep stream returns its NIC samples a queue's time later: the warm-up sends a window's
+// worth per path, and meanwhile the warm path (direct, observed at once) takes the writes.
+TEST(policy_adaptive, AWarmUpDoesNotOutrunItsSamplesInFlight) {
+  Policy policy;
+  const Tunables t = tunables_in(Mode::adaptive);
+  WriteFeatures f = write_of(65536, PathSet(Path::unload_direct).with(Path::unload_stage), true);
+  f.nic_outstanding = true;
+  struct Pending {
+    Path p;
+    uint64_t due;
+  };
+  std::vector<Pending> queue;
+  uint64_t direct = 0;
+  constexpr uint64_t kDepth = 128, kWrites = 500;
+  for (uint64_t i = 0; i < kWrites; ++i) {
+    const Path p = policy.decide(f, t);
+    direct += p == Path::unload_direct;
+    if (policy.sampled()) {
+      if (p == Path::unload_direct)
+        policy.observe(p, f, 500);
+      else
+        queue.push_back({p, i + kDepth});
+    }
+    std::erase_if(queue, [&](const Pending& s) {
+      if (s.due != i) return false;
+      policy.observe(s.p, f, 20'000);
+      return true;
+    });
+  }
+  // Two classes (the target page turns hot), three paths, a window of 8 each.
+  EXPECT_LE(policy.stats().warmups, 2u * 3 * 8) << "a warm-up sample per write while they are in flight";
+  EXPECT_GE(direct, kWrites * 3 / 4);
 }
 
 TEST(policy_adaptive, ExploresAtTwoToTheMinusExploreShift) {

@@ -137,6 +137,13 @@ class Policy {
     observe(path, f, cost_ns, is_cpu_path(path) ? cost_ns : 0);
   }
 
+  // What made the last adaptive decision take its path, for a runtime that says why a
+  // write left the path it prefers: the path's estimates (cost, also for a reused
+  // decision), another path's warm-up (cold), an exploration or trial (exploring), or the
+  // CPU budget (budget).
+  enum class Reason : uint8_t { cost, cold, exploring, budget };
+  Reason reason() const { return reason_; }
+
   // Introspection for statistics and tests; never needed on the fast path.
   const PolicyStats& stats() const { return stats_; }
   Path chosen_path(const WriteFeatures& f) const;  // the write class's current choice
@@ -153,7 +160,14 @@ class Policy {
     Path trial_path = Path::offload;
     uint8_t trial_left = 0;
     uint8_t explored_last = 0;  // exploration's round-robin cursor
+    // Warm-up samples sent and not yet observed, per path: a deep stream returns them a
+    // queue's time later (20 ms behind 128 writes under TCG), and until then every write
+    // would be another warm-up sample. Forgotten after kWarmWaits decisions that waited
+    // on them (a sample the runtime could not observe never comes).
+    uint8_t warming[kPathCount] = {};
+    uint8_t warm_waits = 0;
   };
+  static constexpr uint8_t kWarmWaits = 255;
 
   // The last adaptive decision, while the next may reuse it (decide()).
   struct Settled {
@@ -244,6 +258,7 @@ class Policy {
   bool sampled_ = true;           // the last decision's write is to be observed
   bool steady_ = false;           // the last adaptive decision was steady (kSteadySampleEvery)
   bool budget_enforced_ = false;  // the last decision ran under a CPU cap
+  Reason reason_ = Reason::cost;  // the last adaptive decision's (reason())
   Reuse reuse_;
   uint32_t hysteresis_pct_ = 0;  // the last adaptive decision's, for observe()
   // Touches of settled_'s page the sketch has not had yet (decide_settled()).
