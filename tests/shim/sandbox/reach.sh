@@ -1,5 +1,5 @@
 #!/bin/bash
-# Reach of the direct path in mode unload: ib_write_bw (plain, post lists, --cq-mod 1, rdma_cm) and a program whose MRs use ibv_reg_mr_iova(2) at iova != address take it for every eligible write; every write that does not has one counted reason, in the process's statistics and in sysfs.
+# Reach of the direct path in mode unload: ib_write_bw (plain, post lists, --cq-mod 1, rdma_cm) and a program whose MRs use ibv_reg_mr_iova(2) at iova != address take it for every eligible write; in the default mode (adaptive) ib_write_bw, ib_write_lat, rping and UCX's uct puts run as without the shim, their direct share measured; every write that does not has one counted reason, in the process's statistics and in sysfs.
 . "$(dirname "$0")/lib.sh"
 need_shim
 [ -e /dev/unload ] || skip "the kernel module is not loaded"
@@ -8,7 +8,13 @@ sysstat() { cat "$S/stats/$1"; }
 sysrep() { cat "$S/reported/$1"; }  # what the sessions' pages claim
 # Writes that did not go direct, and the reasons counted, over a stats file's processes.
 not_direct() { echo $(($(stat "$1" writes_offload) + $(stat "$1" writes_inline) + $(stat "$1" writes_stage))); }
-why_sum() { awk '$1 ~ /^why_not_/ { s += $2 } END { print s + 0 }' "$1" 2>/dev/null || echo 0; }
+why_sum() {
+	local k v _ s=0
+	if [ -r "$1" ]; then
+		while read -r k v _; do [[ $k == why_not_* ]] && s=$((s + v)); done <"$1"
+	fi
+	echo "$s"
+}
 sys_why_sum() { cat "$S"/reported/why_not_* | awk '{ s += $1 } END { print s + 0 }'; }
 sys_not_direct() { echo $(($(sysrep writes_offload) + $(sysrep writes_inline) + $(sysrep writes_stage))); }
 
@@ -62,6 +68,61 @@ if [ -w "$S/direct_max" ]; then
 		[ $(($(sysrep why_not_size) - w0)) -eq "$(stat "$WORK/capped.stats" why_not_size)" ]
 	echo "$old" >"$S/direct_max"
 fi
+# The default mode (adaptive, no UNLOAD_* variable): a deep unsignaled stream, lists, a
+# write behind a READ (rping -V checks the data), ping-pong, UCX's uct puts (short ones
+# inline); all their writes are eligible (a local peer, registered regions). Every write
+# not direct has one counted reason, in every case: that is checked. The direct share is
+# printed on a `measured:` line, not checked: adaptive chooses by timings, which a loaded
+# host (CI's) skews; issue 26's >= 95 % is for a quiet machine (docs/perf/). N amortises
+# the warm-up (8 samples per path and write class).
+# default_mode NAME: after run_pair NAME, its share and the reasons check.
+default_mode() {
+	local f=$WORK/$1.stats all direct
+	show_stats "$1"
+	all=$(total_writes "$f") direct=$(stat "$f" writes_direct)
+	echo "measured: $1: $direct of $all writes direct ($((all ? 100 * direct / all : 0)) %)"
+	check "$1: a reason for every other write" [ "$(not_direct "$f")" -eq "$(why_sum "$f")" ]
+}
+for v in "bw4k:ib_write_bw -s 4096 -n 2000" "bw4k_l8:ib_write_bw -s 4096 -n 2000 -l 8" \
+	"bw64k:ib_write_bw -s 65536 -n 1000" "bw64k_l8:ib_write_bw -s 65536 -n 1000 -l 8" \
+	"lat8:ib_write_lat -s 8 -n 1000" "lat64k:ib_write_lat -s 65536 -n 1000"; do
+	name=adaptive_${v%%:*} cmd=${v#*:}
+	# shellcheck disable=SC2086 # the flags are words
+	check "$cmd in the default mode" run_pair "$name" - $cmd -d "$DEV" -x "$GIDX" -- $cmd -d "$DEV" -x "$GIDX" "$ADDR"
+	default_mode "$name"
+done
+check "rping in the default mode" run_pair adaptive_rping - \
+	rping -s -a "$ADDR" -C 400 -S 64 -V -- rping -c -a "$ADDR" -C 400 -S 64 -V
+default_mode adaptive_rping
+if command -v ucx_perftest >/dev/null && ucx_info -d 2>/dev/null | grep -q "Transport: rc_verbs"; then
+	# ucx NAME ARGS...: ucx_perftest over rc_verbs without the shim, then in the
+	# default mode: both succeed and report alike (its columns, its final iteration count).
+	ucx() {
+		local name=$1; shift
+		local args=(-d "$DEV:1" -x rc_verbs "$@")
+		report() { sed -n 's/^Final: *\([0-9]*\) .*/Final \1 iterations/p; /^| *Stage /p' "$1"; }
+		local m
+		for m in none -; do
+			local n=$name label="in the default mode"
+			[ $m = none ] && n=$name.ref label="without the shim"
+			if ! run_pair "$n" $m ucx_perftest "${args[@]}" -- ucx_perftest "$ADDR" "${args[@]}"; then
+				fail "ucx_perftest $* $label" "failed (its logs above)"
+				return
+			fi
+			ok "ucx_perftest $* $label"
+		done
+		report "$WORK/$name.ref.cli" >"$WORK/$name.ref.report"
+		report "$WORK/$name.cli" >"$WORK/$name.report"
+		check "$name: its report as without the shim ($(grep Final "$WORK/$name.report"))" \
+			cmp -s "$WORK/$name.ref.report" "$WORK/$name.report"
+		default_mode "$name"
+	}
+	UCX_NET_DEVICES=$DEV:1 UCX_TLS=rc_verbs ucx adaptive_ucx_put_lat_short -t put_lat -D short -s 8 -n 2000
+	UCX_NET_DEVICES=$DEV:1 UCX_TLS=rc_verbs ucx adaptive_ucx_put_bw_zcopy -t put_bw -D zcopy -s 65536 -n 2000
+else
+	skip_check "ucx_perftest in the default mode" "no ucx_perftest with an rc_verbs transport (Debian's ucx-utils: scripts/setup installs it)"
+fi
+
 # Every process of every run above exited: sysfs holds all their counts.
 check "sysfs: one reason for every write that did not go direct" [ "$(sys_not_direct)" -eq "$(sys_why_sum)" ]
 for f in "$S"/reported/why_not_*; do printf '%s=%s ' "${f##*/}" "$(cat "$f")"; done; echo
