@@ -317,6 +317,14 @@ out_put_src:
  * in (userfaultfd, a FUSE mount that never answers) stalls its submitter alone, never
  * the teardown that locks every slot.
  */
+/*
+ * A batch of a few requests, the latency-bound case, is read into the batch itself (on
+ * the submitter's stack): an allocation and its memcg charge per submission were about
+ * as costly as the copy of a small write.
+ */
+#define UNLOAD_BATCH_SMALL		4
+#define UNLOAD_BATCH_SMALL_INLINE	64
+
 struct unload_batch {
 	struct unload_direct_req *req;		/* count requests; results written here */
 	struct unload_iov *iov;			/* the segment lists, back to back, or NULL */
@@ -324,6 +332,8 @@ struct unload_batch {
 	struct unload_seg *seg;			/* resolved segments of one request */
 	unsigned long faulted[BITS_TO_LONGS(UNLOAD_MAX_BATCH)]; /* list or inline data
 								 * unreadable */
+	struct unload_direct_req req_small[UNLOAD_BATCH_SMALL];	/* req, when it fits */
+	u8 inl_small[UNLOAD_BATCH_SMALL_INLINE];		/* inl, when it fits */
 };
 
 /*
@@ -335,9 +345,11 @@ struct unload_batch {
 static void unload_batch_free(struct unload_batch *b)
 {
 	kfree(b->seg);
-	kvfree(b->inl);
+	if (b->inl != b->inl_small)
+		kvfree(b->inl);
 	kvfree(b->iov);
-	kvfree(b->req);
+	if (b->req != b->req_small)
+		kvfree(b->req);
 }
 
 /* Read the inline requests' bytes in, back to back; a request whose read faults is refused. */
@@ -351,7 +363,7 @@ static int unload_batch_read_inline(struct unload_batch *b, u32 count)
 			bytes += b->req[i].length;	/* <= 256 * 1024: no overflow */
 	if (!bytes)
 		return 0;
-	b->inl = kvmalloc(bytes, GFP_KERNEL_ACCOUNT);
+	b->inl = bytes <= sizeof(b->inl_small) ? b->inl_small : kvmalloc(bytes, GFP_KERNEL_ACCOUNT);
 	if (!b->inl)
 		return -ENOMEM;
 	for (i = 0; i < count; i++) {
@@ -377,7 +389,8 @@ static int unload_batch_read(struct unload_batch *b, const struct unload_direct_
 	u32 i;
 	int ret;
 
-	b->req = kvmalloc_array(count, sizeof(*b->req), GFP_KERNEL_ACCOUNT);
+	b->req = count <= ARRAY_SIZE(b->req_small) ? b->req_small :
+		 kvmalloc_array(count, sizeof(*b->req), GFP_KERNEL_ACCOUNT);
 	if (!b->req)
 		return -ENOMEM;
 	if (copy_from_user(b->req, u, array_size(count, sizeof(*b->req))))

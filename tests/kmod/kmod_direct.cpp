@@ -314,6 +314,12 @@ void test_inline(std::mt19937_64& rng) {
   expect(ret == 0 && bad == 0 && shadow_diff() == 0, "inline.placed_from_unregistered_memory",
          "ret %d, %d refused, %zu bytes differ", ret, bad, shadow_diff());
 
+  // A lone small one: read into the submission itself, not an allocation (copy.c).
+  unload_direct_req small = inl(45000, 48, &buf[100]);
+  const int rs = one(small);
+  shadow_apply(small);
+  expect(rs == 0 && shadow_diff() == 0, "inline.small_placed", "result %d, %zu bytes differ", rs, shadow_diff());
+
   unload_direct_req too_long = inl(46000, UNLOAD_MAX_INLINE + 1, &buf[0]);
   unload_direct_req with_lkey = inl(46000, 8, &buf[0]);
   with_lkey.lkey = g_src_lkey;

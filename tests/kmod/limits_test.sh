@@ -18,27 +18,24 @@ SHIM=$BUILD/shim/libunload_shim.so
 [ -e "$SHIM" ] || skip "no $SHIM"
 # Each stall run ends with `rdma link delete rxe0`: the device comes back for the next.
 relink() { rdma link show rxe0 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev d0; }
-for mode in stall stall_batch; do
-	echo "== $mode"
-	relink
-	"$BIN" $mode
+# run MODE: kmod_limits MODE, its status as one more check.
+run() {
+	echo "== $1"
+	"$BIN" "$1"
 	case $? in
-	0) ok "$mode" ;;
-	77) skip_check "$mode" "kmod_limits $mode cannot run here (its skip line above)" ;;
-	*) fail "$mode" "kmod_limits $mode failed (its lines above)" ;;
+	0) ok "$1" ;;
+	77) skip_check "$1" "kmod_limits $1 cannot run here (its skip line above)" ;;
+	*) fail "$1" "kmod_limits $1 failed (its lines above)" ;;
 	esac
+}
+for mode in stall stall_batch; do
+	relink
+	run $mode
 done
 relink
 # stats/ holds only what the module counted; the per-user bounds.
-for mode in counters users; do
-	echo "== $mode"
-	"$BIN" $mode
-	case $? in
-	0) ok "$mode" ;;
-	77) skip_check "$mode" "kmod_limits $mode cannot run here (its skip line above)" ;;
-	*) fail "$mode" "kmod_limits $mode failed (its lines above)" ;;
-	esac
-done
+run counters
+run users
 echo "== no shim"
 check "memlock.no_shim" "$BIN" memlock
 echo "== shim, UNLOAD_MODE=unload"

@@ -123,7 +123,9 @@ fi
 if [ "$PART" != 1 ]; then
 sem integrity 3000 7
 sem order 2000 3
-sem error_status
+# rxe on 6.12 sometimes flushes the good unsignaled write before the bad-lkey one although it
+# was placed (its acknowledgement not yet taken when the QP errs), shim or not (design.md section 8).
+TRIES=3 REF_RACED='bad_lkey: post 0, completions 1:WR_FLUSH_ERR' sem error_status
 sem dlopen_write 100
 sem event block 150
 sem event fd 150
