@@ -38,6 +38,7 @@ bool map_current(CqRec* c, CqxState* s, ibv_cq_ex* cq) {
   const bool visible = merge_entry(q, e, &status, &wr_id);
   cq->status = status;
   cq->wr_id = wr_id;
+  q->sq.ring.retire_through(e);  // the program reads it now, before anything queued later
   return visible;
 }
 
@@ -48,6 +49,12 @@ bool take_synth(CqRec* c, CqxState* s, ibv_cq_ex* cq) {
   cq->wr_id = s->cur.wr_id;
   cq->status = s->cur.status;
   return true;
+}
+
+// A cell of the queue is being filled: the provider's next completion may belong behind the
+// ones queued after it (WcQueue::idle), so none is current now; the program polls again.
+bool held_up(CqRec* c) {
+  return cqx_can_synthesise(c) && !c->pending.idle();
 }
 
 // Steps the provider to its next completion the program may see: 0, or ENOENT (or the
@@ -105,7 +112,7 @@ extern "C" int unload_cqx_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
     return rc;
   }
   if (take_synth(c, s, cq)) return 0;
-  const int rc = provider_next(c, s, cq);
+  const int rc = held_up(c) ? ENOENT : provider_next(c, s, cq);
   if (rc == 0) return 0;
   if (s->provider_open) s->orig.end_poll(cq);  // every completion it had was the shim's own
   s->provider_open = false;
@@ -121,7 +128,7 @@ extern "C" int unload_cqx_next_poll(ibv_cq_ex* cq) {
     return rc ? rc : pass_checked(c, s, cq);
   }
   if (take_synth(c, s, cq)) return 0;
-  return provider_next(c, s, cq);
+  return held_up(c) ? ENOENT : provider_next(c, s, cq);
 }
 
 extern "C" void unload_cqx_end_poll(ibv_cq_ex* cq) {

@@ -44,15 +44,21 @@ bool merge_entry(QpRec* q, SqEntry* e, ibv_wc_status* st, uint64_t* wr_id) {
     *st = q->carried;
     q->carried = IBV_WC_SUCCESS;
   }
-  q->sq.ring.retire_through(e);
   return visible;
 }
 
 void merge_wc(CqRec* c, Emitter& em, ibv_wc& wc) {
   QpRec* q = nullptr;
   SqEntry* e = tagged_entry(c, wc.qp_num, wc.wr_id, &q);
-  if (e && !merge_entry(q, e, &wc.status, &wc.wr_id)) return;
-  em.emit(wc);
+  if (!e) {
+    em.emit(wc);
+    return;
+  }
+  if (merge_entry(q, e, &wc.status, &wc.wr_id)) em.emit(wc);
+  // Only now: a direct write of q's fence waits for this retire, then queues its completion
+  // on the CQ. Retired before the emit, this one could be queued behind it (mt_post, 4 QPs
+  // with empty writes on the NIC between direct ones: 273 of 1600 out of order).
+  q->sq.ring.retire_through(e);
 }
 
 int poll_provider_into_pending(CqRec* c) {

@@ -13,16 +13,17 @@ namespace unload::rt {
 // not say (then the CQ's send QPs are searched).
 SqEntry* tagged_entry(CqRec* c, uint32_t qpn, uint64_t wr_id, QpRec** q);
 
-// Entry `e` of `q` completed with `*status`: retires it and every earlier entry, frees their
-// staging bytes, lets adaptive mode learn the path's cost and records a failure (the NIC
-// flushes what follows). Returns whether the program may see the completion; *wr_id gets
-// the program's wr_id. A hidden request that failed first (RETRY_EXC_ERR, a NAK) leaves
+// Entry `e` of `q` completed with `*status`: frees the staging bytes through it, lets adaptive
+// mode learn the path's cost and records a failure (the NIC flushes what follows); the
+// caller retires it and every earlier entry (ring.retire_through) once the completion is
+// where the program will find it. Returns whether the program may see the completion;
+// *wr_id gets the program's wr_id. A hidden request that failed first (RETRY_EXC_ERR, a NAK) leaves
 // its status to the QP's next completion the program sees, which the NIC flushed: *status
 // becomes the cause, as the program's own request would have met it.
 bool merge_entry(QpRec* q, SqEntry* e, ibv_wc_status* status, uint64_t* wr_id);
 
 // Hands completions to the program's array while there is room and nothing is queued
-// before them; queues the rest on the CQ, in order. The caller polls the provider for no
+// (or being queued) before them; queues the rest on the CQ, in order. The caller polls the provider for no
 // more than the queue's room (pending.room()), so the queue never overflows.
 struct Emitter {
   CqRec* cq;
@@ -31,7 +32,7 @@ struct Emitter {
   int o;
   int limit;  // positions below limit are free to write
   void emit(const ibv_wc& wc) {
-    if (o < limit && o < n && cq->pending.empty()) {
+    if (o < limit && o < n && cq->pending.idle()) {
       out[o++] = wc;
       return;
     }

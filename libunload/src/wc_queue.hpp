@@ -68,6 +68,14 @@ class WcQueue {
     skip_void();
     return cells_[head_ & mask_].seq.load(std::memory_order_acquire) != head_ + 1;
   }
+  // Consumer only: no cell claimed, published or not. Only then may a provider's completion
+  // bypass the queue: a cell still being filled (a direct write in its ioctl) reads as the
+  // end of the queue, yet cells published behind it may hold earlier completions of the QP
+  // whose completion is at hand (its direct writes, then a NIC write that completed fast).
+  bool idle() {
+    skip_void();
+    return tail_.load(std::memory_order_acquire) == head_;
+  }
   // Consumer only: cells free now (a lower bound while producers run).
   uint32_t room() const {
     return static_cast<uint32_t>(capacity() - (tail_.load(std::memory_order_relaxed) - head_));

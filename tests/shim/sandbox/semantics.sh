@@ -90,6 +90,7 @@ if [ "$PART" != 2 ]; then
 sem mt_post 4 1 1500
 sem mt_post 4 2 800
 sem mt_post 4 4 400
+sem mt_post 4 4 400 64 3
 sem wr_untouched
 sem fence_read 4
 sem error_flush

@@ -1,7 +1,12 @@
 // mt_post: threads posting signaled 64 B writes on one QP (or QPs sharing one CQ), one poller thread; every
 // wr_id completes once, in per-thread order, and lands right.
 //
-//   sem_mt_post THREADS QPS WRITES_PER_THREAD [OUTSTANDING_PER_THREAD]
+//   sem_mt_post THREADS QPS WRITES_PER_THREAD [OUTSTANDING_PER_THREAD [EMPTY_EVERY]]
+//
+// With EMPTY_EVERY, write k of a thread is zero-length when k % EMPTY_EVERY is
+// EMPTY_EVERY - 1: no CPU path takes one (nothing to copy), so the NIC carries it between
+// CPU writes, and the next CPU write of its QP waits for its completion while the poller
+// merges it.
 //
 // Thread t posts on QP t % QPS. Every write is signaled; thread t keeps at most
 // OUTSTANDING (64) of its own writes outstanding. Write k of thread t carries a pattern of
@@ -55,13 +60,15 @@ uint64_t seed_of(size_t t, uint64_t k) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s THREADS QPS WRITES_PER_THREAD [OUTSTANDING]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s THREADS QPS WRITES_PER_THREAD [OUTSTANDING [EMPTY_EVERY]]\n", argv[0]);
     return 2;
   }
   const size_t nthreads = std::strtoul(argv[1], nullptr, 0);
   const size_t nqps = std::strtoul(argv[2], nullptr, 0);
   const uint64_t writes = std::strtoull(argv[3], nullptr, 0);
   const uint64_t outstanding = argc > 4 ? std::strtoull(argv[4], nullptr, 0) : 64;
+  const uint64_t empty_every = argc > 5 ? std::strtoull(argv[5], nullptr, 0) : 0;
+  auto empty = [&](uint64_t k) { return empty_every && k % empty_every == empty_every - 1; };
   if (!nthreads || !nqps || nqps > nthreads || !writes || !outstanding) return 2;
 
   Env e = open_env();
@@ -126,7 +133,7 @@ int main(int argc, char** argv) {
         uint8_t* s = slots + (k % outstanding) * kLen;
         fill(s, kLen, seed_of(ti, k));
         const uint64_t slot = ti * writes + k;
-        const int rc = post_write(p.s, seed_of(ti, k), s, kLen, p.smr->lkey,
+        const int rc = post_write(p.s, seed_of(ti, k), s, empty(k) ? 0 : kLen, p.smr->lkey,
                                   reinterpret_cast<uintptr_t>(dst + slot * kLen), rkey, IBV_SEND_SIGNALED);
         if (rc) {
           th.post_rc = rc;
@@ -160,14 +167,15 @@ int main(int argc, char** argv) {
         if (s == 1) once++;
       }
       if (s > 1) dups++;
-      uint8_t want[kLen];
-      fill(want, kLen, seed_of(ti, k));
+      uint8_t want[kLen] = {};  // an empty write leaves its slot as it was: zero
+      if (!empty(k)) fill(want, kLen, seed_of(ti, k));
       const bool posted_k = k < th.posted.load();
       if (posted_k && std::memcmp(dst + (ti * writes + k) * kLen, want, kLen) != 0) bad_slots++;
     }
   }
-  out("mt_post: threads %zu qps %zu writes/thread %llu outstanding/thread %llu", nthreads, nqps,
-      static_cast<unsigned long long>(writes), static_cast<unsigned long long>(outstanding));
+  out("mt_post: threads %zu qps %zu writes/thread %llu outstanding/thread %llu empty every %llu", nthreads,
+      nqps, static_cast<unsigned long long>(writes), static_cast<unsigned long long>(outstanding),
+      static_cast<unsigned long long>(empty_every));
   out("posted %llu post_failures %llu%s", static_cast<unsigned long long>(posted),
       static_cast<unsigned long long>(failures), rcs.c_str());
   out("completions %llu once %llu missing %llu duplicated %llu unknown_wr_id %llu errors %llu out_of_order "
