@@ -91,6 +91,7 @@ sem mt_post 4 1 1500
 sem mt_post 4 2 800
 sem mt_post 4 4 400
 sem mt_post 4 4 400 64 3
+sem mt_post 4 4 400 64 3 cqex
 sem wr_untouched
 sem fence_read 4
 sem error_flush

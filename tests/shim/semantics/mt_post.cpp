@@ -1,12 +1,13 @@
 // mt_post: threads posting signaled 64 B writes on one QP (or QPs sharing one CQ), one poller thread; every
 // wr_id completes once, in per-thread order, and lands right.
 //
-//   sem_mt_post THREADS QPS WRITES_PER_THREAD [OUTSTANDING_PER_THREAD [EMPTY_EVERY]]
+//   sem_mt_post THREADS QPS WRITES_PER_THREAD [OUTSTANDING_PER_THREAD [EMPTY_EVERY [cqex]]]
 //
 // With EMPTY_EVERY, write k of a thread is zero-length when k % EMPTY_EVERY is
 // EMPTY_EVERY - 1: no CPU path takes one (nothing to copy), so the NIC carries it between
 // CPU writes, and the next CPU write of its QP waits for its completion while the poller
-// merges it.
+// merges it. With cqex the send CQ is an ibv_cq_ex, polled one completion per
+// start_poll/end_poll sequence (rxe in rdma-core 44 needs that).
 //
 // Thread t posts on QP t % QPS. Every write is signaled; thread t keeps at most
 // OUTSTANDING (64) of its own writes outstanding. Write k of thread t carries a pattern of
@@ -18,6 +19,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "fixture.hpp"
@@ -60,7 +62,8 @@ uint64_t seed_of(size_t t, uint64_t k) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s THREADS QPS WRITES_PER_THREAD [OUTSTANDING [EMPTY_EVERY]]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s THREADS QPS WRITES_PER_THREAD [OUTSTANDING [EMPTY_EVERY [cqex]]]\n",
+                 argv[0]);
     return 2;
   }
   const size_t nthreads = std::strtoul(argv[1], nullptr, 0);
@@ -69,11 +72,35 @@ int main(int argc, char** argv) {
   const uint64_t outstanding = argc > 4 ? std::strtoull(argv[4], nullptr, 0) : 64;
   const uint64_t empty_every = argc > 5 ? std::strtoull(argv[5], nullptr, 0) : 0;
   auto empty = [&](uint64_t k) { return empty_every && k % empty_every == empty_every - 1; };
+  const bool cqex = argc > 6 && std::string(argv[6]) == "cqex";
   if (!nthreads || !nqps || nqps > nthreads || !writes || !outstanding) return 2;
 
   Env e = open_env();
   const size_t per_qp = (nthreads + nqps - 1) / nqps;
-  ibv_cq* scq = make_cq(e, static_cast<int>(nthreads * outstanding));
+  ibv_cq_ex* scqx = nullptr;
+  ibv_cq* scq = nullptr;
+  if (cqex) {
+    ibv_cq_init_attr_ex ca{};
+    ca.cqe = static_cast<uint32_t>(nthreads * outstanding);
+    ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM;
+    scqx = ibv_create_cq_ex(e.ctx, &ca);
+    if (!scqx) die("ibv_create_cq_ex");
+    scq = ibv_cq_ex_to_cq(scqx);
+  } else {
+    scq = make_cq(e, static_cast<int>(nthreads * outstanding));
+  }
+  // At most n completions into wc, as ibv_poll_cq gives them.
+  auto poll = [&](int n, ibv_wc* wc) {
+    if (!cqex) return ibv_poll_cq(scq, n, wc);
+    ibv_poll_cq_attr pa{};
+    const int rc = ibv_start_poll(scqx, &pa);
+    if (rc == ENOENT) return 0;
+    if (rc) return -1;
+    wc[0].wr_id = scqx->wr_id;
+    wc[0].status = scqx->status;
+    ibv_end_poll(scqx);
+    return 1;
+  };
   ibv_cq* rcq = make_cq(e, 16);
   QpCaps caps;
   caps.send_wr = static_cast<uint32_t>(per_qp * outstanding);
@@ -96,7 +123,7 @@ int main(int argc, char** argv) {
   std::thread poller([&] {
     ibv_wc wc[32];
     for (;;) {
-      const int n = ibv_poll_cq(scq, 32, wc);
+      const int n = poll(32, wc);
       if (n < 0) die("ibv_poll_cq");
       for (int i = 0; i < n; ++i) {
         g_completions++;
@@ -173,9 +200,9 @@ int main(int argc, char** argv) {
       if (posted_k && std::memcmp(dst + (ti * writes + k) * kLen, want, kLen) != 0) bad_slots++;
     }
   }
-  out("mt_post: threads %zu qps %zu writes/thread %llu outstanding/thread %llu empty every %llu", nthreads,
+  out("mt_post: threads %zu qps %zu writes/thread %llu outstanding/thread %llu empty every %llu%s", nthreads,
       nqps, static_cast<unsigned long long>(writes), static_cast<unsigned long long>(outstanding),
-      static_cast<unsigned long long>(empty_every));
+      static_cast<unsigned long long>(empty_every), cqex ? ", ibv_cq_ex" : "");
   out("posted %llu post_failures %llu%s", static_cast<unsigned long long>(posted),
       static_cast<unsigned long long>(failures), rcs.c_str());
   out("completions %llu once %llu missing %llu duplicated %llu unknown_wr_id %llu errors %llu out_of_order "
