@@ -15,14 +15,25 @@ trap 'rm -rf "$tmp"' EXIT
 . "$src/tests/support/check.sh"
 
 guest=$src/tests/wire/proof_guest.sh
-"$src/scripts/sandbox" --kernel "$flavour" --hosts 2 --kmod "$kmod" --kmod-on A \
-	--capture "$tmp/link.pcap" --timeout 900 -- "$guest" :: "$guest"
-rc=$?
+wirecmp=$src/scripts/wirecmp
+# The bare NIC's connection (@0) is the reference: when rxe itself retransmitted with other
+# contents (a host under load delays its ACKs), the capture runs again once, as semantics.sh
+# reruns a reference the NIC's timing decided; a difference of ours repeats.
+for attempt in 1 2; do
+	rm -f "$tmp/link.pcap"
+	"$src/scripts/sandbox" --kernel "$flavour" --hosts 2 --kmod "$kmod" --kmod-on A \
+		--capture "$tmp/link.pcap" --timeout 900 -- "$guest" :: "$guest"
+	rc=$?
+	[ "$rc" -eq 0 ] && [ -s "$tmp/link.pcap" ] && [ "$attempt" -eq 1 ] || break
+	ref=$("$wirecmp" "$tmp/link.pcap@0")
+	echo "$ref" | grep -q INVALID || break
+	echo "$ref" | sed 's/^/    reference | /'
+	echo "    reference: the bare NIC's own stream is invalid (its timing under load); again"
+done
 [ "$rc" -ne 77 ] || skip "the guests cannot run the test (their skip: lines above say why)"
 expect "both hosts: every check held" "$([ "$rc" -eq 0 ] && echo 1)" "sandbox exit $rc"
 [ -s "$tmp/link.pcap" ] || { fail "capture" "no capture of the link"; finish; }
 
-wirecmp=$src/scripts/wirecmp
 names=(noshim offload inline stage adaptive)
 for i in 1 2 3; do
 	out=$("$wirecmp" "$tmp/link.pcap@0" "$tmp/link.pcap@$i")
