@@ -61,6 +61,12 @@ inline void note_completing(QpRec* q, uint64_t seq) {
 // the QP was reset or destroyed (from its head). Inside the post gate (and the send CQ's
 // gate when from the head).
 void release_hidden(QpRec* q, uint64_t from);
+// The provider refused the QP's entries from ring position `from` on: they are forgotten,
+// their hidden room given back. Inside the post gate.
+inline void rollback_refused(QpRec* q, uint64_t from) {
+  release_hidden(q, from);
+  q->sq.ring.rollback(from);
+}
 
 // A completion was queued on `c` while its channel may be armed: make the real CQ event
 // fire, with a marker on some QP of the CQ. From ibv_req_notify_cq (no gate held).

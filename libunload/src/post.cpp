@@ -91,8 +91,7 @@ class Batch {
       posted = bad_copy ? static_cast<int>(bad_copy - copies_) : 0;
       if (posted < 0 || posted > n_) posted = 0;
       *bad = origin_[posted];
-      release_hidden(q_, start_ + static_cast<uint64_t>(posted));
-      sq.ring.rollback(start_ + static_cast<uint64_t>(posted));
+      rollback_refused(q_, start_ + static_cast<uint64_t>(posted));
       sq.stage.tail =
           posted ? sq.ring.at(start_ + static_cast<uint64_t>(posted) - 1)->stage_mark : stage_start_;
     }

@@ -477,8 +477,7 @@ extern "C" int unload_qpx_wr_complete(ibv_qp_ex* qp) {
   release_held(q, qp);  // a header without payload: the provider judges it
   const int rc = s->orig.wr_complete(qp);
   if (rc) {
-    release_hidden(q, s->start);
-    q->sq.ring.rollback(s->start);
+    rollback_refused(q, s->start);
     q->sq.stage.tail = s->stage_start;
   } else {
     if (s->timed) stamp_post_call(q, s->start);
@@ -496,8 +495,7 @@ extern "C" void unload_qpx_wr_abort(ibv_qp_ex* qp) {
   if (!q) return;
   QpxState* s = q->qpx;
   s->orig.wr_abort(qp);
-  release_hidden(q, s->start);
-  q->sq.ring.rollback(s->start);
+  rollback_refused(q, s->start);
   q->sq.stage.tail = s->stage_start;
   end_batch(q);
 }
