@@ -27,19 +27,41 @@ CqRec* cqx_rec(ibv_cq_ex* cq) {
 }
 
 // Maps the provider's current completion in place. false when the program must not see it.
-bool map_current(CqRec* c, CqxState* s, ibv_cq_ex* cq) {
-  QpRec* q = nullptr;
+// *q and *e get the ring entry it tagged (nullptr when none), which the caller retires once
+// the completion is where the program will find it.
+bool map_current(CqRec* c, CqxState* s, ibv_cq_ex* cq, QpRec** q, SqEntry** e) {
   // Without IBV_WC_EX_WITH_QP_NUM the provider may not say: the CQ's QPs are searched.
   const uint32_t qpn = s->orig.read_qp_num ? s->orig.read_qp_num(cq) : 0;
-  SqEntry* e = tagged_entry(c, qpn, cq->wr_id, &q);
-  if (!e) return true;
+  *e = tagged_entry(c, qpn, cq->wr_id, q);
+  if (!*e) return true;
   uint64_t wr_id;
   ibv_wc_status status = cq->status;
-  const bool visible = merge_entry(q, e, &status, &wr_id);
+  const bool visible = merge_entry(*q, *e, &status, &wr_id);
   cq->status = status;
   cq->wr_id = wr_id;
-  q->sq.ring.retire_through(e);  // the program reads it now, before anything queued later
   return visible;
+}
+
+// The provider's current completion as an ibv_wc, to queue: the fields the program asked for
+// (only those an ibv_wc has, or the CQ's QPs are untracked). An error completion has no more
+// than a legacy one: wr_id, status, vendor_err, qp_num.
+ibv_wc current_as_wc(const CqxState* s, ibv_cq_ex* cq) {
+  ibv_wc wc{};
+  wc.wr_id = cq->wr_id;
+  wc.status = cq->status;
+  wc.vendor_err = s->orig.read_vendor_err(cq);
+  const uint64_t f = s->wc_flags;
+  if (f & IBV_WC_EX_WITH_QP_NUM) wc.qp_num = s->orig.read_qp_num(cq);
+  if (wc.status != IBV_WC_SUCCESS) return wc;
+  wc.opcode = s->orig.read_opcode(cq);
+  wc.wc_flags = s->orig.read_wc_flags(cq);
+  if (f & IBV_WC_EX_WITH_BYTE_LEN) wc.byte_len = s->orig.read_byte_len(cq);
+  if (f & IBV_WC_EX_WITH_IMM) wc.imm_data = s->orig.read_imm_data(cq);
+  if (f & IBV_WC_EX_WITH_SRC_QP) wc.src_qp = s->orig.read_src_qp(cq);
+  if (f & IBV_WC_EX_WITH_SLID) wc.slid = static_cast<uint16_t>(s->orig.read_slid(cq));
+  if (f & IBV_WC_EX_WITH_SL) wc.sl = s->orig.read_sl(cq);
+  if (f & IBV_WC_EX_WITH_DLID_PATH_BITS) wc.dlid_path_bits = s->orig.read_dlid_path_bits(cq);
+  return wc;
 }
 
 // Makes the next completion the shim made the current one, if there is one.
@@ -57,6 +79,37 @@ bool held_up(CqRec* c) {
   return cqx_can_synthesise(c) && !c->pending.idle();
 }
 
+// Steps the provider past its current completion, which the shim consumed (its own, or one
+// it queued): end_poll then start_poll, never next_poll. rxe in rdma-core 44 moves its
+// consumer index and unlocks at a next_poll that finds nothing, and again at the end_poll
+// due after it, which loses the next completion; a program meets that with its own
+// next_poll alone, as without the shim. 0, or ENOENT (the provider's sequence ended).
+int skip_current(CqxState* s, ibv_cq_ex* cq) {
+  s->orig.end_poll(cq);
+  s->provider_open = false;
+  const int rc = s->orig.start_poll(cq, &s->attr);
+  if (rc == 0) s->provider_open = true;
+  return rc;
+}
+
+// From the provider's current completion on (rc 0: there is one): steps past those the
+// program must not see. One the program may see goes behind the shim's queued completions
+// when any is queued or being queued, as poll.cpp's Emitter does: held_up looked before the
+// provider was polled, and a direct write of its QP may have claimed a cell since. 0 with
+// a completion current, or ENOENT (or the provider's error).
+int settle(CqRec* c, CqxState* s, ibv_cq_ex* cq, int rc) {
+  for (; rc == 0; rc = skip_current(s, cq)) {
+    QpRec* q = nullptr;
+    SqEntry* e = nullptr;
+    const bool visible = map_current(c, s, cq, &q, &e);
+    const bool behind = visible && held_up(c) && c->pending.push(current_as_wc(s, cq));
+    if (e) q->sq.ring.retire_through(e);  // the program reads it now, or finds it queued
+    if (behind) return take_synth(c, s, cq) ? 0 : ENOENT;
+    if (visible) return 0;
+  }
+  return rc;
+}
+
 // Steps the provider to its next completion the program may see: 0, or ENOENT (or the
 // provider's error).
 int provider_next(CqRec* c, CqxState* s, ibv_cq_ex* cq) {
@@ -69,8 +122,7 @@ int provider_next(CqRec* c, CqxState* s, ibv_cq_ex* cq) {
   } else {
     rc = s->orig.next_poll(cq);
   }
-  while (rc == 0 && !map_current(c, s, cq)) rc = s->orig.next_poll(cq);
-  return rc;
+  return settle(c, s, cq, rc);
 }
 
 }  // namespace
@@ -83,9 +135,8 @@ int provider_next(CqRec* c, CqxState* s, ibv_cq_ex* cq) {
 static int pass_checked(CqRec* c, CqxState* s, ibv_cq_ex* cq) {
   if (!c->tracked.load(std::memory_order_acquire)) return 0;
   s->pass = false;
-  int rc = 0;
-  while (rc == 0 && !map_current(c, s, cq)) rc = s->orig.next_poll(cq);
-  if (rc) {
+  const int rc = settle(c, s, cq, 0);
+  if (rc && s->provider_open) {
     s->orig.end_poll(cq);
     s->provider_open = false;
   }
@@ -114,7 +165,7 @@ extern "C" int unload_cqx_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   if (take_synth(c, s, cq)) return 0;
   const int rc = held_up(c) ? ENOENT : provider_next(c, s, cq);
   if (rc == 0) return 0;
-  if (s->provider_open) s->orig.end_poll(cq);  // every completion it had was the shim's own
+  if (s->provider_open) s->orig.end_poll(cq);  // what it had was the shim's own, or is queued
   s->provider_open = false;
   c->gate.leave(s->gate_how);
   return rc;

@@ -91,10 +91,7 @@ sem mt_post 4 1 1500
 sem mt_post 4 2 800
 sem mt_post 4 4 400
 sem mt_post 4 4 400 64 3
-# Open bug: in the default mode this case once gave extra completions (2111 of 1600, 22 with a
-# wr_id never posted) on 6.1; 18 runs after it were exact. Until it is found, the default
-# column of this case is not run (the forced paths are).
-PATHS="${PATHS/ default/}" sem mt_post 4 4 400 64 3 cqex
+sem mt_post 4 4 400 64 3 cqex
 sem wr_untouched
 sem fence_read 4
 sem error_flush
