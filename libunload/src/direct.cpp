@@ -159,15 +159,34 @@ bool build_request(const QpRec* q, const DirectWrite& w, unload_direct_req& req,
   return true;
 }
 
-// A placed write's bookkeeping: counters, the policy, its completion in `ticket`. A timed
-// write's cost runs from `fenced_ns` when its fence waited: the policy weighs the fence
-// itself (about one NIC write, policy/README.md), and a sample behind a stream's NIC
-// requests would otherwise charge direct with the whole stream's drain.
-void finish_direct(QpRec* q, const DirectWrite& w, uint64_t ticket, uint64_t fenced_ns) {
+// When a run of direct writes was fenced and submitted, and its submission ended: read only
+// when a write of it is timed.
+struct RunClock {
+  bool timed;
+  uint64_t fenced_ns;  // the fence waited: ended then (0: it did not)
+  uint64_t submit_ns;
+  uint64_t end_ns;
+};
+
+// A timed write's cost, write i of a submission of m: its share of the routing from its
+// decision to the submission (done for it and the m - i - 1 writes after it) and 1/m of the
+// submission. Charged whole, each write of a posted list of 8 cost 8 writes' copies, which
+// emptied the CPU budget and made direct look dearer than the NIC (ib_write_bw -l 8 went
+// 1 % direct on 6.12). It runs from the fence's end when the fence waited: the policy weighs
+// the fence itself (about one NIC write, policy/README.md), and a sample behind a stream's
+// NIC requests would otherwise charge direct with the whole stream's drain.
+uint64_t share_of_run(uint64_t t0, const RunClock& clk, int i, int m) {
+  const uint64_t from = clk.fenced_ns > t0 ? clk.fenced_ns : t0;
+  const uint64_t routing = clk.submit_ns > from ? (clk.submit_ns - from) / static_cast<uint64_t>(m - i) : 0;
+  return routing + (clk.end_ns - clk.submit_ns) / static_cast<uint64_t>(m);
+}
+
+// A placed write's bookkeeping: counters, the policy (`cost_ns`, 0 when it is not timed),
+// its completion in `ticket`.
+void finish_direct(QpRec* q, const DirectWrite& w, uint64_t ticket, uint64_t cost_ns) {
   const WriteRequest& r = w.rt.req;
   count_writes(Path::unload_direct, 1, r.length);
-  const uint64_t t0 = w.rt.t0 && fenced_ns > w.rt.t0 ? fenced_ns : w.rt.t0;
-  observe(q, Path::unload_direct, r.length, r.sge_count, r.rkey, r.remote_addr, t0);
+  if (w.rt.t0) observe_direct(q, r, cost_ns);
   q->peer.last_rkey = r.rkey;
   q->peer.last_addr = r.remote_addr;
   q->peer.has_last = true;
@@ -183,7 +202,7 @@ void finish_direct(QpRec* q, const DirectWrite& w, uint64_t ticket, uint64_t fen
 
 // After the fence: the writes w[0..n) with one submission. Returns how many were placed;
 // *why for the first one not placed. Nothing after it was placed.
-int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why, uint64_t fenced_ns) {
+int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why, RunClock clk) {
   CqRec* c = q->scq;
   unload_direct_req reqs[kDirectRunMax];
   uint64_t tickets[kDirectRunMax];  // set per write: zeroing all of them is a `rep stos`
@@ -201,11 +220,14 @@ int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why, uint64_t fenced_
       break;
     }
   }
+  if (clk.timed) clk.submit_ns = now_ns();
   const int done = m ? kmod_submit(reqs, static_cast<uint32_t>(m)) : 0;
+  if (clk.timed) clk.end_ns = now_ns();
   int placed = 0;
   bool signaled = false;
   for (; placed < done && reqs[placed].result == 0; ++placed) {
-    finish_direct(q, w[placed], tickets[placed], fenced_ns);
+    const uint64_t t0 = w[placed].rt.t0;
+    finish_direct(q, w[placed], tickets[placed], t0 ? share_of_run(t0, clk, placed, m) : 0);
     signaled |= w[placed].rt.req.signaled;
   }
   for (int i = placed; i < m; ++i)
@@ -240,11 +262,10 @@ int place_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
                             : Why::no_room;
     return 0;
   }
-  uint64_t fenced_ns = 0;  // read only for a timed write that waited
-  if (waited)
-    for (int i = 0; i < n && !fenced_ns; ++i)
-      if (w[i].rt.t0) fenced_ns = now_ns();
-  return run_direct(q, w, n, why, fenced_ns);
+  RunClock clk{};
+  for (int i = 0; i < n && !clk.timed; ++i) clk.timed = w[i].rt.t0 != 0;
+  if (clk.timed && waited) clk.fenced_ns = now_ns();
+  return run_direct(q, w, n, why, clk);
 }
 
 // Whether a request posted on `q` now will complete (and so fire the CQ's event): its send

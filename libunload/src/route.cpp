@@ -258,27 +258,14 @@ Why route_why(const Route& rt, Path taken, Why fallback) {
   return fallback != Why::none ? fallback : Why::no_room;
 }
 
-void observe(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
-             uint64_t t0, uint64_t post_call_ns) {
-  if (!t0) return;
-  const policy::WriteFeatures f = features_of(q, length, sge_count, rkey, remote_addr, PathSet::all(), false);
-  const uint64_t now = now_ns();
-  const uint64_t cost = now - t0;
-  // In verbs calls for it: the post, then the poll from the post's return, or from when the
-  // spin began if later. Several completions collected by one poll each count the whole
-  // spin: a batch's per-write wait is overstated, but only for a program that spends that
-  // time polling anyway.
-  uint64_t wait = 0;
-  if (p == Path::offload) {
-    const uint64_t posted = t0 + post_call_ns;
-    const uint64_t since = t_spin_since > posted ? t_spin_since : posted;
-    wait = post_call_ns + (t_spin_since && now > since ? now - since : 0);
-  }
-  // The CPU it cost: a direct write's whole time (the copy), an inline or stage write's
-  // post (the copy; the rest of its latency is the NIC's, and in a stream its queue: 20 ms
-  // behind 128 writes under TCG, which charged to the budget locked direct out for good).
-  const uint64_t cpu = p == Path::unload_direct ? cost : policy::is_cpu_path(p) ? post_call_ns : 0;
+namespace {
+
+// The policy of this thread, or for a thread that never posts the next poster's on `q`,
+// learns one finished write.
+void learn(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
+           uint64_t cost, uint64_t cpu, uint64_t wait) {
   if (t_policy) {
+    const policy::WriteFeatures f = features_of(q, length, sge_count, rkey, remote_addr, PathSet::all(), false);
     t_policy->observe(p, f, cost, cpu, wait);
     return;
   }
@@ -295,6 +282,34 @@ void observe(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rke
   b.w[4].store(wait, std::memory_order_relaxed);
   b.w[5].store(cpu, std::memory_order_relaxed);
   b.seq.store(s0 + 2, std::memory_order_release);
+}
+
+}  // namespace
+
+void observe(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
+             uint64_t t0, uint64_t post_call_ns) {
+  if (!t0) return;
+  const uint64_t now = now_ns();
+  const uint64_t cost = now - t0;
+  // In verbs calls for it: the post, then the poll from the post's return, or from when the
+  // spin began if later. Several completions collected by one poll each count the whole
+  // spin: a batch's per-write wait is overstated, but only for a program that spends that
+  // time polling anyway.
+  uint64_t wait = 0;
+  if (p == Path::offload) {
+    const uint64_t posted = t0 + post_call_ns;
+    const uint64_t since = t_spin_since > posted ? t_spin_since : posted;
+    wait = post_call_ns + (t_spin_since && now > since ? now - since : 0);
+  }
+  // The CPU it cost: a direct write's whole time (the copy), an inline or stage write's
+  // post (the copy; the rest of its latency is the NIC's, and in a stream its queue: 20 ms
+  // behind 128 writes under TCG, which charged to the budget locked direct out for good).
+  const uint64_t cpu = p == Path::unload_direct ? cost : policy::is_cpu_path(p) ? post_call_ns : 0;
+  learn(q, p, length, sge_count, rkey, remote_addr, cost, cpu, wait);
+}
+
+void observe_direct(QpRec* q, const WriteRequest& r, uint64_t cost_ns) {
+  learn(q, Path::unload_direct, r.length, r.sge_count, r.rkey, r.remote_addr, cost_ns, cost_ns, 0);
 }
 
 void note_poll(int got) {

@@ -67,6 +67,9 @@ void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out)
 // inside post_send, on the caller's CPU) and its busy-poll for the completion.
 void observe(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
              uint64_t t0, uint64_t post_call_ns = 0);
+// As observe(), for a direct write whose cost the caller measured (its share of a
+// submission of several), all of it CPU time.
+void observe_direct(QpRec* q, const WriteRequest& r, uint64_t cost_ns);
 
 // What the program's ibv_poll_cq returned (after the merge): a run of empty polls is a
 // wait for the NIC, which observe() reports to the policy.
