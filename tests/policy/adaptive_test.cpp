@@ -123,6 +123,22 @@ TEST(policy_adaptive, AStreamAlwaysBehindNicRequestsStillGoesDirect) {
   EXPECT_GE(run(policy, t, f, 10'000, cost, Path::unload_direct), 9'500u);
 }
 
+// A path's first write pays one-time costs (ib_write_bw's first 64 KiB direct write on
+// 6.12: 80 times its settled cost). Charged whole to the default 50 % budget, it denied
+// the CPU paths for milliseconds, the first 140 writes of the stream; charged at most one
+// burst, the warm-up goes on once a little wall time has refilled it.
+TEST(policy_adaptive, AColdPathsCostlyFirstWriteSpendsAtMostOneBurst) {
+  Policy policy;
+  const Tunables t = tunables_in(Mode::adaptive);
+  WriteFeatures f = write_of(65536, PathSet(Path::unload_direct), true);
+  f.now_ns = 1'000'000;
+  ASSERT_EQ(policy.decide(f, t), Path::unload_direct);
+  policy.observe(Path::unload_direct, f, 2'500'000);  // 2.5 ms, all of it CPU
+  f.now_ns += 40'000;  // a NIC write's post later
+  EXPECT_EQ(policy.decide(f, t), Path::unload_direct) << "the warm-up stopped";
+  EXPECT_EQ(policy.stats().budget_denials, 0u);
+}
+
 // A deep stream returns its NIC samples a queue's time later: the warm-up sends a window's
 // worth per path, and meanwhile the warm path (direct, observed at once) takes the writes.
 TEST(policy_adaptive, AWarmUpDoesNotOutrunItsSamplesInFlight) {

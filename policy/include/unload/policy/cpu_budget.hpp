@@ -19,6 +19,7 @@ class CpuBudget {
 
   // Accrues tokens for the wall time since the last refill.
   void refill(uint64_t now_ns, uint32_t budget_pct) {
+    pct_ = budget_pct;
     if (budget_pct >= 100) return;
     if (!started_) {
       started_ = true;
@@ -45,6 +46,8 @@ class CpuBudget {
   }
 
   int64_t tokens_ns() const { return tokens_ns_; }
+  // The most tokens that can be saved up at the budget of the last refill.
+  uint64_t burst_tokens_ns() const { return static_cast<uint64_t>(cap(pct_ < 100 ? pct_ : 100)); }
   bool started() const { return started_; }
 
  private:
@@ -55,6 +58,7 @@ class CpuBudget {
   int64_t tokens_ns_ = 0;
   uint64_t last_ns_ = 0;
   uint32_t remainder_ = 0;
+  uint32_t pct_ = 100;
   bool started_ = false;
 };
 
