@@ -258,15 +258,12 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
   // path at random too would leave one of three alternatives unsampled for 500 writes
   // about 1% of the time, and a change on it unnoticed that long.
   //
-  // A sample of a path that costs r times the chosen one wastes (r - 1) writes' worth, so
-  // paths more than twice as dear are sampled at 1/(r - 1) of the rate: exploration then
-  // never spends more than 2^-explore_shift of the class's cost (3% by default), where a
-  // flat rate would spend 10% when the alternatives are 4x dearer (same-host writes: the
-  // NIC crossing PCIe twice against one memcpy). Paths within 2x, the ones a change could
-  // plausibly make cheaper, keep the full rate. A sample that crosses the fence costs it
-  // too, about one NIC write of the class: a direct sample behind NIC requests waits for
-  // them, and a NIC sample in a class that goes direct makes the next direct write wait
-  // for it.
+  // A sample of a path r times as dear as the chosen one wastes (r - 1) writes. Paths
+  // within 2x keep the full rate: a 2x change could make them the cheaper one. A dearer
+  // path cannot win from a 2x change, so its visits are thinned to cost about one write
+  // (1/(r - 1)), a CPU path's a quarter of one (1/(4(r - 1))); offload's stay at one
+  // because they also refresh the NIC wait the CPU budget waives (sim_nic_wait_test).
+  // The fence a sample crosses counts in its cost, about one NIC write of the class.
   if (explore_due(t.explore_shift)) {
     const PathSet others = explorable.without(chosen);
     if (!others.empty()) {
@@ -279,7 +276,8 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
       const uint64_t other_ns =
           wc.estimate[i].settled_ns() + (crosses ? wc.estimate[index_of(Path::offload)].settled_ns() : 0);
       const uint64_t coin = prng_.next() & 0xFFFF;
-      if (other_ns <= 2 * chosen_ns || coin * (other_ns - chosen_ns) < 0x10000 * chosen_ns) {
+      const uint64_t thinning = other == Path::offload ? 1 : 4;
+      if (other_ns <= 2 * chosen_ns || thinning * coin * (other_ns - chosen_ns) < 0x10000 * chosen_ns) {
         ++stats_.explorations;
         reason_ = Reason::exploring;
         sampled_ = true;

@@ -134,7 +134,7 @@ TEST(policy_adaptive, AColdPathsCostlyFirstWriteSpendsAtMostOneBurst) {
   f.now_ns = 1'000'000;
   ASSERT_EQ(policy.decide(f, t), Path::unload_direct);
   policy.observe(Path::unload_direct, f, 2'500'000);  // 2.5 ms, all of it CPU
-  f.now_ns += 40'000;  // a NIC write's post later
+  f.now_ns += 40'000;                                 // a NIC write's post later
   EXPECT_EQ(policy.decide(f, t), Path::unload_direct) << "the warm-up stopped";
   EXPECT_EQ(policy.stats().budget_denials, 0u);
 }
@@ -204,11 +204,37 @@ TEST(policy_adaptive, FarDearerPathsAreExploredLessOften) {
   Policy policy;
   const Tunables t = tunables_in(Mode::adaptive);
   const WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
-  // Stage costs 5x offload: sampled at a quarter of the rate (1/(r-1)).
+  // Stage costs 5x offload: sampled at a sixteenth of the rate (1/(4(r-1))).
   const CostOf cost = [](Path p, uint64_t) { return p == Path::offload ? 1000 : 5000; };
   run(policy, t, f, 100, cost);
   const uint64_t stage = run(policy, t, f, 1 << 20, cost, Path::unload_stage);
-  EXPECT_NEAR(static_cast<double>(stage) / (1 << 20), 1.0 / 32 / 4, 0.1 / 32 / 4);
+  EXPECT_NEAR(static_cast<double>(stage) / (1 << 20), 1.0 / 32 / 16, 0.1 / 32 / 16);
+}
+
+TEST(policy_adaptive, ExploringFarDearerCpuPathsCostsUnderOnePercent) {
+  Policy policy;
+  const Tunables t = tunables_in(Mode::adaptive);
+  // A remote class on the NIC, its CPU paths 4-6x dearer (a large gather, a full arena).
+  WriteFeatures f = write_of(4096, PathSet(Path::unload_inline) | PathSet(Path::unload_stage));
+  const auto cost_of = [](Path p) -> uint64_t {
+    return p == Path::offload ? 1000 : p == Path::unload_inline ? 4000 : 6000;
+  };
+  const auto run_costing = [&](uint64_t writes) {
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < writes; ++i) {
+      f.now_ns = i * 1000;
+      const Path p = policy.decide(f, t);
+      total += cost_of(p);
+      if (policy.sampled()) policy.observe(p, f, cost_of(p));
+    }
+    return total;
+  };
+  run_costing(1000);
+  ASSERT_EQ(policy.chosen_path(f), Path::offload);
+  constexpr uint64_t kWrites = 1 << 20;
+  const double extra = static_cast<double>(run_costing(kWrites)) / (kWrites * cost_of(Path::offload)) - 1;
+  EXPECT_GT(extra, 0.0);   // it does explore
+  EXPECT_LE(extra, 0.01);  // 2^-(5 + 2) = 0.78%; at 1/(r - 1), 3.1%
 }
 
 TEST(policy_adaptive, WriteClassesLearnApart) {
