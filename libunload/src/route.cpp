@@ -229,18 +229,23 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
     out.path = eligible.contains(forced) ? forced : Path::offload;
   } else if (eligible != PathSet(Path::offload)) {
     if (policy::Policy* pol = thread_policy()) {
-      // Adaptive times only the writes it samples (policy.hpp, kSampleEvery), from the
-      // clock its decision read when it asked for one (it does before a periodic sample),
-      // else from after the decision: a clock read costs more than a decision under an
-      // emulator, and the decision's own tens of ns weigh the same on every path.
       const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
-      if (q->sample.seq.load(std::memory_order_acquire) != q->sample.learnt) [[unlikely]]
-        learn_boxed(q, pol);
-      const policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible,
-                                                  adaptive && pol->wants_clock());
-      out.path = pol->decide(f, t);
-      if (adaptive && pol->sampled()) out.t0 = f.now_ns ? f.now_ns : now_ns();
+      policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible, false);
       if (adaptive) adaptive_pol = pol;
+      // A settled write is the policy's one branch: no clock, no sample. A sample a
+      // completion thread left in the box waits for the next full decision (at most
+      // kSteadySampleEvery writes).
+      if (!adaptive || !pol->decide_reused(f, t, out.path)) {
+        // Adaptive times only the writes it samples (policy.hpp, kSampleEvery), from the
+        // clock its decision read when it asked for one (it does before a periodic
+        // sample), else from after the decision: a clock read costs more than a decision
+        // under an emulator, and the decision's own tens of ns weigh the same on every path.
+        if (q->sample.seq.load(std::memory_order_acquire) != q->sample.learnt) [[unlikely]]
+          learn_boxed(q, pol);
+        if (adaptive && pol->wants_clock()) f.now_ns = now_ns();
+        out.path = pol->decide(f, t);
+        if (adaptive && pol->sampled()) out.t0 = f.now_ns ? f.now_ns : now_ns();
+      }
     }
   }
   if (out.path != out.preferred) {

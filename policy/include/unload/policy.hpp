@@ -14,11 +14,11 @@
 // allocate it once per thread, not on the stack of a hot function.
 #pragma once
 
-#include <array>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "unload/policy/cost_estimate.hpp"
 #include "unload/policy/cpu_budget.hpp"
@@ -98,8 +98,30 @@ class Policy {
   //
   // The reuse is inline: under an emulator, calls and returns cost more than the checks.
   Path decide(const WriteFeatures& f, const Tunables& t) {
-    if (settled_.live && settled_matches(f, t)) return decide_settled(f, t);
-    return decide_full(f, t);
+    Path p;
+    if (decide_reused(f, t, p)) return p;
+    reuse_left_ = 0;
+    p = settled_.live && settled_matches(f, t) ? decide_settled(f, t) : decide_full(f, t);
+    arm_reuse();
+    return p;
+  }
+
+  // decide() for a reuse with nothing due, or false (then call decide()): one branch, no
+  // clock, and the decision neither sampled() nor wanting a clock. A runtime calls this
+  // first to skip its own checks around decide() (the clock, the sample) for such a write.
+  bool decide_reused(const WriteFeatures& f, const Tunables& t, Path& p) {
+    if ((settled_differs(f, t) | (reuse_left_ == 0)) != 0) return false;
+    --reuse_left_;
+    ++stats_.decisions;
+    ++stats_.reused;
+    --sample_countdown_;
+    --settled_.touches_left;
+    ++touches_owed_;
+    explore_left_ -= settled_.explores;
+    stats_.budget_waived_ns += settled_.waived_ns;
+    sampled_ = false;
+    p = settled_.path;
+    return true;
   }
 
   // Whether the next decision needs f.now_ns (a periodic sample, or an empty CPU budget
@@ -188,21 +210,45 @@ class Policy {
     uint64_t waived_ns = 0;     // what an unsampled decision adds to budget_waived_ns
   };
 
-  bool settled_matches(const WriteFeatures& f, const Tunables& t) const {
+  bool settled_matches(const WriteFeatures& f, const Tunables& t) const { return settled_differs(f, t) == 0; }
+  // Nonzero when f or t is not what the settled decision saw: every field compared
+  // without a branch, where == and && make one each (and GCC turns a memcmp of the
+  // tunables into a call).
+  uint64_t settled_differs(const WriteFeatures& f, const Tunables& t) const {
     const Settled& s = settled_;
-    return f.length == s.length && f.rkey == s.rkey && (f.remote_addr >> kTargetPageShift) == s.page &&
-           f.sge_count == s.sge_count && f.eligible == s.eligible && f.peer_local == s.peer_local &&
-           f.nic_outstanding == s.nic_outstanding && same_tunables(t, s.t);
+    const uint32_t diff = (f.length ^ s.length) | (f.rkey ^ s.rkey) | (f.sge_count ^ s.sge_count) |
+                          uint32_t(f.eligible.bits() ^ s.eligible.bits()) |
+                          uint32_t(f.peer_local ^ s.peer_local) |
+                          uint32_t(f.nic_outstanding ^ s.nic_outstanding);
+    return diff | ((f.remote_addr >> kTargetPageShift) ^ s.page) | tunables_differ(t, s.t);
   }
-  // t == u with one branch, where the field-wise == makes nine (and GCC turns a memcmp of
-  // them into a call).
-  static bool same_tunables(const Tunables& t, const Tunables& u) {
-    static_assert(std::has_unique_object_representations_v<Tunables>);
-    using Words = std::array<uint32_t, sizeof(Tunables) / sizeof(uint32_t)>;
-    const Words a = std::bit_cast<Words>(t), b = std::bit_cast<Words>(u);
-    uint32_t diff = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
-    return diff == 0;
+  // Nonzero when t != u: word by word, unrolled (a loop over the 4-byte fields cost 100
+  // instructions a write, most of a settled decision).
+  static uint64_t tunables_differ(const Tunables& t, const Tunables& u) {
+    static_assert(std::has_unique_object_representations_v<Tunables> && sizeof(Tunables) % 4 == 0);
+    const auto word = [](const Tunables& x, std::size_t at, auto zero) {
+      decltype(zero) w;
+      std::memcpy(&w, reinterpret_cast<const char*>(&x) + at, sizeof(w));
+      return uint64_t{w};
+    };
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      uint64_t diff = ((word(t, 8 * I, uint64_t{}) ^ word(u, 8 * I, uint64_t{})) | ... | 0);
+      if constexpr (sizeof(Tunables) % 8 != 0)
+        diff |= word(t, sizeof(Tunables) - 4, uint32_t{}) ^ word(u, sizeof(Tunables) - 4, uint32_t{});
+      return diff;
+    }
+    (std::make_index_sequence<sizeof(Tunables) / 8>{});
+  }
+  // After a slow decision: how many of the next settled_matches() writes decide_reused()
+  // may take. decide_settled()'s countdowns cannot reach what it checks within them (a
+  // sample, a touch of the sketch, an exploration), nor does the budget want a clock, so
+  // its decrements are all they do. observe() disarms it.
+  void arm_reuse() {
+    if (!settled_.live || sample_countdown_ <= 1 || (budget_enforced_ && budget_.tokens_ns() <= 0)) return;
+    uint64_t n = sample_countdown_ - 1u;
+    if (settled_.touches_left < n) n = settled_.touches_left;
+    if (settled_.explores && explore_left_ - 1 < n) n = explore_left_ - 1;
+    reuse_left_ = static_cast<uint32_t>(n);
   }
   // A write settled_matches(): count what a full decision counts, and take the settled
   // path unless the page's hotness changed or exploration is due.
@@ -255,6 +301,7 @@ class Policy {
   Settled settled_;
   PolicyStats stats_;
   uint8_t sample_countdown_ = 1;  // adaptive decisions until the next periodic sample
+  uint32_t reuse_left_ = 0;       // decide_reused() decisions left (arm_reuse())
   bool sampled_ = true;           // the last decision's write is to be observed
   bool steady_ = false;           // the last adaptive decision was steady (kSteadySampleEvery)
   bool budget_enforced_ = false;  // the last decision ran under a CPU cap
