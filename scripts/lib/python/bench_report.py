@@ -260,7 +260,8 @@ def fmt_rate(v, unit):
 def bandwidth_table(sel):
     lines = ["\nBandwidth (depth 128, one completion per 100 writes): bytes/s and writes/s at the median"
              " time per write (speedup vs offload)"]
-    lines.append(f"{'bytes':>8} " + " ".join(f"{v:>24}" for v in VARIANTS) + "  adaptive chose")
+    lines.append(f"{'bytes':>8} " + " ".join(f"{v:>24}" for v in VARIANTS) +
+                 "  adaptive chose  adaptive/best time per write (paired [95%])")
     for r in sel:
         cells = []
         for v in VARIANTS:
@@ -271,7 +272,12 @@ def bandwidth_table(sel):
             sp = e.get("speedup_vs_offload")
             text = fmt_rate(e["bytes_per_s"], "B/s") + " " + fmt_rate(e["writes_per_s"], "w/s")
             cells.append(f"{text + (f' ({sp:.2f}x)' if sp else ''):>24}")
-        lines.append(f"{r['bytes']:>8} " + " ".join(cells) + f"  {r.get('adaptive_chose', '-'):>14}")
+        paired = r.get("adaptive_vs_best_paired")
+        ci = r.get("adaptive_vs_best_paired_ci")
+        ratio = f"{paired:.3f}x" if paired else "-"
+        if ci:
+            ratio += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+        lines.append(f"{r['bytes']:>8} " + " ".join(cells) + f"  {r.get('adaptive_chose', '-'):>14}  {ratio:>22}")
     return lines
 
 
