@@ -34,15 +34,16 @@ policy::Policy* thread_policy() {
   return t_policy;
 }
 
+// Without a clock (now_ns 0): the route reads one only when the policy asks.
 policy::WriteFeatures features_of(const QpRec* q, uint32_t length, uint32_t sge_count, uint32_t rkey,
-                                  uint64_t remote_addr, PathSet eligible, bool clock) {
+                                  uint64_t remote_addr, PathSet eligible) {
   // Every field named, so no zeroing first: GCC zeroes a value-initialised one with
   // `rep stos`, which TCG runs a word at a time on every write.
   return policy::WriteFeatures{.length = length,
                                .sge_count = sge_count,
                                .rkey = rkey,
                                .remote_addr = remote_addr,
-                               .now_ns = clock ? now_ns() : 0,
+                               .now_ns = 0,
                                .eligible = eligible,
                                .peer_local = q->peer.local,
                                .nic_outstanding = q->sq.ring.in_flight() != 0};
@@ -166,7 +167,7 @@ void learn_boxed(QpRec* q, policy::Policy* pol) {
   const auto p = static_cast<Path>(w[0] & 0xFF);
   const policy::WriteFeatures f = features_of(q, static_cast<uint32_t>(w[0] >> 32),
                                               static_cast<uint32_t>((w[0] >> 8) & 0xFFFFFF),
-                                              static_cast<uint32_t>(w[1]), w[2], PathSet::all(), false);
+                                              static_cast<uint32_t>(w[1]), w[2], PathSet::all());
   pol->observe(p, f, w[3], w[5], w[4]);
 }
 
@@ -230,7 +231,7 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
   } else if (eligible != PathSet(Path::offload)) {
     if (policy::Policy* pol = thread_policy()) {
       const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
-      policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible, false);
+      policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible);
       if (adaptive) adaptive_pol = pol;
       // A settled write is the policy's one branch: no clock, no sample. A sample a
       // completion thread left in the box waits for the next full decision (at most
@@ -270,7 +271,7 @@ namespace {
 void learn(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
            uint64_t cost, uint64_t cpu, uint64_t wait) {
   if (t_policy) {
-    const policy::WriteFeatures f = features_of(q, length, sge_count, rkey, remote_addr, PathSet::all(), false);
+    const policy::WriteFeatures f = features_of(q, length, sge_count, rkey, remote_addr, PathSet::all());
     t_policy->observe(p, f, cost, cpu, wait);
     return;
   }

@@ -125,8 +125,8 @@ TEST(policy_adaptive, AStreamAlwaysBehindNicRequestsStillGoesDirect) {
 
 // A path's first write pays one-time costs (ib_write_bw's first 64 KiB direct write on
 // 6.12: 80 times its settled cost). Charged whole to the default 50 % budget, it denied
-// the CPU paths for milliseconds, the first 140 writes of the stream; charged at most one
-// burst, the warm-up goes on once a little wall time has refilled it.
+// the CPU paths for milliseconds, the first 140 writes of the stream; a burst per sample
+// still did now and then. The whole warm-up is charged at most one burst.
 TEST(policy_adaptive, AColdPathsCostlyWarmUpSpendsAtMostOneBurst) {
   Policy policy;
   const Tunables t = tunables_in(Mode::adaptive);
