@@ -21,14 +21,14 @@
  * (unload_kept_mr): a request naming the same one reads its fields again instead of
  * looking it up in restrack.
  *
- * Kept references must not hold up the RDMA core: rdma_restrack_del (ibv_destroy_qp,
- * ibv_dereg_mr, a process's exit, a device's removal) waits for every reference on the
- * QP or MR. So a slot is dropped, in every session, when either of its QPs is
- * unregistered (the shim does so before ibv_destroy_qp), when a device of it goes, when
- * a submission finds one of its QPs being deleted, and by the reaper, which runs while
- * any slot is kept and drops those idle for pair_idle_ms (a sysfs tunable) or with a QP
- * or MR being deleted: a destroy the program did not announce (its exit) waits at most
- * about that long. A kept MR alone goes when its region is unregistered (before
+ * Kept references must not hold up the RDMA core: a QP's destroy (rdma_restrack_begin_del)
+ * and an MR's (rdma_restrack_del), a process's exit and a device's removal wait for every
+ * reference on the QP or MR. So a slot is dropped, in every session, when either of its
+ * QPs is unregistered (the shim does so before ibv_destroy_qp), when a device of it goes,
+ * when a submission finds one of its QPs or MRs deleted, and by the reaper, which runs
+ * while any slot is kept and drops those idle for pair_idle_ms (a sysfs tunable) or with
+ * a QP or MR being deleted or drained, however busy: a destroy the program did not
+ * announce waits about that long. A kept MR alone goes when its region is unregistered (before
  * ibv_dereg_mr or a rereg) or is no longer the one a request names.
  */
 #include <linux/hash.h>
@@ -286,6 +286,16 @@ static bool unload_pair_dying(const struct unload_pair_slot *slot)
 	       unload_kept_mr_dying(&slot->src) || unload_kept_mr_dying(&slot->dst);
 }
 
+/*
+ * Is a QP of slot being drained for its destroy? Only the reaper asks (a restrack lookup
+ * each): a submission sees a drained QP as alive, which it is until the drain ends, and
+ * the reaper's drop is what lets the drain end while the sender keeps submitting.
+ */
+static bool unload_pair_draining(const struct unload_pair_slot *slot)
+{
+	return unload_qp_view_draining(&slot->pr.s) || unload_qp_view_draining(&slot->pr.p);
+}
+
 static void unload_pair_reap(struct work_struct *work)
 {
 	struct unload_session *sess = container_of(to_delayed_work(work),
@@ -303,7 +313,8 @@ static void unload_pair_reap(struct work_struct *work)
 			continue;
 		}
 		if (slot->valid &&
-		    (time_after_eq(jiffies, slot->used + idle) || unload_pair_dying(slot)))
+		    (time_after_eq(jiffies, slot->used + idle) || unload_pair_dying(slot) ||
+		     unload_pair_draining(slot)))
 			unload_pair_drop_locked(slot);
 		kept |= slot->valid;
 		mutex_unlock(&slot->lock);

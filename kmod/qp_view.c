@@ -98,6 +98,25 @@ err_put:
 }
 
 /*
+ * Is v's QP being destroyed? The RDMA core drains a QP before its driver destroys it
+ * (rdma_restrack_begin_del: its id stops resolving, then the destroy waits for every
+ * reference, v's included) and clears res->valid only after. So a reference kept across
+ * submissions must be let go when the id no longer names it, or the destroy waits for it.
+ */
+bool unload_qp_view_draining(const struct unload_qp_view *v)
+{
+	struct rdma_restrack_entry *now;
+
+	if (!READ_ONCE(v->res->valid))
+		return true;
+	now = rdma_restrack_get_byid(v->qp->device, RDMA_RESTRACK_QP, v->res->id);
+	if (IS_ERR(now))
+		return true;
+	rdma_restrack_put(now);	/* v holds another reference when now == v->res */
+	return now != v->res;
+}
+
+/*
  * Read a held view's QP again. *same_av: its AV (destination QPN, destination GID,
  * source GID index, port, GRH) is what it was, so the source GID read then still
  * stands unless the GID table changed (which the caller checks by generation).

@@ -205,6 +205,7 @@ struct unload_qp_view {
 int unload_qp_view_get(struct unload_session *owner, struct ib_device *dev, u32 qpn,
 		       struct unload_qp_view *v);
 int unload_qp_view_reread(struct unload_qp_view *v, bool *same_av);
+bool unload_qp_view_draining(const struct unload_qp_view *v);
 void unload_qp_view_put(struct unload_qp_view *v);
 
 /* pairs.c: the sender side of a request, its registered QP and the peer paired with it. */

@@ -13,6 +13,10 @@
 //   kmod_safety unreg_other   UNREG_QP of another user's QPs (and the qp_num 0 the module
 //                             uses inside) from a uid 65534 process disturbs no kept pair
 //                             (stats/pairs_resolved does not move).
+//   kmod_safety destroy_drain the responder QP destroyed without UNREG_QP while its sender
+//                             streams direct writes: the destroy returns within 5 s (the
+//                             RDMA core drains the kept pair's reference first), and no
+//                             write submitted after it returned is placed.
 //   kmod_safety mw            a write to a type 2 memory window's rkey is refused by the
 //                             module, gets the NIC's outcome, and poisons nothing: the next
 //                             direct write of the pair is placed.
@@ -25,6 +29,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -400,6 +405,53 @@ int cmd_unreg_other() {
   return failures() ? 1 : 0;
 }
 
+// --- destroy_drain ------------------------------------------------------------------
+
+double now_s() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+int cmd_destroy_drain() {
+  // The RDMA core drains a QP's restrack references before its driver destroys it, and a
+  // kept pair holds one: a destroy nobody announced (no UNREG_QP) must not wait for the
+  // sender's stream to end. The stream would run kStream s; the bound is a liveness one.
+  constexpr double kStream = 12, kBound = 5;
+  SelfPair p;
+  pair_open(&p, 4096);
+  const auto req = pair_req(p, 0, p.tmr->rkey, reinterpret_cast<uintptr_t>(p.tgt), 8);
+  if (submit_one(p.fd, req) != 0) die("destroy_drain: the first direct write was refused");
+  std::atomic<bool> stop{false}, destroyed{false};
+  long streamed = 0, placed_after = 0, refused_after = 0;
+  std::thread streamer([&] {
+    const double end = now_s() + kStream;
+    while (!stop.load() && now_s() < end) {
+      const bool after = destroyed.load(std::memory_order_acquire);
+      const int r = submit_one(p.fd, req);
+      streamed++;
+      if (after) (r == 0 ? placed_after : refused_after)++;
+    }
+  });
+  usleep(200 * 1000);  // the pair is kept and in use
+  const double t0 = now_s();
+  const int ret = ibv_destroy_qp(p.b.qp);
+  const double took = now_s() - t0;
+  destroyed.store(true, std::memory_order_release);
+  if (!ret) p.b.qp = nullptr;
+  usleep(200 * 1000);
+  stop = true;
+  streamer.join();
+  expect(ret == 0 && took < kBound, "destroy_drain.destroy_returns",
+         "ibv_destroy_qp of the responder (no UNREG_QP) returned %d after %.3f s while its sender streamed "
+         "direct writes (%ld in all; the stream would have ended after %.0f s)",
+         ret, took, streamed, kStream);
+  expect(placed_after == 0 && refused_after > 0, "destroy_drain.nothing_after",
+         "writes submitted after the destroy returned: %ld placed, %ld refused", placed_after, refused_after);
+  pair_close(&p);
+  return failures() ? 1 : 0;
+}
+
 // --- mw -----------------------------------------------------------------------------
 
 bool poll_one(ibv_cq* cq, ibv_wc* wc) {
@@ -515,10 +567,12 @@ int main(int argc, char** argv) {
   if (c == "arena_cycles") return cmd_arena_cycles();
   if (c == "err_mid_batch") return cmd_err_mid_batch();
   if (c == "unreg_other") return cmd_unreg_other();
+  if (c == "destroy_drain") return cmd_destroy_drain();
   if (c == "mw") return cmd_mw();
   if (c == "mr_churn") return cmd_mr_churn();
   std::fprintf(
       stderr,
-      "usage: kmod_safety charge_once | arena_cycles | err_mid_batch | unreg_other | mw | mr_churn\n");
+      "usage: kmod_safety charge_once | arena_cycles | err_mid_batch | unreg_other | destroy_drain | mw |\n"
+      "       mr_churn\n");
   return 2;
 }

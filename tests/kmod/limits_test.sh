@@ -5,7 +5,8 @@
 # RLIMIT_MEMLOCK); stats/ holds only what the module counted, whatever a session writes
 # on its counters page (kmod_limits counters); per-user bounds on sessions and
 # registrations (kmod_limits users); then kmod_safety's groups: charges once per process, arenas charged
-# while mapped, a responder moved to ERR mid-batch, other users' UNREG_QP, MR churn and
+# while mapped, a responder moved to ERR mid-batch, other users' UNREG_QP, a responder destroyed
+# unannounced while its sender streams, MR churn and
 # memory windows (each group's checks are its own lines; a group's skip is a skip).
 # Usage: limits_test.sh <kmod_limits binary> [<kmod_safety binary>]
 set -u
@@ -45,7 +46,7 @@ check "memlock.shim" env LD_PRELOAD="$SHIM" UNLOAD_MODE=unload UNLOAD_STATS_FILE
 d=$(awk '$1 == "writes_direct" { s += $2 } END { print s + 0 }' "$W/stats" 2>/dev/null)
 expect memlock.went_direct "$([ "${d:-0}" -ge 1 ] && echo 1)" "writes_direct $d"
 if [ -n "$SAFETY" ]; then
-	for g in charge_once arena_cycles err_mid_batch unreg_other mw mr_churn; do
+	for g in charge_once arena_cycles err_mid_batch unreg_other destroy_drain mw mr_churn; do
 		echo "== $g"
 		relink
 		"$SAFETY" $g
