@@ -116,13 +116,17 @@ void unload_region_mr_put(struct ib_mr *mr)
 
 /*
  * Find the restrack id of the caller's MR (dev, lkey, rkey, addr, length). The RDMA core
- * numbers MRs per device cyclically and offers lookups by id only, so this probes ids
- * outwards from the device's last find, one above and one below in turn: a new MR is
- * just above it, an older one below. No stretch of free ids ends the scan (another
- * user's MR churn between two of ours leaves as many as it likes), only
+ * numbers MRs per device cyclically and offers lookups by id only. The shim registers a
+ * region right after its MR, so the MR sits just below the id the core hands out next:
+ * the module takes that id with an MR of its own, frees it, and probes downwards, past
+ * only the MRs others registered in those microseconds (UNLOAD_MR_NEAR_MAX at most).
+ * Another user's churn, however long, cannot push ours out of reach. An MR registered
+ * long before (or a device that cannot allocate the probe) is looked for outwards from
+ * the device's last find instead, one id above and one below in turn, for
  * UNLOAD_MR_SCAN_MAX probes: an MR not found is never a direct source or target (its
  * writes take the NIC). Only registrations pay for this, never requests.
  */
+#define UNLOAD_MR_NEAR_MAX	4096U
 #define UNLOAD_MR_SCAN_MAX	(1U << 20)
 
 /* Probe one id: is it the MR? */
@@ -132,6 +136,7 @@ static bool unload_mr_probe(struct unload_session *sess, struct ib_device *dev,
 	struct rdma_restrack_entry *res = rdma_restrack_get_byid(dev, RDMA_RESTRACK_MR, id);
 	bool match;
 
+	atomic64_inc(&unload_mr_probes);
 	if (IS_ERR(res))
 		return false;
 	match = unload_mr_matches(sess, res, req->lkey, req->rkey, req->iova, req->length);
@@ -139,13 +144,45 @@ static bool unload_mr_probe(struct unload_session *sess, struct ib_device *dev,
 	return match;
 }
 
+/*
+ * The MR id dev's RDMA core hands out next, in *next: the id of an MR allocated and freed
+ * now (on a PD of its own, so no user object is touched). The caller holds dev.
+ */
+static int unload_mr_next_id(struct ib_device *dev, u32 *next)
+{
+	struct ib_pd *pd;
+	struct ib_mr *mr;
+	int ret = 0;
+
+	pd = ib_alloc_pd(dev, 0);
+	if (IS_ERR(pd))
+		return PTR_ERR(pd);
+	mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, 1);
+	if (IS_ERR(mr)) {
+		ret = PTR_ERR(mr);
+		goto out_dealloc_pd;
+	}
+	*next = mr->res.id;
+	ib_dereg_mr(mr);
+out_dealloc_pd:
+	ib_dealloc_pd(pd);
+	return ret;
+}
+
 static int unload_mr_find(struct unload_session *sess, struct ib_device *dev,
 			  const struct unload_region_reg *req, u32 *id)
 {
-	u32 hint, cand, k, probes = 0;
+	u32 hint, next, cand, k, probes = 0;
 	bool up, down;
 	int ret;
 
+	if (!unload_mr_next_id(dev, &next)) {
+		for (k = 1; k <= UNLOAD_MR_NEAR_MAX && k <= next; k++) {
+			cand = next - k;
+			if (unload_mr_probe(sess, dev, req, cand))
+				goto found;
+		}
+	}
 	ret = unload_device_mr_hint(dev, &hint);
 	if (ret)
 		return ret;

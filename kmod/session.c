@@ -24,6 +24,7 @@ static atomic64_t unload_next_session_id = ATOMIC64_INIT(0);
 atomic64_t unload_denied[UNLOAD_DENY_COUNT];
 atomic64_t unload_direct_submissions;
 atomic64_t unload_pairs_resolved;
+atomic64_t unload_mr_probes;
 atomic_t unload_nr_sessions;
 
 /* --- statistics folding ---------------------------------------------------------- */

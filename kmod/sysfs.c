@@ -253,6 +253,11 @@ static ssize_t pairs_resolved_show(struct kobject *kobj, struct kobj_attribute *
 	return sysfs_emit(buf, "%lld\n", atomic64_read(&unload_pairs_resolved));
 }
 
+static ssize_t mr_probes_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%lld\n", atomic64_read(&unload_mr_probes));
+}
+
 static ssize_t sessions_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
 {
 	return sysfs_emit(buf, "%d\n", atomic_read(&unload_nr_sessions));
@@ -281,6 +286,7 @@ static ssize_t reset_store(struct kobject *kobj, struct kobj_attribute *attr,
 		atomic64_set(&unload_denied[i], 0);
 	atomic64_set(&unload_direct_submissions, 0);
 	atomic64_set(&unload_pairs_resolved, 0);
+	atomic64_set(&unload_mr_probes, 0);
 	return count;
 }
 
@@ -288,6 +294,7 @@ static struct kobj_attribute unload_stat_direct_submissions =
 	__ATTR(direct_submissions, 0444, direct_submissions_show, NULL);
 static struct kobj_attribute unload_stat_pairs_resolved =
 	__ATTR(pairs_resolved, 0444, pairs_resolved_show, NULL);
+static struct kobj_attribute unload_stat_mr_probes = __ATTR(mr_probes, 0444, mr_probes_show, NULL);
 static struct kobj_attribute unload_stat_sessions = __ATTR(sessions, 0444, sessions_show, NULL);
 static struct kobj_attribute unload_stat_pinned_pages =
 	__ATTR(pinned_pages, 0444, pinned_pages_show, NULL);
@@ -359,6 +366,7 @@ static struct attribute *unload_stat_attrs[] = {
 	&unload_stat_direct_denied_poisoned.kattr.attr,
 	&unload_stat_direct_submissions.attr,
 	&unload_stat_pairs_resolved.attr,
+	&unload_stat_mr_probes.attr,
 	&unload_stat_sessions.attr,
 	&unload_stat_pinned_pages.attr,
 	&unload_stat_reset.attr,

@@ -331,6 +331,7 @@ extern u64 unload_folded_base[UNLOAD_NR_FOLDED];
 extern atomic64_t unload_denied[UNLOAD_DENY_COUNT];
 extern atomic64_t unload_direct_submissions;	/* submissions that ran a request */
 extern atomic64_t unload_pairs_resolved;	/* pairs resolved from scratch (pairs.c) */
+extern atomic64_t unload_mr_probes;		/* restrack ids tried by MR scans (regions.c) */
 extern atomic_t unload_nr_sessions;
 struct unload_session *unload_session_alloc(struct file *file);
 void unload_session_publish(struct unload_session *sess);

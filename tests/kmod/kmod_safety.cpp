@@ -21,7 +21,8 @@
 //                             module, gets the NIC's outcome, and poisons nothing: the next
 //                             direct write of the pair is placed.
 //   kmod_safety mr_churn      10k MR registrations by another user's process between two
-//                             of ours leave REG_REGION finding our MR.
+//                             of ours leave REG_REGION finding our MR, in fewer than 64
+//                             restrack probes (stats/mr_probes).
 // One line per check; exit 0 pass, 1 fail, 77 skip.
 #include <errno.h>
 #include <sched.h>
@@ -546,9 +547,16 @@ int cmd_mr_churn() {
   waitpid(pid, &st, 0);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) die("the churning child (uid 65534) failed", 0);
   ibv_mr* m2 = make_mr(pd, b2, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  const long long p0 = stat("mr_probes");
   const int r2 = reg_mr(fd, m2, kRw);
+  const long long probes = stat("mr_probes") - p0;
   expect(r1 == 0 && r2 == 0, "mr_churn.reg_region",
          "REG_REGION before %d, after uid 65534 registered and deregistered %d MRs: %d", r1, kChurn, r2);
+  // The churn must not even make it search: a scan from our last find would cross every
+  // id the child used, and a longer churn would exhaust any bound.
+  constexpr long long kFew = 64;
+  expect(p0 >= 0 && probes < kFew, "mr_churn.unsteered",
+         "the REG_REGION after the churn tried %lld MR ids (fewer than %lld wanted)", probes, kFew);
   close(fd);
   ibv_dereg_mr(m1);
   ibv_dereg_mr(m2);
