@@ -28,8 +28,8 @@
  * when a submission finds one of its QPs or MRs deleted, and by the reaper, which runs
  * while any slot is kept and drops those idle for pair_idle_ms (a sysfs tunable) or with
  * a QP or MR being deleted or drained, however busy: a destroy the program did not
- * announce waits about that long. A kept MR alone goes when its region is unregistered (before
- * ibv_dereg_mr or a rereg) or is no longer the one a request names.
+ * announce waits about that long. A kept MR alone goes when its region is unregistered
+ * (before ibv_dereg_mr or a rereg) or is no longer the one a request names.
  */
 #include <linux/hash.h>
 #include <linux/jiffies.h>
@@ -287,9 +287,10 @@ static bool unload_pair_dying(const struct unload_pair_slot *slot)
 }
 
 /*
- * Is a QP of slot being drained for its destroy? Only the reaper asks (a restrack lookup
- * each): a submission sees a drained QP as alive, which it is until the drain ends, and
- * the reaper's drop is what lets the drain end while the sender keeps submitting.
+ * Is a QP of slot being drained for its destroy (slot not dying: both views held)? Only
+ * the reaper asks (a restrack lookup each): a submission sees a drained QP as alive,
+ * which it is until the drain ends, and the reaper's drop lets the drain end while the
+ * sender keeps submitting.
  */
 static bool unload_pair_draining(const struct unload_pair_slot *slot)
 {

@@ -98,17 +98,15 @@ err_put:
 }
 
 /*
- * Is v's QP being destroyed? The RDMA core drains a QP before its driver destroys it
- * (rdma_restrack_begin_del: its id stops resolving, then the destroy waits for every
- * reference, v's included) and clears res->valid only after. So a reference kept across
- * submissions must be let go when the id no longer names it, or the destroy waits for it.
+ * Is v's QP being drained for its destroy? The RDMA core drains a QP before its driver
+ * destroys it (rdma_restrack_begin_del: its id stops resolving, then the destroy waits
+ * for every reference, v's included) and clears res->valid only after; so a reference
+ * kept across submissions must be let go when the id no longer names it.
  */
 bool unload_qp_view_draining(const struct unload_qp_view *v)
 {
 	struct rdma_restrack_entry *now;
 
-	if (!READ_ONCE(v->res->valid))
-		return true;
 	now = rdma_restrack_get_byid(v->qp->device, RDMA_RESTRACK_QP, v->res->id);
 	if (IS_ERR(now))
 		return true;

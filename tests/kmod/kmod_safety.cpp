@@ -30,7 +30,6 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -407,12 +406,6 @@ int cmd_unreg_other() {
 }
 
 // --- destroy_drain ------------------------------------------------------------------
-
-double now_s() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
 
 int cmd_destroy_drain() {
   // The RDMA core drains a QP's restrack references before its driver destroys it, and a

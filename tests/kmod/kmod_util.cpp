@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -162,6 +163,12 @@ void rc_close(Rc* rc) {
   if (rc->cq) ibv_destroy_cq(rc->cq);
   rc->qp = nullptr;
   rc->cq = nullptr;
+}
+
+double now_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 void xwrite(int fd, const void* p, size_t n) {

@@ -63,6 +63,9 @@ void rc_connect(Rc* rc, const Wire& peer, int access = kAllAccess);  // INIT -> 
 void rc_init_only(Rc* rc, int access = kAllAccess);                  // RESET -> INIT
 void rc_close(Rc* rc);
 
+// CLOCK_MONOTONIC in seconds, for the liveness bounds some checks assert.
+double now_s();
+
 // Exact-size pipe I/O.
 void xwrite(int fd, const void* p, size_t n);
 void xread(int fd, void* p, size_t n);
