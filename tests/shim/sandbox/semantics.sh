@@ -15,20 +15,25 @@ SKIPS=0
 have_kmod() { [ -e /dev/unload ]; }
 
 # sem PROG ARGS...: the reference run, then one run per path, each diffed with it.
+#
+# TRIES (default 1) and REF_RACED are for programs whose outcome without the shim depends
+# on the NIC's timing. A reference matching REF_RACED runs again, and each distinct outcome
+# the NIC gave is kept: a path passes when it gives one of them. A path that gives none
+# runs again beside one more reference (the timing that decides is the machine's, shim or
+# not); a real difference repeats every time.
 sem() {
 	local prog=$1; shift
 	if [ -n "$ONLY" ] && ! [[ " $ONLY " == *" $prog "* ]]; then return; fi
 	local label="$prog${*:+ $*}" name="$prog${*:+_${*// /_}}"
-	local ref=$WORK/$name.ref rc attempt began=$SECONDS
-	# TRIES (default 1) runs of each, for programs whose outcome without the shim depends
-	# on the NIC's timing: a reference matching REF_RACED ran again, a path that differs
-	# from the reference too (a real difference repeats every time).
+	local ref=$WORK/$name.ref rc attempt began=$SECONDS nrefs=0
+	rm -f "$WORK/$name".nic.*
 	for attempt in $(seq "${TRIES:-1}"); do
-		timeout 150 "$BIN/sem_$prog" "$@" >"$ref" 2>"$ref.err"
+		reference_run "$prog" "$name" "$@"
 		rc=$?
-		[ -n "${REF_RACED:-}" ] && [ $rc -eq 0 ] && grep -q "$REF_RACED" "$ref" || break
+		[ $rc -eq 0 ] && [ -n "${REF_RACED:-}" ] && grep -q "$REF_RACED" "$WORK/$name.ref.$nrefs" || break
 		echo "    reference: the NIC's timing decided ('$REF_RACED'); again"
 	done
+	cp "$WORK/$name.ref.$nrefs" "$ref"
 	if [ $rc -eq 77 ]; then
 		skip_check "$label" "$(grep -m1 '^skip:' "$ref" | sed 's/^skip: //')"
 		SKIPS=$((SKIPS + 1))
@@ -60,11 +65,18 @@ sem() {
 			env -u UNLOAD_MODE -u UNLOAD_PATH LD_PRELOAD="$SHIM" "${envs[@]}" UNLOAD_STATS_FILE="$o.stats" \
 				timeout 150 "$BIN/sem_$prog" "$@" >"$o.out" 2>"$o.err"
 			rc=$?
-			[ $rc -eq 0 ] && diff -q "$ref" "$o.out" >/dev/null && break
-			[ "$attempt" -lt "${TRIES:-1}" ] && echo "    $path: differs from the reference; again (the NIC's timing may decide)"
+			[ $rc -eq 0 ] && nic_gave "$name" "$o.out" && break
+			[ "$attempt" -lt "${TRIES:-1}" ] || break
+			echo "    $path: differs from the reference; again, beside one more reference (the NIC's timing may decide)"
+			reference_run "$prog" "$name" "$@" || true
 		done
-		if [ $rc -eq 0 ] && diff -q "$ref" "$o.out" >/dev/null; then
-			ok "$label $path: outcome equals the reference"
+		if [ $rc -eq 0 ] && nic_gave "$name" "$o.out"; then
+			if diff -q "$ref" "$o.out" >/dev/null; then
+				ok "$label $path: outcome equals the reference"
+			else
+				ok "$label $path: outcome equals another run of the reference (the NIC's timing decided)"
+				diff "$ref" "$o.out" | sed 's/^/    as the NIC too /'
+			fi
 		else
 			fail "$label $path" "outcome differs from the reference (rc=$rc)"
 			diff "$ref" "$o.out" | head -40 | sed 's/^/    diff /'
@@ -76,6 +88,26 @@ sem() {
 			"fences $(stat "$o.stats" fences)"
 	done
 	echo "    $label: every run in $((SECONDS - began)) s (the budget's, docs/testing.md)"
+}
+
+# reference_run PROG NAME ARGS...: one run without the shim into NAME.ref.N (N counts the
+# runs, the newest in nrefs), kept as NAME.nic.N when clean; its exit status.
+reference_run() {
+	local prog=$1 name=$2; shift 2
+	nrefs=$((nrefs + 1))
+	timeout 150 "$BIN/sem_$prog" "$@" >"$WORK/$name.ref.$nrefs" 2>"$WORK/$name.ref.err"
+	local rc=$?
+	[ $rc -ne 0 ] || cp "$WORK/$name.ref.$nrefs" "$WORK/$name.nic.$nrefs"
+	return $rc
+}
+
+# nic_gave NAME OUT: whether OUT equals an outcome a clean reference run of NAME gave.
+nic_gave() {
+	local f
+	for f in "$WORK/$1".nic.*; do
+		[ -e "$f" ] && diff -q "$f" "$2" >/dev/null && return 0
+	done
+	return 1
 }
 
 # note PROG ARGS...: the reference run only, shown (what the provider itself does).
