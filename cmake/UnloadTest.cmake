@@ -3,8 +3,10 @@
 # "kernel-<flavour>"), so `ctest -L host` and `ctest -L sandbox` run either half alone.
 #
 #   unload_add_gtest(<name> SOURCES ... [LIBS ...])
-#   unload_add_sandbox_test(<name> COMMAND cmd... [KMOD] [KERNELS 6.1 6.12] [RXE n]
-#                           [TIMEOUT s])
+#   unload_add_sandbox_test(<name> COMMAND cmd... [KMOD] [NIC_MODEL] [KERNELS 6.1 6.12]
+#                           [RXE n] [TIMEOUT s])
+#   NIC_MODEL boots with the NIC model (UnloadNicModel) in place of rxe; where it is not
+#   built, the test is a skip that says why.
 include(GoogleTest)
 
 function(unload_add_gtest name)
@@ -19,7 +21,7 @@ endfunction()
 set(UNLOAD_SANDBOX ${PROJECT_SOURCE_DIR}/scripts/sandbox)
 
 function(unload_add_sandbox_test name)
-  cmake_parse_arguments(A "KMOD" "RXE;TIMEOUT" "COMMAND;KERNELS;DEPENDS" ${ARGN})
+  cmake_parse_arguments(A "KMOD;NIC_MODEL" "RXE;TIMEOUT" "COMMAND;KERNELS;DEPENDS" ${ARGN})
   if(NOT A_KERNELS)
     set(A_KERNELS ${UNLOAD_SANDBOX_KERNEL_DEFAULT})
   endif()
@@ -43,8 +45,16 @@ function(unload_add_sandbox_test name)
       endif()
       list(APPEND args --kmod ${UNLOAD_KMOD_${flavour}})
     endif()
-    add_test(NAME sandbox.${flavour}.${name}
-             COMMAND ${UNLOAD_SANDBOX} ${args} -- ${A_COMMAND})
+    if(A_NIC_MODEL AND NOT UNLOAD_NIC_MODEL_${flavour})
+      add_test(NAME sandbox.${flavour}.${name}
+               COMMAND sh -c "echo 'skip: ${UNLOAD_NIC_MODEL_WHY_${flavour}}'; exit 77")
+    else()
+      if(A_NIC_MODEL)
+        list(APPEND args --nic-model ${UNLOAD_NIC_MODEL_${flavour}})
+      endif()
+      add_test(NAME sandbox.${flavour}.${name}
+               COMMAND ${UNLOAD_SANDBOX} ${args} -- ${A_COMMAND})
+    endif()
     # COST: ctest -j starts the dearest first (a clean clone has no timings of its own), so
     # a long test does not begin last and run alone; the limit is a fair guess at the cost.
     set_tests_properties(sandbox.${flavour}.${name} PROPERTIES
