@@ -1,7 +1,8 @@
 // RDMA WRITE latency and bandwidth per size, over a real verbs device, between a forked
 // client and server: post-to-completion and ping-pong half round trip (as perftest
-// ib_write_lat), streaming bandwidth (as ib_write_bw), a translation-pressure workload
-// (random target pages over a large footprint), and the floors (CPU copy, syscall, an
+// ib_write_lat), streaming bandwidth (as ib_write_bw), two translation-pressure workloads
+// (random target pages over a large footprint; the same with a hot set, as the paper's
+// hint-based policy assumes), and the floors (CPU copy, syscall, an
 // empty submission to the module) the unload.direct path is compared with.
 //
 // The path is chosen outside: run under the shim with UNLOAD_MODE / UNLOAD_PATH (the
@@ -328,12 +329,42 @@ void BM_Write_RandomTarget(benchmark::State& state) {
     state.SkipWithError("write failed");
     return;
   }
+  const PathCounts before = path_counts();
   for (auto _ : state) {
     size_t off = kFootprint + (rng() % pages) * 4096;
     if (!timed_write(state, ns, off, bytes, 1)) break;
   }
   state.counters["footprint_mib"] = static_cast<double>(g_footprint >> 20);
   report(state, ns, bytes);
+  report_paths(state, before);
+}
+
+// The same with a hot set: kHotPct % of the writes on the footprint's first kHotPages
+// pages, the rest at random over the whole (the 90 % on 16 pages). A NIC whose
+// translation cache holds the hot pages misses only on the cold writes.
+constexpr size_t kHotPages = 16;
+constexpr unsigned kHotPct = 90;
+
+void BM_Write_HotSet(benchmark::State& state) {
+  const auto bytes = static_cast<uint32_t>(state.range(0));
+  const size_t pages = (g_footprint - bytes) / 4096;
+  std::mt19937_64 rng(42);
+  std::vector<double> ns;
+  ns.reserve(static_cast<size_t>(state.max_iterations));
+  if (!warm_up(kFootprint, bytes)) {
+    state.SkipWithError("write failed");
+    return;
+  }
+  const PathCounts before = path_counts();
+  for (auto _ : state) {
+    const bool hot = rng() % 100 < kHotPct;
+    size_t off = kFootprint + (rng() % (hot ? std::min(kHotPages, pages) : pages)) * 4096;
+    if (!timed_write(state, ns, off, bytes, 1)) break;
+  }
+  state.counters["footprint_mib"] = static_cast<double>(g_footprint >> 20);
+  state.counters["hot_pages"] = static_cast<double>(kHotPages);
+  report(state, ns, bytes);
+  report_paths(state, before);
 }
 
 // The physical floor of a CPU copy of this size in this environment.
@@ -434,6 +465,7 @@ void register_all() {
   register_sizes("BM_Write_PingPong", BM_Write_PingPong, kMaxWrite);
   register_bandwidth(kMaxWrite, ub::kMaxSendWr);
   register_sizes("BM_Write_RandomTarget", BM_Write_RandomTarget, 64 * 1024);
+  register_sizes("BM_Write_HotSet", BM_Write_HotSet, 64 * 1024);
   // 1 ms: inside the module's default pair_idle_ms; 20 ms: beyond it. Not in the sweep,
   // a run being mostly sleep: --benchmark_filter=BM_Write_Sparse runs it (docs/perf/README.md).
   for (int64_t gap_ms : {1, 20})

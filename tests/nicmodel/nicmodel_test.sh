@@ -1,5 +1,5 @@
 #!/bin/bash
-# The NIC model (nicmodel/): bad parameters refused and nothing changed; off, rxe as shipped (no translation counted); on, a working set inside its entries hits and a footprint far beyond them misses.
+# The NIC model (nicmodel/): bad parameters refused and nothing changed; off, rxe as shipped (no translation counted); on, a working set inside its entries hits and a footprint far beyond them misses; the bench's rows under it run.
 . "$(dirname "$0")/../support/check.sh"
 P=/sys/module/rdma_rxe/parameters
 C=/sys/class/infiniband/rxe0/ports/1/hw_counters
@@ -55,4 +55,17 @@ if run spills 16384 $count; then
 	expect "spills: 16385 pages in 1024 entries miss over 40 %" "$([ $((misses * 10)) -gt $((touches * 4)) ] && echo 1)" "$misses of $touches"
 fi
 echo 0 >$P/xlate_miss_ns
+
+# scripts/bench --nic-model's guest half, at its smallest: a row for each model state,
+# path and workload, or it has rotted.
+out=$(mktemp -d)
+if "$UNLOAD_SOURCE_DIR/scripts/lib/guest/bench-nic-model" --out "$out" --build "$UNLOAD_BUILD_DIR" \
+	--reps 1 --footprints 2 >"$out/log" 2>&1; then
+	rows=$(wc -l <"$out/nic_model.tsv")
+	expect "bench-nic-model: a row per model state, path and workload" "$([ "$rows" -eq 12 ] && echo 1)" "$rows of 12"
+	expect "bench-nic-model: its table labelled as the model's" "$(grep -q '^UNDER THE NIC MODEL' "$out/nic_model.txt" && echo 1)"
+else
+	fail "bench-nic-model" "failed"
+	tail -5 "$out/log" | sed 's/^/    /'
+fi
 finish
