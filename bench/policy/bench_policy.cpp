@@ -107,11 +107,14 @@ void BM_Policy_DecideThenObserve(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
-// The steady state of a latency-bound program: one write class, one target page, the
-// runtime's protocol (a clock when asked, observe() when sampled). With reuse on, most
-// decisions reuse the settled one; reuse:0 makes every decision in full.
+// The steady state of a latency-bound program: one write class, the runtime's protocol (a
+// clock when asked, observe() when sampled), one target page or (pages:16384) a random
+// one of many each write. With reuse on, most decisions reuse the settled one; reuse:0
+// makes every decision in full.
 void BM_Policy_DecideSettled(benchmark::State& state) {
   const Policy::Reuse reuse = state.range(0) ? Policy::Reuse::on : Policy::Reuse::off;
+  const uint64_t pages = static_cast<uint64_t>(state.range(1));
+  Prng rng(3);
   const Tunables t = kDefaultTunables;
   WriteFeatures f{};
   f.length = 64;
@@ -123,6 +126,7 @@ void BM_Policy_DecideSettled(benchmark::State& state) {
   Policy policy(1, reuse);
   uint64_t now = 1;
   const auto step = [&] {
+    if (pages > 1) f.remote_addr = (rng.next() % pages) << unload::policy::kTargetPageShift;
     f.now_ns = policy.wants_clock() ? now : 0;
     const Path p = policy.decide(f, t);
     const uint64_t cost = p == Path::unload_direct ? 3000 : 10'000;
@@ -148,7 +152,7 @@ void modes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Policy_Decide)->Apply(modes);
 BENCHMARK(BM_Policy_Observe)->Apply(modes);
 BENCHMARK(BM_Policy_DecideThenObserve)->Apply(modes);
-BENCHMARK(BM_Policy_DecideSettled)->ArgName("reuse")->Arg(0)->Arg(1);
+BENCHMARK(BM_Policy_DecideSettled)->ArgNames({"reuse", "pages"})->ArgsProduct({{0, 1}, {1, 16384}});
 
 }  // namespace
 

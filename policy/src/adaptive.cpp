@@ -150,17 +150,44 @@ void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool ex
   s.length = f.length;
   s.sge_count = f.sge_count;
   s.rkey = f.rkey;
-  s.slots = HotnessSketch::slots_of(f.rkey, s.page);
   s.eligible = f.eligible;
   s.peer_local = f.peer_local;
   s.nic_outstanding = f.nic_outstanding;
-  s.touches_left =
-      (hotness_.count(s.slots) + 1 >= HotnessSketch::kHotCount) == hot ? hotness_.steady_touches(s.slots) : 0;
+  retarget(f, hot);
   s.cls = &class_of(f, hot);
   s.explores = explores;
   s.path = p;
   s.waived_ns = waived_ns;
   s.live = true;
+}
+
+// The settled decision's target becomes f's, whose page the sketch just judged `hot`.
+void Policy::retarget(const WriteFeatures& f, bool hot) {
+  Settled& s = settled_;
+  s.page = f.remote_addr >> kTargetPageShift;
+  s.rkey = f.rkey;
+  s.slots = HotnessSketch::slots_of(f.rkey, s.page);
+  s.hot = hot;
+  s.touches_left =
+      (hotness_.count(s.slots) + 1 >= HotnessSketch::kHotCount) == hot ? hotness_.steady_touches(s.slots) : 0;
+}
+
+Path Policy::decide_settled_elsewhere(const WriteFeatures& f, const Tunables& t) {
+  ++stats_.decisions;
+  sampled_ = --sample_countdown_ == 0;
+  if (sampled_) sample_countdown_ = kSteadySampleEvery;  // as decide_settled()
+  pay_touches();
+  const bool hot = hotness_.touch(f.rkey, f.remote_addr >> kTargetPageShift);
+  if (hot != settled_.hot || (settled_.explores && explore_left_ == 1)) [[unlikely]]
+    return decide_in_class(f, t, hot);
+  if (settled_.explores) {
+    --explore_left_;
+    if (f.now_ns != 0) budget_.refill(f.now_ns, t.cpu_budget_pct);
+  }
+  if (!sampled_) stats_.budget_waived_ns += settled_.waived_ns;
+  ++stats_.reused;
+  retarget(f, hot);
+  return settled_.path;
 }
 
 // Exploration's draw, once per decision that reaches it: true with probability

@@ -1,5 +1,5 @@
 // Reusing a settled decision changes nothing: the same stream gives the same paths, samples, clock requests
-// and statistics with reuse on and off, and reuse does happen.
+// and statistics with reuse on and off, and reuse does happen, on one page and across pages.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -126,6 +126,13 @@ TEST(policy_settled, ReuseChangesNoDecisionAtTheHotnessThreshold) {
   // 150 pages take short runs of writes in turn: their counts hover about the threshold,
   // rising past it within a run and halved back below by the sweep.
   for (uint64_t seed : {9, 10, 11}) expect_reuse_changes_nothing({seed, 0, false, 150, 8});
+}
+
+TEST(policy_settled, ReuseChangesNoDecisionWhenEveryWriteTargetsAnotherPage) {
+  // Random targets, as over a large buffer: a new page each write, over 16384 pages (all
+  // cold), and over 256 (each written about as often as the hotness threshold asks).
+  for (uint64_t seed : {12, 13}) expect_reuse_changes_nothing({seed, 0, false, 16384, 1});
+  for (uint64_t seed : {14, 15}) expect_reuse_changes_nothing({seed, 0, false, 256, 1});
 }
 
 TEST(policy_settled, ATunableChangeTakesEffectAtTheNextWrite) {

@@ -101,7 +101,12 @@ class Policy {
     Path p;
     if (decide_reused(f, t, p)) return p;
     reuse_left_ = 0;
-    p = settled_.live && settled_matches(f, t) ? decide_settled(f, t) : decide_full(f, t);
+    if (!settled_.live || settled_differs_beside_target(f, t) != 0)
+      p = decide_full(f, t);
+    else if (settled_on_target(f))
+      p = decide_settled(f, t);
+    else
+      p = decide_settled_elsewhere(f, t);
     arm_reuse();
     return p;
   }
@@ -206,6 +211,7 @@ class Policy {
     bool explores = false;  // its decisions count down to an exploration
     Path path = Path::offload;
     bool live = false;
+    bool hot = false;           // its page's hotness when it was decided: its class's
     uint32_t touches_left = 0;  // reuses whose hotness is known without the sketch
     uint64_t waived_ns = 0;     // what an unsampled decision adds to budget_waived_ns
   };
@@ -216,11 +222,20 @@ class Policy {
   // tunables into a call).
   uint64_t settled_differs(const WriteFeatures& f, const Tunables& t) const {
     const Settled& s = settled_;
-    const uint32_t diff = (f.length ^ s.length) | (f.rkey ^ s.rkey) | (f.sge_count ^ s.sge_count) |
+    return settled_differs_beside_target(f, t) | (f.rkey ^ s.rkey) | ((f.remote_addr >> kTargetPageShift) ^ s.page);
+  }
+  // The same, but for the target (rkey, page): what a write's class depends on besides
+  // the target page's hotness. Nothing else of the policy reads the target.
+  uint64_t settled_differs_beside_target(const WriteFeatures& f, const Tunables& t) const {
+    const Settled& s = settled_;
+    const uint32_t diff = (f.length ^ s.length) | (f.sge_count ^ s.sge_count) |
                           uint32_t(f.eligible.bits() ^ s.eligible.bits()) |
                           uint32_t(f.peer_local ^ s.peer_local) |
                           uint32_t(f.nic_outstanding ^ s.nic_outstanding);
-    return diff | ((f.remote_addr >> kTargetPageShift) ^ s.page) | tunables_differ(t, s.t);
+    return diff | tunables_differ(t, s.t);
+  }
+  bool settled_on_target(const WriteFeatures& f) const {
+    return f.rkey == settled_.rkey && f.remote_addr >> kTargetPageShift == settled_.page;
   }
   // Nonzero when t != u: word by word, unrolled (a loop over the 4-byte fields cost 100
   // instructions a write, most of a settled decision).
@@ -274,6 +289,11 @@ class Policy {
     ++stats_.reused;
     return settled_.path;
   }
+  // A write like the settled one but to another target (random targets, a scan): the
+  // sketch is touched for its page, and the settled path taken when that page is in the
+  // settled write's hotness class, as a full decision would take it; then the settled
+  // decision is the new page's.
+  Path decide_settled_elsewhere(const WriteFeatures& f, const Tunables& t);
   Path decide_full(const WriteFeatures& f, const Tunables& t);
   Path decide_adaptive(const WriteFeatures& f, const Tunables& t);
   Path decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot);
@@ -288,6 +308,7 @@ class Policy {
   static bool waives_all(const WriteClass& wc, Path p, bool budget_capped, uint64_t& waived_ns);
   void learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns, uint64_t nic_wait_ns);
   void settle(const WriteFeatures& f, const Tunables& t, bool hot, bool explores, Path p, uint64_t waived_ns);
+  void retarget(const WriteFeatures& f, bool hot);
   void charge_cpu(WriteClass& wc, Path path, uint64_t cpu_ns);
   void pay_touches() const {
     for (; touches_owed_ != 0; --touches_owed_) hotness_.touch(settled_.slots);
