@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""scripts/lib/python/nic_model_report.py: a table per workload labelled as the NIC model's,
+each cell the median over repetitions, the model's effect on the NIC path and adaptive
+against the better path; a missing cell shown as such; no rows an error.
+
+  nic_model_report_test.py SOURCE_DIR
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+script = os.path.join(sys.argv[1], "scripts", "lib", "python", "nic_model_report.py")
+fails = 0
+
+
+def check(ok, what):
+    global fails
+    print("%s: %s" % ("ok" if ok else "FAIL", what))
+    fails += not ok
+
+
+def report(rows):
+    with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
+        f.write("".join("\t".join(str(x) for x in r) + "\n" for r in rows))
+    try:
+        p = subprocess.run([sys.executable, script, f.name], capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+    return p.returncode, p.stdout
+
+
+rows = []
+# Three repetitions; medians: offload off 20, on 30 (one slow run); direct 5 both; adaptive 6 on.
+for rep, (off, on, ad) in enumerate([(20000, 30000, 6000), (21000, 29000, 5500), (19000, 45000, 7000)], 1):
+    rows += [(rep, "off", 16, "offload", "RandomTarget", off, off * 3, "0.00"),
+             (rep, "on", 16, "offload", "RandomTarget", on, on * 3, "0.00"),
+             (rep, "off", 16, "direct", "RandomTarget", 5000, 9000, "1.00"),
+             (rep, "on", 16, "direct", "RandomTarget", 5000, 9000, "1.00"),
+             (rep, "on", 16, "adaptive", "RandomTarget", ad, 9000, "0.98")]
+rows.append((1, "on", 1, "offload", "HotSet", 21000, 60000, "0.00"))
+rc, out = report(rows)
+lines = out.splitlines()
+check(rc == 0, f"a table from the rows (exit {rc})")
+check(sum(l.startswith("UNDER THE NIC MODEL") for l in lines) == 2, "one table per workload, each labelled as the model's")
+row16 = next((l.split() for l in lines if l.split()[:1] == ["16"]), [])
+# MiB, offload/direct/adaptive off, offload/direct/adaptive on, on/off, adaptive/best, share
+want = ["16", "20.0", "5.0", "-", "30.0", "5.0", "6.0", "1.50", "1.20", "0.98"]
+check(row16 == want, f"the 16 MiB row is the medians and their ratios: {row16}")
+row1 = next((l.split() for l in lines if l.split()[:1] == ["1"]), [])
+check(row1[-3:] == ["-", "-", "-"], f"a footprint missing a cell has no ratios: {row1}")
+rc, out = report([])
+check(rc == 1, f"no rows: an error (exit {rc})")
+sys.exit(1 if fails else 0)
