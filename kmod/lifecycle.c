@@ -5,10 +5,14 @@
  * here, in one order: what goes is unpublished first (a QP unhashed, a region off its
  * session's tables, a device off the table), so no request or resolution takes it
  * again; then the pairs keeping references to it forget them (they would hold up the
- * RDMA core's destroy of the QP or MR); then QPs, and regions last (their retirement
- * waits for the copies in flight). Each object's own file does the rest: registry.c,
- * regions.c, pairs.c, arenas.c, session.c.
+ * RDMA core's destroy of the QP or MR); then the mappings showing it are revoked; then
+ * QPs, and regions last (their retirement waits for the copies in flight and unpins).
+ * Each object's own file does the rest: registry.c, regions.c, pairs.c, mappings.c,
+ * arenas.c, session.c. A mapping's grant is here too: it is what comes.
  */
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/pid.h>
 #include <linux/uaccess.h>
 
 #include "unload_kmod.h"
@@ -29,9 +33,13 @@ static void unload_forget_region_mr(struct unload_region *r)
 	mutex_unlock(&unload_sessions_lock);
 }
 
-/* Forget region r, which its session has unpublished: its MR in pairs, then its pins. */
+/*
+ * Forget region r, which its session has unpublished: its mappings (before anything of it
+ * is let go), its MR in pairs, then its pins.
+ */
 static void unload_forget_region(struct unload_region *r)
 {
+	unload_maps_revoke_region(r);
 	unload_forget_region_mr(r);
 	unload_region_retire(r);
 }
@@ -70,6 +78,8 @@ long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg)
 	ret = unload_qp_register(sess, dev, &req);
 	if (ret)
 		goto out_put_device;
+	/* Registered again after a state change: what its mappings were granted on is gone. */
+	unload_maps_revoke_qp(dev, req.qp_num);
 	/* Report what the RDMA core says of the connection, as a request would see it. */
 	req.peer_flags |= unload_pair_report(sess, req.qp_num, req.handle);
 	ret = copy_to_user(arg, &req, sizeof(req)) ? -EFAULT : 0;
@@ -103,6 +113,7 @@ long unload_ioctl_unreg_qp(struct unload_session *sess, void __user *arg)
 		list_for_each_entry(other, &unload_sessions, node)
 			unload_pairs_forget(other, dev, req.qp_num);
 		mutex_unlock(&unload_sessions_lock);
+		unload_maps_revoke_qp(dev, req.qp_num);
 	}
 	ib_device_put(dev);
 	return ret;
@@ -119,6 +130,7 @@ void unload_device_removed(struct ib_device *dev)
 	struct unload_session *sess;
 
 	unload_device_erase(dev);
+	unload_maps_revoke_device(dev);	/* no grant on dev follows: it is not live */
 	mutex_lock(&unload_sessions_lock);
 	list_for_each_entry(sess, &unload_sessions, node) {
 		unload_pairs_forget(sess, dev, 0);	/* their references on dev */
@@ -128,6 +140,113 @@ void unload_device_removed(struct ib_device *dev)
 		mutex_unlock(&sess->lock);
 	}
 	mutex_unlock(&unload_sessions_lock);
+}
+
+/* --- mappings --------------------------------------------------------------------- */
+
+/*
+ * The f_op of /proc/<pid>/mem files, learnt by opening the caller's own (a module cannot
+ * name procfs's): a file with it and FMODE_WRITE was opened by a process with ptrace
+ * attach rights over the process whose mm it holds.
+ */
+static const struct file_operations *unload_proc_mem_fops;
+static DEFINE_MUTEX(unload_proc_mem_lock);	/* guards unload_proc_mem_fops's learning */
+
+static const struct file_operations *unload_proc_mem_learn(void)
+{
+	const struct file_operations *fops;
+	struct file *f;
+
+	mutex_lock(&unload_proc_mem_lock);
+	if (!unload_proc_mem_fops) {
+		f = filp_open("/proc/self/mem", O_RDONLY, 0);
+		if (!IS_ERR(f)) {
+			unload_proc_mem_fops = f->f_op;
+			filp_close(f, NULL);
+		}
+	}
+	fops = unload_proc_mem_fops;
+	mutex_unlock(&unload_proc_mem_lock);
+	return fops;
+}
+
+/* 0 if fd is mm's /proc/<pid>/mem open for writing, else why not. */
+static int unload_mem_fd_writes(int fd, struct mm_struct *mm)
+{
+	const struct file_operations *fops;
+	struct file *f;
+	int ret;
+
+	if (fd < 0)
+		return -EPERM;
+	fops = unload_proc_mem_learn();
+	if (!fops)
+		return -EOPNOTSUPP;
+	f = fget(fd);
+	if (!f)
+		return -EBADF;
+	ret = f->f_op == fops && (f->f_mode & FMODE_WRITE) && f->private_data == mm ? 0 : -EPERM;
+	fput(f);
+	return ret;
+}
+
+static bool unload_map_in_zero(const struct unload_map *m)
+{
+	return !m->peer_pid && !m->slot && !m->cookie && !m->iova && !m->length &&
+	       !m->mmap_offset && !m->mmap_length && !m->page_offset && !m->flags &&
+	       !m->reserved0 && !m->reserved[0] && !m->reserved[1];
+}
+
+/* Would a responder NIC take a write to region r of pr's peer (its MR live, PD, access)? */
+static bool unload_map_target_ok(const struct unload_pair *pr, struct unload_region *r)
+{
+	struct ib_mr *mr = unload_region_mr_get(pr->peer, r, pr->peer_dev);
+	bool ok;
+
+	if (!mr)
+		return false;
+	ok = mr->pd == pr->p.qp->pd && (r->access & UNLOAD_ACCESS_REMOTE_WRITE);
+	unload_region_mr_put(mr);
+	return ok;
+}
+
+long unload_ioctl_map(struct unload_session *sess, struct file *file, void __user *arg)
+{
+	struct unload_pair_hold hold = { .slot = NULL };
+	const struct unload_pair *pr;
+	struct unload_region *r;
+	struct unload_map req;
+	u32 deny;
+	long ret;
+
+	if (copy_from_user(&req, arg, sizeof(req)))
+		return -EFAULT;
+	if (!unload_map_in_zero(&req))
+		return -EINVAL;
+	/* Mapped into the opener's process, whose rights over the peer are checked. */
+	if (current->mm != sess->mm)
+		return -EPERM;
+
+	pr = unload_pair_hold_check(sess, &hold, req.qp_num, req.qp_handle, &deny);
+	if (!pr)
+		return -EACCES;
+	req.peer_pid = pid_vnr(pr->peer->owner);
+	ret = unload_mem_fd_writes(req.mem_fd, pr->peer->mm);
+	if (ret)
+		goto out_release;
+	ret = -EACCES;
+	r = unload_region_find(pr->peer, true, pr->peer_dev, req.rkey);
+	if (!r)
+		goto out_release;
+	if (unload_map_target_ok(pr, r))
+		ret = unload_map_grant(sess, file, pr, r, &req);
+	unload_region_put(r);
+out_release:
+	unload_pair_hold_release(&hold);
+	/* Out fields with success, and the peer's pid with -EPERM. */
+	if ((!ret || ret == -EPERM) && copy_to_user(arg, &req, sizeof(req)))
+		return -EFAULT;	/* granted all the same: close revokes it */
+	return ret;
 }
 
 /* --- sessions ---------------------------------------------------------------------- */
@@ -165,9 +284,10 @@ void unload_session_close(struct unload_session *sess)
 
 	unload_pairs_release(sess);
 	mutex_lock(&sess->lock);
-	WRITE_ONCE(sess->dead, true);
+	WRITE_ONCE(sess->dead, true);	/* its QPs are no longer registered for a grant */
 	unload_qps_remove(sess, NULL);
 	mutex_unlock(&sess->lock);
+	unload_maps_revoke_session(sess);	/* its own, and those of its regions */
 
 	/* Unpublish every region, then wait for its copies and unpin it. */
 	xa_for_each(&sess->region_ids, idx, r) {

@@ -83,6 +83,8 @@ static long unload_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 	case UNLOAD_IOC_ARENA_ALLOC:
 	case UNLOAD_IOC_ARENA_FREE:
 	case UNLOAD_IOC_SUBMIT:
+	case UNLOAD_IOC_MAP:
+	case UNLOAD_IOC_UNMAP:
 	case UNLOAD_IOC_LIST_SESSIONS:
 		break;
 	default:
@@ -106,6 +108,10 @@ static long unload_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 		return unload_ioctl_arena_free(sess, arg);
 	case UNLOAD_IOC_SUBMIT:
 		return unload_ioctl_submit(sess, arg);
+	case UNLOAD_IOC_MAP:
+		return unload_ioctl_map(sess, file, arg);
+	case UNLOAD_IOC_UNMAP:
+		return unload_ioctl_unmap(sess, arg);
 	case UNLOAD_IOC_LIST_SESSIONS:
 		return unload_ioctl_list_sessions(sess, file, arg);
 	}
@@ -132,11 +138,27 @@ static int unload_mmap(struct file *file, struct vm_area_struct *vma)
 		unload_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
 		return vm_insert_page(vma, vma->vm_start, virt_to_page(unload_ctl));
 	}
+	if (off == UNLOAD_MMAP_STATUS) {
+		if (size != PAGE_SIZE)
+			return -EINVAL;
+		if (vma->vm_flags & VM_WRITE)
+			return -EPERM;
+		unload_vm_flags_clear(vma, VM_MAYWRITE);
+		unload_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+		return vm_insert_page(vma, vma->vm_start, sess->status_page);
+	}
 	if (off == UNLOAD_MMAP_COUNTERS) {
 		if (size != PAGE_SIZE)
 			return -EINVAL;
 		unload_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
 		return vm_insert_page(vma, vma->vm_start, sess->counters_page);
+	}
+	if (off >= UNLOAD_MMAP_MAP_BASE) {
+		u64 id = (off - UNLOAD_MMAP_MAP_BASE) / UNLOAD_MMAP_MAP_STRIDE;
+
+		if ((off - UNLOAD_MMAP_MAP_BASE) % UNLOAD_MMAP_MAP_STRIDE || id >= UNLOAD_MAX_MAP_IDS)
+			return -EINVAL;
+		return unload_map_mmap(sess, vma, id);
 	}
 	if (off >= UNLOAD_MMAP_ARENA_BASE &&
 	    (off - UNLOAD_MMAP_ARENA_BASE) % UNLOAD_MMAP_ARENA_STRIDE == 0) {

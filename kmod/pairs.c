@@ -208,8 +208,11 @@ static void unload_pair_poison(struct unload_session *sess, struct unload_pair *
 			       bool responder)
 {
 	unload_qp_poison(sess, pr->dev, pr->qpn);
-	if (responder && pr->peer)
+	unload_maps_revoke_qp(pr->dev, pr->qpn);
+	if (responder && pr->peer) {
 		unload_qp_poison(pr->peer, pr->peer_dev, pr->peer_qpn);
+		unload_maps_revoke_qp(pr->peer_dev, pr->peer_qpn);
+	}
 }
 
 /*
@@ -535,6 +538,24 @@ struct unload_pair *unload_pair_hold_get(struct unload_session *sess, struct unl
 	}
 	if (*deny) {
 		unload_pair_hold_refuse(sess, h, *deny);
+		return NULL;
+	}
+	return &h->slot->pr;
+}
+
+/*
+ * The pair of sender (qpn, handle) checked now, as a submission's first request of it is,
+ * held in h; NULL on refusal, which only drops it: nothing was written, so nothing is
+ * poisoned (a mapping's grant).
+ */
+struct unload_pair *unload_pair_hold_check(struct unload_session *sess, struct unload_pair_hold *h,
+					   u32 qpn, u32 handle, u32 *deny)
+{
+	unload_pair_hold_release(h);
+	h->slot = unload_pair_acquire(sess, qpn, handle, deny);
+	if (*deny) {
+		unload_pair_drop(h->slot);
+		unload_pair_hold_release(h);
 		return NULL;
 	}
 	return &h->slot->pr;

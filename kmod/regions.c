@@ -216,6 +216,7 @@ found:
 static void unload_region_unpublish(struct unload_session *sess, struct unload_region *r)
 {
 	lockdep_assert_held(&sess->lock);
+	WRITE_ONCE(r->retired, true);	/* before its mappings are revoked (mappings.c) */
 	if (r->target)
 		hlist_del_rcu(&r->tnode);
 	hlist_del_rcu(&r->snode);

@@ -95,6 +95,7 @@ static void unload_session_destroy(struct kref *ref)
 	struct unload_session *sess = container_of(ref, struct unload_session, ref);
 
 	put_page(sess->counters_page);
+	put_page(sess->status_page);
 	unload_acct_put(sess->acct);
 	unload_user_put(sess->user);
 	mmdrop(sess->mm);
@@ -135,6 +136,10 @@ struct unload_session *unload_session_alloc(struct file *file)
 	if (!sess->counters_page)
 		goto err_put_user;
 	sess->counters = page_address(sess->counters_page);
+	sess->status_page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+	if (!sess->status_page)
+		goto err_free_counters;
+	sess->status = page_address(sess->status_page);
 	kref_init(&sess->ref);
 	mutex_init(&sess->lock);
 	INIT_LIST_HEAD(&sess->qps);
@@ -159,6 +164,8 @@ struct unload_session *unload_session_alloc(struct file *file)
 	mmgrab(sess->mm);
 	return sess;
 
+err_free_counters:
+	put_page(sess->counters_page);
 err_put_user:
 	unload_user_put(sess->user);
 err_put_acct:

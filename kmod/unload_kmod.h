@@ -55,6 +55,13 @@ struct unload_session {
 					 * no CAP_SYS_ADMIN */
 	struct page *counters_page;	/* the counters page, mapped RW by userspace */
 	struct unload_counters *counters;	/* its kernel address */
+	struct page *status_page;	/* the mappings' validity words, mapped read-only */
+	u64 *status;			/* its kernel address; written under
+					 * unload_maps_lock with smp_store_release */
+	DECLARE_BITMAP(map_slots, UNLOAD_MAX_MAPPINGS);	/* words in use (unload_maps_lock) */
+	unsigned int nr_maps;		/* its mappings alive, revoked ones still mapped
+					 * included (unload_maps_lock); a mapping never
+					 * outlives the session: its VMAs hold the file */
 	atomic64_t direct_writes;	/* the module's own count of direct copies: not in
 					 * the page userspace can write */
 	atomic64_t direct_bytes;
@@ -120,6 +127,8 @@ struct unload_region {
 	u32 rkey;
 	u32 access;			/* UNLOAD_ACCESS_* */
 	bool target;			/* remote-write target: in targets */
+	bool retired;			/* unpublished (WRITE_ONCE under the owner's lock;
+					 * a mapping's grant reads it, mappings.c) */
 	unsigned long npages;		/* pages pinned, from addr's page */
 	struct page **pages;		/* the pinned pages, in address order: pin's */
 	struct unload_pin *pin;		/* the process's pin of them (pins.c) */
@@ -154,8 +163,8 @@ struct unload_pin {
 
 /*
  * The files, each one concept, listed so that each calls only those after it: main.c,
- * lifecycle.c, list.c, copy.c, pairs.c, regions.c, registry.c, qp_view.c, arenas.c,
- * sysfs.c, session.c, users.c.
+ * lifecycle.c, list.c, copy.c, pairs.c, mappings.c, regions.c, registry.c, qp_view.c,
+ * arenas.c, sysfs.c, session.c, users.c.
  */
 
 /* main.c: the module, /dev/unload's file operations, the ib_client */
@@ -170,6 +179,7 @@ void unload_session_close(struct unload_session *sess);
 long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg);
 long unload_ioctl_unreg_qp(struct unload_session *sess, void __user *arg);
 long unload_ioctl_dereg_region(struct unload_session *sess, void __user *arg);
+long unload_ioctl_map(struct unload_session *sess, struct file *file, void __user *arg);
 void unload_device_removed(struct ib_device *dev);
 
 /* list.c: the sessions list for tools */
@@ -257,12 +267,26 @@ void unload_pairs_free(struct unload_session *sess);
 void unload_pairs_forget(struct unload_session *sess, struct ib_device *dev, u32 qpn);
 void unload_pairs_forget_mr(struct unload_session *sess, struct ib_device *dev, u32 mr_id);
 u32 unload_pair_report(struct unload_session *sess, u32 qpn, u32 handle);
+struct unload_pair *unload_pair_hold_check(struct unload_session *sess, struct unload_pair_hold *h,
+					   u32 qpn, u32 handle, u32 *deny);
 struct unload_pair *unload_pair_hold_get(struct unload_session *sess, struct unload_pair_hold *h,
 					 u32 qpn, u32 handle, u32 *deny);
 void unload_pair_hold_refuse(struct unload_session *sess, struct unload_pair_hold *h, u32 deny);
 void unload_pair_hold_release(struct unload_pair_hold *h);
 struct ib_mr *unload_kept_mr_get(struct unload_kept_mr *kept, struct unload_session *owner,
 				 struct unload_region *r, struct ib_device *dev);
+
+/* mappings.c: regions mapped into senders (the mapped path), and their revocation */
+#define UNLOAD_MAX_MAP_IDS	(1U << 24)	/* live or still mapped, over all sessions */
+#define UNLOAD_MAX_SESSION_MAPS	(2 * UNLOAD_MAX_MAPPINGS)	/* the same, per session */
+int unload_map_grant(struct unload_session *sess, struct file *file,
+		     const struct unload_pair *pr, struct unload_region *r, struct unload_map *out);
+int unload_map_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id);
+long unload_ioctl_unmap(struct unload_session *sess, void __user *arg);
+void unload_maps_revoke_region(struct unload_region *r);
+void unload_maps_revoke_qp(struct ib_device *dev, u32 qpn);
+void unload_maps_revoke_device(struct ib_device *dev);
+void unload_maps_revoke_session(struct unload_session *sess);
 
 /* regions.c */
 long unload_ioctl_reg_region(struct unload_session *sess, void __user *arg);

@@ -21,6 +21,8 @@
  *   ioctl(fd, UNLOAD_IOC_REG_QP / REG_REGION / ...)      register QPs and regions
  *   ioctl(fd, UNLOAD_IOC_SUBMIT, &batch) or an io_uring IORING_OP_URING_CMD with
  *   cmd_op UNLOAD_URING_SUBMIT                           direct copies
+ *   ioctl(fd, UNLOAD_IOC_MAP, &map), mmap it              a peer's region mapped: the
+ *                                                        mapped path's copies
  *   close(fd)                                            releases everything
  */
 #ifndef _UAPI_LINUX_UNLOAD_H
@@ -60,8 +62,12 @@ enum unload_mode {
  */
 #define UNLOAD_MMAP_CONTROL	0x0ULL		/* control page, PROT_READ only */
 #define UNLOAD_MMAP_COUNTERS	0x100000ULL	/* this session's counters page, RW */
+#define UNLOAD_MMAP_STATUS	0x200000ULL	/* this session's status page, PROT_READ only */
 #define UNLOAD_MMAP_ARENA_BASE	0x100000000ULL	/* arena n at BASE + n * ARENA_STRIDE */
 #define UNLOAD_MMAP_ARENA_STRIDE 0x100000000ULL
+/* Mappings: at the mmap_offset UNLOAD_IOC_MAP returns (BASE + id * STRIDE). */
+#define UNLOAD_MMAP_MAP_BASE	(1ULL << 56)
+#define UNLOAD_MMAP_MAP_STRIDE	(1ULL << 36)
 
 /*
  * The tunables, in the order and encoding of unload::policy::Tunables (so userspace
@@ -234,7 +240,8 @@ struct unload_hello {
  * by (device, qp_num) and refuses it (-ESRCH) when it does not exist or (-EPERM) when
  * it was not created by the process that opened this session. It also reports what
  * the RDMA core knows of its connection. Registering the same QP again refreshes the
- * report (call it after the QP reaches RTS). Everything is checked again on every
+ * report (call it after the QP reaches RTS) and revokes every mapping (UNLOAD_IOC_MAP)
+ * that names it. Everything is checked again on every
  * request (pairing both ways, states, access flags). At most UNLOAD_MAX_QPS per
  * session (-ENOSPC), and user_registrations_max QPs and regions per user (-EDQUOT;
  * registering a registered QP again charges nothing).
@@ -527,6 +534,77 @@ struct unload_session_list {
 	__u32 reserved0;	/* in: zero */
 	__u64 reserved[2];	/* in: zero */
 };
+
+/* --- the mapped path ------------------------------------------------------------- */
+
+/*
+ * The status page: one page per session, mapped read-only at UNLOAD_MMAP_STATUS, holding
+ * one 64-bit validity word per mapping slot. A mapping is valid while its word equals its
+ * cookie; the module sets the word when it grants the mapping and clears it when it
+ * revokes it (then a slot may be reused, under a new cookie). A writer through a mapping:
+ *
+ *   if (__atomic_load_n(&status[slot], __ATOMIC_ACQUIRE) != cookie) -> not mapped
+ *   memcpy(map + page_offset + (remote_addr - iova), src, len);
+ *   __atomic_thread_fence(__ATOMIC_SEQ_CST);
+ *   if (__atomic_load_n(&status[slot], __ATOMIC_RELAXED) != cookie) -> revoked meanwhile:
+ *       the copy may have landed in the region or in the sink; ask the checked path
+ *
+ * A revocation clears the word, then zaps the mapping's PTEs before it returns; a touch
+ * after that maps a sink page of the mapping's own, never the region's memory.
+ */
+#define UNLOAD_MAX_MAPPINGS	512	/* per session: the words of a 4 KiB page */
+
+/*
+ * UNLOAD_IOC_MAP: map the target region `rkey` names, of the peer QP the sender QP is
+ * connected to, into the caller (its session's opener process only: -EPERM), when both
+ * hold: a responder NIC would take a write on the pair now (both QPs registered and
+ * unpoisoned, in RTS and RTR/RTS, paired, the responder with remote write; the rkey a
+ * live region of the peer on the responder QP's PD with REMOTE_WRITE), else -EACCES; and
+ * the caller may write the peer's memory anyway: `mem_fd` is the peer process's
+ * /proc/<peer_pid>/mem open for writing, which the kernel opens only for a process with
+ * ptrace attach rights over it (the rule process_vm_writev applies), else -EPERM with
+ * peer_pid filled in (in the caller's pid namespace; 0 when not known). Then map
+ * mmap_length bytes at mmap_offset (PROT_READ | PROT_WRITE, MAP_SHARED, never PROT_EXEC):
+ * the region's pinned pages, the byte at iova at page_offset. The mapping is not
+ * inherited by a child (VM_DONTCOPY) and cannot be pinned (an MR on it fails).
+ * The module revokes a mapping (docs/design.md, section 4) when either QP is registered
+ * again or unregistered or poisoned, the region is deregistered, either session closes,
+ * or the device goes; UNLOAD_IOC_UNMAP revokes one at the caller's request. Revoking does
+ * not unmap: the caller munmaps. Other errors: -EINVAL (flags, reserved or out fields
+ * not zero), -ENOSPC (UNLOAD_MAX_MAPPINGS in use), -ENOMEM, -EFAULT, -EBADF (mem_fd),
+ * -EOPNOTSUPP (the module cannot tell a /proc/<pid>/mem file here: /proc not mounted).
+ */
+struct unload_map {
+	__u32 qp_num;		/* in: the sender QP (registered in this session) */
+	__u32 qp_handle;	/* in: its handle from UNLOAD_IOC_REG_QP */
+	__u32 rkey;		/* in: the peer's rkey */
+	__s32 mem_fd;		/* in: the peer's /proc/<pid>/mem, O_RDWR, or -1 */
+	__u32 peer_pid;		/* out: the peer's process (also with -EPERM) */
+	__u32 slot;		/* out: the mapping's word in the status page */
+	__u64 cookie;		/* out: the word's value while the mapping is valid */
+	__u64 iova;		/* out: the region's iova (what requests name) */
+	__u64 length;		/* out: the region's length */
+	__u64 mmap_offset;	/* out: where to mmap it */
+	__u64 mmap_length;	/* out: bytes to mmap (whole pages) */
+	__u64 page_offset;	/* out: where the byte at iova is in the mapping */
+	__u32 flags;		/* in: zero */
+	__u32 reserved0;	/* in: zero */
+	__u64 reserved[2];	/* in: zero */
+};
+
+/*
+ * UNLOAD_IOC_UNMAP: revoke the caller's mapping in `slot` if its cookie is `cookie`
+ * (0 if it was revoked already); the caller munmaps it. -ENOENT: no such slot.
+ */
+struct unload_unmap {
+	__u32 slot;		/* in */
+	__u32 flags;		/* in: zero */
+	__u64 cookie;		/* in: from UNLOAD_IOC_MAP */
+	__u64 reserved[2];	/* in: zero */
+};
+
+#define UNLOAD_IOC_MAP		_IOWR(UNLOAD_IOC_MAGIC, 0x08, struct unload_map)
+#define UNLOAD_IOC_UNMAP	_IOWR(UNLOAD_IOC_MAGIC, 0x09, struct unload_unmap)
 
 /* 0x10 and up: commands of tools rather than of the shim's data path. */
 #define UNLOAD_IOC_LIST_SESSIONS _IOWR(UNLOAD_IOC_MAGIC, 0x10, struct unload_session_list)

@@ -219,76 +219,7 @@ int cmd_arena_cycles() {
 
 // --- a pair of this process's QPs (a sends, b responds), both in one session -----------
 
-struct SelfPair {
-  Rc a, b;
-  int fd = -1;
-  uint8_t* src = nullptr;  // a's source MR, registered
-  ibv_mr* smr = nullptr;
-  uint8_t* tgt = nullptr;  // b's target MR, registered
-  ibv_mr* tmr = nullptr;
-  size_t len = 0;
-};
-
-void pair_open(SelfPair* p, size_t len, int tgt_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) {
-  rc_open(&p->a);
-  rc_open(&p->b, &p->a.device, p->a.pd);
-  rc_connect(&p->a, p->b.wire);
-  rc_connect(&p->b, p->a.wire);
-  p->fd = unload_open();
-  p->len = len;
-  p->src = map_zeroed(len);
-  p->tgt = map_zeroed(len);
-  p->smr = make_mr(p->a.pd, p->src, len, IBV_ACCESS_LOCAL_WRITE);
-  p->tmr = make_mr(p->a.pd, p->tgt, len, tgt_access);
-  if (reg_mr(p->fd, p->smr, UNLOAD_ACCESS_LOCAL_WRITE) || reg_mr(p->fd, p->tmr, kRw) ||
-      reg_qp(p->fd, p->a.dev.c_str(), p->a.wire.qpn) || reg_qp(p->fd, p->b.dev.c_str(), p->b.wire.qpn))
-    die("self pair: REG_REGION / REG_QP");
-}
-
-void pair_close(SelfPair* p) {
-  close(p->fd);
-  rc_close(&p->a);
-  rc_close(&p->b);
-  ibv_dereg_mr(p->smr);
-  ibv_dereg_mr(p->tmr);
-  munmap(p->src, p->len);
-  munmap(p->tgt, p->len);
-}
-
-unload_direct_req pair_req(const SelfPair& p, size_t src_off, uint32_t rkey, uint64_t raddr, uint64_t len) {
-  unload_direct_req r{};
-  r.qp_num = p.a.wire.qpn;
-  r.rkey = rkey;
-  r.remote_addr = raddr;
-  r.length = len;
-  r.iov = reinterpret_cast<uintptr_t>(p.src + src_off);
-  r.lkey = p.smr->lkey;
-  return r;
-}
-
-int submit(int fd, unload_direct_req* reqs, uint32_t n) {
-  unload_submit s{};
-  s.reqs = reinterpret_cast<uintptr_t>(reqs);
-  s.count = n;
-  return uioctl(fd, UNLOAD_IOC_SUBMIT, &s);
-}
-
-int submit_one(int fd, unload_direct_req r) {
-  const int ret = submit(fd, &r, 1);
-  return ret ? -1000 + ret : r.result;
-}
-
 // --- err_mid_batch ------------------------------------------------------------------
-
-// The calling thread on CPU `cpu` only (when there is such a CPU): the mover must run
-// beside the submission, not after it.
-void pin_cpu(int cpu) {
-  if (cpu >= sysconf(_SC_NPROCESSORS_ONLN)) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  sched_setaffinity(0, sizeof set, &set);
-}
 
 int cmd_err_mid_batch() {
   // 200 writes; the move must land while they run, so each attempt writes more (from 8 KiB

@@ -2,6 +2,8 @@
 #include "kmod_util.hpp"
 
 #include <arpa/inet.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -189,6 +191,65 @@ void xread(int fd, void* p, size_t n) {
     c += k;
     n -= static_cast<size_t>(k);
   }
+}
+
+// --- a pair in one process -------------------------------------------------------
+
+void pair_open(SelfPair* p, size_t len, int tgt_access) {
+  rc_open(&p->a);
+  rc_open(&p->b, &p->a.device, p->a.pd);
+  rc_connect(&p->a, p->b.wire);
+  rc_connect(&p->b, p->a.wire);
+  p->fd = unload_open();
+  p->len = len;
+  p->src = map_zeroed(len);
+  p->tgt = map_zeroed(len);
+  p->smr = make_mr(p->a.pd, p->src, len, IBV_ACCESS_LOCAL_WRITE);
+  p->tmr = make_mr(p->a.pd, p->tgt, len, tgt_access);
+  if (reg_mr(p->fd, p->smr, UNLOAD_ACCESS_LOCAL_WRITE) || reg_mr(p->fd, p->tmr, kRegionRw) ||
+      reg_qp(p->fd, p->a.dev.c_str(), p->a.wire.qpn) || reg_qp(p->fd, p->b.dev.c_str(), p->b.wire.qpn))
+    die("self pair: REG_REGION / REG_QP");
+}
+
+void pair_close(SelfPair* p) {
+  close(p->fd);
+  rc_close(&p->a);
+  rc_close(&p->b);
+  ibv_dereg_mr(p->smr);
+  ibv_dereg_mr(p->tmr);
+  munmap(p->src, p->len);
+  munmap(p->tgt, p->len);
+}
+
+unload_direct_req pair_req(const SelfPair& p, size_t src_off, uint32_t rkey, uint64_t raddr, uint64_t len) {
+  unload_direct_req r{};
+  r.qp_num = p.a.wire.qpn;
+  r.rkey = rkey;
+  r.remote_addr = raddr;
+  r.length = len;
+  r.iov = reinterpret_cast<uintptr_t>(p.src + src_off);
+  r.lkey = p.smr->lkey;
+  return r;
+}
+
+int submit(int fd, unload_direct_req* reqs, uint32_t n) {
+  unload_submit s{};
+  s.reqs = reinterpret_cast<uintptr_t>(reqs);
+  s.count = n;
+  return uioctl(fd, UNLOAD_IOC_SUBMIT, &s);
+}
+
+int submit_one(int fd, unload_direct_req r) {
+  const int ret = submit(fd, &r, 1);
+  return ret ? -1000 + ret : r.result;
+}
+
+void pin_cpu(int cpu) {
+  if (cpu >= sysconf(_SC_NPROCESSORS_ONLN)) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof set, &set);
 }
 
 }  // namespace kt

@@ -63,6 +63,30 @@ void rc_connect(Rc* rc, const Wire& peer, int access = kAllAccess);  // INIT -> 
 void rc_init_only(Rc* rc, int access = kAllAccess);                  // RESET -> INIT
 void rc_close(Rc* rc);
 
+// Two RC QPs of this process connected to each other on the test device (one PD), a
+// source MR on a and a target MR on b, both QPs and both regions registered in one
+// session `fd`: the smallest direct pair.
+struct SelfPair {
+  Rc a, b;
+  int fd = -1;
+  uint8_t* src = nullptr;  // a's source MR, registered
+  ibv_mr* smr = nullptr;
+  uint8_t* tgt = nullptr;  // b's target MR, registered
+  ibv_mr* tmr = nullptr;
+  size_t len = 0;
+};
+constexpr uint32_t kRegionRw = UNLOAD_ACCESS_LOCAL_WRITE | UNLOAD_ACCESS_REMOTE_WRITE;
+void pair_open(SelfPair* p, size_t len, int tgt_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+void pair_close(SelfPair* p);
+// A direct write from a's source at src_off to raddr of rkey's region.
+unload_direct_req pair_req(const SelfPair& p, size_t src_off, uint32_t rkey, uint64_t raddr, uint64_t len);
+int submit(int fd, unload_direct_req* reqs, uint32_t n);  // UNLOAD_IOC_SUBMIT: 0 or -errno
+int submit_one(int fd, unload_direct_req r);               // its result, or -1000 + the ioctl's
+
+// The calling thread on CPU `cpu` only (when there is such a CPU): a racer must run beside
+// what it races, not after it.
+void pin_cpu(int cpu);
+
 // CLOCK_MONOTONIC in seconds, for the liveness bounds some checks assert.
 double now_s();
 

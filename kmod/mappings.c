@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Mappings: a responder region's pinned pages mapped into a sender's address space, so
+ * that its shim places a same-host write with one copy and no system call (design.md,
+ * section 4, "The mapped path"). lifecycle.c grants one after checking the pair as a
+ * submission would; this file keeps them, maps them, and revokes them.
+ *
+ * Revocation is what makes the mapping safe: it clears the mapping's validity word in the
+ * sender's status page, then zaps every PTE of it (unmap_mapping_range, which flushes the
+ * TLBs), all before it returns, and lifecycle.c revokes before anything the mapping shows
+ * is let go (a region is unpinned only after its mappings are revoked). A touch after the
+ * zap faults, and the fault of a revoked mapping inserts its sink page: a write racing a
+ * revocation lands there, never in memory the region no longer holds.
+ *
+ * Locks, in order: a pair slot's lock (pairs.c poisons under it), unload_maps_lock, a
+ * mapping's lock, then the address space's i_mmap_rwsem (unmap_mapping_range). The fault
+ * handler runs under the faulting process's mmap_lock and takes only a mapping's lock;
+ * nothing here takes an mmap_lock, so a revocation never waits for another process's
+ * address space, and a fault never waits for more than one PTE's insertion.
+ */
+#include <linux/highmem.h>
+#include <linux/mm.h>
+#include <linux/xarray.h>
+
+#include "unload_kmod.h"
+#include "compat.h"
+
+/* Guards unload_maps, every session's map_slots and status words, and each mapping's node. */
+static DEFINE_MUTEX(unload_maps_lock);
+static LIST_HEAD(unload_maps);		/* live (unrevoked) mappings */
+/* Live and revoked mappings by id, for mmap; ids make their mmap offsets unique. */
+static DEFINE_XARRAY_ALLOC(unload_map_ids);
+static atomic64_t unload_map_cookies = ATOMIC64_INIT(0);
+
+struct unload_mapping {
+	struct list_head node;		/* in unload_maps while live (unload_maps_lock) */
+	bool live;			/* not revoked; under unload_maps_lock */
+	struct list_head reap;		/* a revocation's list of references to put */
+	struct kref ref;		/* while live, plus one per VMA */
+	u32 id;				/* in unload_map_ids: its mmap offset */
+	struct unload_session *sess;	/* the sender's: compared only (its close revokes) */
+	u32 slot;			/* its word in sess's status page, while live */
+	u64 cookie;			/* the word's value while live (unique) */
+	/* What it was granted on: compared only, by the revocations. */
+	struct ib_device *dev;		/* the sender QP's device */
+	u32 qpn;
+	struct ib_device *peer_dev;	/* the responder QP's (and region's) device */
+	u32 peer_qpn;
+	struct unload_session *peer;
+	struct unload_region *region;
+	struct address_space *as;	/* the sender file's: where its PTEs are */
+	unsigned long npages;		/* the region's pinned pages, all mapped */
+	struct page *sink;		/* what a revoked mapping's faults insert */
+	struct mutex lock;		/* guards pages; held while a fault inserts a PTE
+					 * and while a revocation clears pages and zaps */
+	struct page **pages;		/* the region's pinned pages; NULL once revoked */
+};
+
+static u64 unload_map_offset(u32 id)
+{
+	return UNLOAD_MMAP_MAP_BASE + (u64)id * UNLOAD_MMAP_MAP_STRIDE;
+}
+
+static void unload_map_free(struct kref *ref)
+{
+	struct unload_mapping *m = container_of(ref, struct unload_mapping, ref);
+
+	mutex_lock(&unload_maps_lock);
+	m->sess->nr_maps--;
+	mutex_unlock(&unload_maps_lock);
+	xa_erase(&unload_map_ids, m->id);
+	__free_page(m->sink);
+	mutex_destroy(&m->lock);
+	kfree(m);
+}
+
+static void unload_map_put(struct unload_mapping *m)
+{
+	kref_put(&m->ref, unload_map_free);
+}
+
+/* --- revocation ------------------------------------------------------------------- */
+
+/*
+ * Take m off the live list and its slot, clear its word, and zap its PTEs: once this
+ * returns, no CPU writes the region through m. The caller holds unload_maps_lock and
+ * puts the live reference after dropping it.
+ */
+static void unload_map_revoke_locked(struct unload_mapping *m)
+{
+	lockdep_assert_held(&unload_maps_lock);
+	list_del(&m->node);
+	m->live = false;
+	/* The word first: a shim that sees it cleared does not trust the copy it made. */
+	smp_store_release(&m->sess->status[m->slot], 0);
+	clear_bit(m->slot, m->sess->map_slots);
+	mutex_lock(&m->lock);
+	m->pages = NULL;
+	unmap_mapping_range(m->as, unload_map_offset(m->id), m->npages << PAGE_SHIFT, 1);
+	mutex_unlock(&m->lock);
+}
+
+/* Revoke every live mapping match() selects. */
+static void unload_maps_revoke(bool (*match)(const struct unload_mapping *m, const void *arg),
+			       const void *arg)
+{
+	struct unload_mapping *m, *tmp;
+	LIST_HEAD(gone);
+
+	mutex_lock(&unload_maps_lock);
+	list_for_each_entry_safe(m, tmp, &unload_maps, node)
+		if (match(m, arg)) {
+			unload_map_revoke_locked(m);
+			list_add(&m->reap, &gone);
+		}
+	mutex_unlock(&unload_maps_lock);
+	list_for_each_entry_safe(m, tmp, &gone, reap)
+		unload_map_put(m);	/* the live reference */
+}
+
+static bool unload_map_on_region(const struct unload_mapping *m, const void *r)
+{
+	return m->region == r;
+}
+
+/* Region r is unpublished (r->retired set): revoke its mappings before it is unpinned. */
+void unload_maps_revoke_region(struct unload_region *r)
+{
+	unload_maps_revoke(unload_map_on_region, r);
+}
+
+struct unload_map_qp {
+	struct ib_device *dev;
+	u32 qpn;
+};
+
+static bool unload_map_on_qp(const struct unload_mapping *m, const void *arg)
+{
+	const struct unload_map_qp *q = arg;
+
+	return (m->dev == q->dev && m->qpn == q->qpn) ||
+	       (m->peer_dev == q->dev && m->peer_qpn == q->qpn);
+}
+
+/* QP (dev, qpn) was unregistered, registered again (a state change) or poisoned. */
+void unload_maps_revoke_qp(struct ib_device *dev, u32 qpn)
+{
+	struct unload_map_qp q = { .dev = dev, .qpn = qpn };
+
+	unload_maps_revoke(unload_map_on_qp, &q);
+}
+
+static bool unload_map_on_device(const struct unload_mapping *m, const void *dev)
+{
+	return m->dev == dev || m->peer_dev == dev;
+}
+
+/* dev is being removed (no longer live): revoke what it carries. */
+void unload_maps_revoke_device(struct ib_device *dev)
+{
+	unload_maps_revoke(unload_map_on_device, dev);
+}
+
+static bool unload_map_of_session(const struct unload_mapping *m, const void *sess)
+{
+	return m->sess == sess || m->peer == sess;
+}
+
+/* sess is closing: its own mappings and every mapping of its regions. */
+void unload_maps_revoke_session(struct unload_session *sess)
+{
+	unload_maps_revoke(unload_map_of_session, sess);
+}
+
+struct unload_map_slot {
+	struct unload_session *sess;
+	u32 slot;
+	u64 cookie;
+};
+
+static bool unload_map_is(const struct unload_mapping *m, const void *arg)
+{
+	const struct unload_map_slot *s = arg;
+
+	return m->sess == s->sess && m->slot == s->slot && m->cookie == s->cookie;
+}
+
+long unload_ioctl_unmap(struct unload_session *sess, void __user *arg)
+{
+	struct unload_unmap req;
+	struct unload_map_slot s;
+
+	if (copy_from_user(&req, arg, sizeof(req)))
+		return -EFAULT;
+	if (req.flags || req.reserved[0] || req.reserved[1])
+		return -EINVAL;
+	if (req.slot >= UNLOAD_MAX_MAPPINGS || !req.cookie)
+		return -ENOENT;
+	s = (struct unload_map_slot){ .sess = sess, .slot = req.slot, .cookie = req.cookie };
+	/* Revoked already (or never ours): nothing to do, and no one else's is touched. */
+	unload_maps_revoke(unload_map_is, &s);
+	return 0;
+}
+
+/* --- granting ------------------------------------------------------------------- */
+
+/*
+ * Publish a mapping of region r (of the pair's peer) for sess, the pair checked by the
+ * caller, who still holds the pair's slot and a user reference on r. Rechecked here,
+ * under unload_maps_lock, is what a revocation that ran since the caller's checks would
+ * have found nothing to revoke for: r still published, both devices live, both QPs
+ * registered and unpoisoned. A revocation that comes later finds the mapping.
+ */
+int unload_map_grant(struct unload_session *sess, struct file *file,
+		     const struct unload_pair *pr, struct unload_region *r, struct unload_map *out)
+{
+	struct unload_mapping *m;
+	bool poisoned;
+	u32 slot;
+	int ret;
+
+	m = kzalloc(sizeof(*m), GFP_KERNEL_ACCOUNT);
+	if (!m)
+		return -ENOMEM;
+	m->sink = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+	if (!m->sink) {
+		ret = -ENOMEM;
+		goto err_free_map;
+	}
+	kref_init(&m->ref);
+	mutex_init(&m->lock);
+	m->sess = sess;
+	m->dev = pr->dev;
+	m->qpn = pr->qpn;
+	m->peer_dev = pr->peer_dev;
+	m->peer_qpn = pr->peer_qpn;
+	m->peer = pr->peer;
+	m->region = r;
+	m->as = file->f_mapping;
+	m->npages = r->npages;
+	m->pages = r->pages;
+	m->cookie = atomic64_inc_return(&unload_map_cookies);
+	ret = xa_alloc(&unload_map_ids, &m->id, m, XA_LIMIT(0, UNLOAD_MAX_MAP_IDS - 1),
+		       GFP_KERNEL_ACCOUNT);
+	if (ret) {
+		ret = ret == -EBUSY ? -ENOSPC : ret;
+		goto err_free_sink;
+	}
+
+	mutex_lock(&unload_maps_lock);
+	/* Revoked mappings still mapped count too: each holds an id and a sink page. */
+	ret = -ENOSPC;
+	if (sess->nr_maps >= UNLOAD_MAX_SESSION_MAPS)
+		goto err_unlock;
+	ret = -EACCES;
+	rcu_read_lock();
+	if (READ_ONCE(r->retired) || !unload_device_live(pr->dev) ||
+	    !unload_device_live(pr->peer_dev) ||
+	    !unload_qp_registered(sess, pr->dev, pr->qpn, &poisoned) || poisoned ||
+	    !unload_qp_registered(pr->peer, pr->peer_dev, pr->peer_qpn, &poisoned) || poisoned) {
+		rcu_read_unlock();
+		goto err_unlock;
+	}
+	rcu_read_unlock();
+	slot = find_first_zero_bit(sess->map_slots, UNLOAD_MAX_MAPPINGS);
+	ret = -ENOSPC;
+	if (slot >= UNLOAD_MAX_MAPPINGS)
+		goto err_unlock;
+	set_bit(slot, sess->map_slots);
+	sess->nr_maps++;
+	m->slot = slot;
+	list_add(&m->node, &unload_maps);
+	m->live = true;
+	smp_store_release(&sess->status[slot], m->cookie);
+	mutex_unlock(&unload_maps_lock);
+
+	out->slot = slot;
+	out->cookie = m->cookie;
+	out->iova = r->iova;
+	out->length = r->length;
+	out->mmap_offset = unload_map_offset(m->id);
+	out->mmap_length = (u64)r->npages << PAGE_SHIFT;
+	out->page_offset = offset_in_page(r->addr);
+	return 0;
+
+err_unlock:
+	mutex_unlock(&unload_maps_lock);
+	xa_erase(&unload_map_ids, m->id);
+err_free_sink:
+	__free_page(m->sink);
+err_free_map:
+	kfree(m);
+	return ret;
+}
+
+/* --- the mapping in the sender's address space --------------------------------------- */
+
+static void unload_map_vm_open(struct vm_area_struct *vma)
+{
+	struct unload_mapping *m = vma->vm_private_data;
+
+	kref_get(&m->ref);
+}
+
+static void unload_map_vm_close(struct vm_area_struct *vma)
+{
+	unload_map_put(vma->vm_private_data);
+}
+
+/*
+ * Insert the PTE of one page: the region's while the mapping is live, else the sink. The
+ * PTE is special (VM_PFNMAP): it holds no reference, which is why a revocation zaps every
+ * PTE before the region may be unpinned, and the sink lives as long as the last VMA.
+ */
+static vm_fault_t unload_map_fault(struct vm_fault *vmf)
+{
+	struct unload_mapping *m = vmf->vma->vm_private_data;
+	unsigned long idx = vmf->pgoff - (unload_map_offset(m->id) >> PAGE_SHIFT);
+	struct page *page;
+	vm_fault_t ret;
+
+	if (idx >= m->npages)
+		return VM_FAULT_SIGBUS;
+	mutex_lock(&m->lock);
+	page = m->pages ? m->pages[idx] : m->sink;
+	ret = vmf_insert_pfn(vmf->vma, vmf->address, page_to_pfn(page));
+	mutex_unlock(&m->lock);
+	return ret;
+}
+
+static const struct vm_operations_struct unload_map_vm_ops = {
+	.open = unload_map_vm_open,
+	.close = unload_map_vm_close,
+	.fault = unload_map_fault,
+};
+
+/*
+ * mmap of mapping id: by its sender's session and process only, shared, writable, never
+ * executable, whole; not copied into a child, not dumped, not pinnable by anyone
+ * (VM_IO | VM_PFNMAP: an MR cannot be registered on it).
+ */
+int unload_map_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id)
+{
+	unsigned long size = vma->vm_end - vma->vm_start;
+	struct unload_mapping *m;
+	int ret = 0;
+
+	if (vma->vm_mm != sess->mm)
+		return -EPERM;
+	if (vma->vm_flags & VM_EXEC)
+		return -EPERM;
+	mutex_lock(&unload_maps_lock);
+	m = xa_load(&unload_map_ids, id);
+	if (!m || m->sess != sess || !m->live || size != m->npages << PAGE_SHIFT ||
+	    vma->vm_file->f_mapping != m->as) {
+		ret = -EINVAL;
+		goto out_unlock;
+	}
+	kref_get(&m->ref);
+	vma->vm_private_data = m;
+	vma->vm_ops = &unload_map_vm_ops;
+	unload_vm_flags_clear(vma, VM_MAYEXEC);
+	unload_vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
+out_unlock:
+	mutex_unlock(&unload_maps_lock);
+	return ret;
+}
