@@ -197,17 +197,19 @@ static bool unload_map_in_zero(const struct unload_map *m)
 	       !m->reserved0 && !m->reserved[0] && !m->reserved[1];
 }
 
-/* Would a responder NIC take a write to region r of pr's peer (its MR live, PD, access)? */
-static bool unload_map_target_ok(const struct unload_pair *pr, struct unload_region *r)
+/*
+ * Would a responder NIC take a write to region r of pr's peer (its MR live, PD, access)?
+ * Its MR, with a restrack reference, or NULL.
+ */
+static struct ib_mr *unload_map_target(const struct unload_pair *pr, struct unload_region *r)
 {
 	struct ib_mr *mr = unload_region_mr_get(pr->peer, r, pr->peer_dev);
-	bool ok;
 
-	if (!mr)
-		return false;
-	ok = mr->pd == pr->p.qp->pd && (r->access & UNLOAD_ACCESS_REMOTE_WRITE);
-	unload_region_mr_put(mr);
-	return ok;
+	if (mr && (mr->pd != pr->p.qp->pd || !(r->access & UNLOAD_ACCESS_REMOTE_WRITE))) {
+		unload_region_mr_put(mr);
+		mr = NULL;
+	}
+	return mr;
 }
 
 long unload_ioctl_map(struct unload_session *sess, struct file *file, void __user *arg)
@@ -216,6 +218,7 @@ long unload_ioctl_map(struct unload_session *sess, struct file *file, void __use
 	const struct unload_pair *pr;
 	struct unload_region *r;
 	struct unload_map req;
+	struct ib_mr *mr;
 	u32 deny;
 	long ret;
 
@@ -238,8 +241,12 @@ long unload_ioctl_map(struct unload_session *sess, struct file *file, void __use
 	r = unload_region_find(pr->peer, true, pr->peer_dev, req.rkey);
 	if (!r)
 		goto out_release;
-	if (unload_map_target_ok(pr, r))
-		ret = unload_map_grant(sess, file, pr, r, &req);
+	mr = unload_map_target(pr, r);
+	if (mr) {
+		ret = unload_map_grant(sess, file, pr, r, mr, &req);
+		if (ret)
+			unload_region_mr_put(mr);	/* granted: the mapping's now */
+	}
 	unload_region_put(r);
 out_release:
 	unload_pair_hold_release(&hold);

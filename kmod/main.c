@@ -294,6 +294,7 @@ err_destroy_session_cache:
 static void __exit unload_exit(void)
 {
 	misc_deregister(&unload_misc);
+	unload_maps_exit();
 	ib_unregister_client(&unload_ib_client);
 	unload_sysfs_exit();
 	rcu_barrier();		/* the RCU frees of sessions, QPs and regions */

@@ -12,6 +12,12 @@
  * zap faults, and the fault of a revoked mapping inserts its sink page: a write racing a
  * revocation lands there, never in memory the region no longer holds.
  *
+ * What no call of ours announces, an MR deregistered or a QP destroyed past the shim, or a
+ * process's exit, a live mapping holds up: it keeps restrack references on both QPs and
+ * the MR, so the RDMA core's deletion waits for them (before the driver's destroy, while
+ * a NIC would still take the write), and a reaper revokes within pair_idle_ms a mapping
+ * whose QP or MR is being deleted or whose session is no longer live, letting it go on.
+ *
  * Locks, in order: a pair slot's lock (pairs.c poisons under it), unload_maps_lock, a
  * mapping's lock, then the address space's i_mmap_rwsem (unmap_mapping_range). The fault
  * handler runs under the faulting process's mmap_lock and takes only a mapping's lock;
@@ -21,6 +27,7 @@
 #include <linux/highmem.h>
 #include <linux/mm.h>
 #include <linux/xarray.h>
+#include <rdma/restrack.h>
 
 #include "unload_kmod.h"
 #include "compat.h"
@@ -31,6 +38,8 @@ static LIST_HEAD(unload_maps);		/* live (unrevoked) mappings */
 /* Live and revoked mappings by id, for mmap; ids make their mmap offsets unique. */
 static DEFINE_XARRAY_ALLOC(unload_map_ids);
 static atomic64_t unload_map_cookies = ATOMIC64_INIT(0);
+static void unload_maps_reap(struct work_struct *work);
+static DECLARE_DELAYED_WORK(unload_maps_reaper, unload_maps_reap);
 
 struct unload_mapping {
 	struct list_head node;		/* in unload_maps while live (unload_maps_lock) */
@@ -49,6 +58,9 @@ struct unload_mapping {
 	struct unload_session *peer;
 	struct unload_region *region;
 	struct address_space *as;	/* the sender file's: where its PTEs are */
+	/* Restrack references while live: a deletion past us waits for the reaper. */
+	struct ib_mr *mr;
+	struct rdma_restrack_entry *qp_res[2];	/* the sender's, the responder's */
 	unsigned long npages;		/* the region's pinned pages, all mapped */
 	struct page *sink;		/* what a revoked mapping's faults insert */
 	struct mutex lock;		/* guards pages; held while a fault inserts a PTE
@@ -100,6 +112,15 @@ static void unload_map_revoke_locked(struct unload_mapping *m)
 	mutex_unlock(&m->lock);
 }
 
+/* The references a revoked mapping held; after unload_maps_lock is dropped. */
+static void unload_map_let_go(struct unload_mapping *m)
+{
+	unload_region_mr_put(m->mr);
+	rdma_restrack_put(m->qp_res[0]);
+	rdma_restrack_put(m->qp_res[1]);
+	m->mr = NULL;
+}
+
 /* Revoke every live mapping match() selects. */
 static void unload_maps_revoke(bool (*match)(const struct unload_mapping *m, const void *arg),
 			       const void *arg)
@@ -114,8 +135,52 @@ static void unload_maps_revoke(bool (*match)(const struct unload_mapping *m, con
 			list_add(&m->reap, &gone);
 		}
 	mutex_unlock(&unload_maps_lock);
-	list_for_each_entry_safe(m, tmp, &gone, reap)
+	list_for_each_entry_safe(m, tmp, &gone, reap) {
+		unload_map_let_go(m);
 		unload_map_put(m);	/* the live reference */
+	}
+}
+
+/* Is res's object being deleted, or replaced under its id (drained for its destroy)? */
+static bool unload_res_dying(struct ib_device *dev, enum rdma_restrack_type type,
+			     struct rdma_restrack_entry *res)
+{
+	struct rdma_restrack_entry *now;
+
+	if (!READ_ONCE(res->valid))
+		return true;
+	now = rdma_restrack_get_byid(dev, type, res->id);
+	if (IS_ERR(now))
+		return true;
+	rdma_restrack_put(now);
+	return now != res;
+}
+
+static bool unload_map_dying(const struct unload_mapping *m, const void *arg)
+{
+	return unload_res_dying(m->peer_dev, RDMA_RESTRACK_MR, &m->mr->res) ||
+	       unload_res_dying(m->dev, RDMA_RESTRACK_QP, m->qp_res[0]) ||
+	       unload_res_dying(m->peer_dev, RDMA_RESTRACK_QP, m->qp_res[1]) ||
+	       !unload_session_live(m->sess) || !unload_session_live(m->peer);
+}
+
+static void unload_maps_reap(struct work_struct *work)
+{
+	bool live;
+
+	unload_maps_revoke(unload_map_dying, NULL);
+	mutex_lock(&unload_maps_lock);
+	live = !list_empty(&unload_maps);
+	mutex_unlock(&unload_maps_lock);
+	if (live)
+		schedule_delayed_work(&unload_maps_reaper,
+				      msecs_to_jiffies(READ_ONCE(unload_pair_idle_ms)));
+}
+
+/* The module goes: no mapping is live (every session closed), the reaper may be pending. */
+void unload_maps_exit(void)
+{
+	cancel_delayed_work_sync(&unload_maps_reaper);
 }
 
 static bool unload_map_on_region(const struct unload_mapping *m, const void *r)
@@ -209,10 +274,12 @@ long unload_ioctl_unmap(struct unload_session *sess, void __user *arg)
  * caller, who still holds the pair's slot and a user reference on r. Rechecked here,
  * under unload_maps_lock, is what a revocation that ran since the caller's checks would
  * have found nothing to revoke for: r still published, both devices live, both QPs
- * registered and unpoisoned. A revocation that comes later finds the mapping.
+ * registered and unpoisoned. A revocation that comes later finds the mapping. mr: r's live
+ * MR, with a restrack reference the mapping takes over when granted.
  */
 int unload_map_grant(struct unload_session *sess, struct file *file,
-		     const struct unload_pair *pr, struct unload_region *r, struct unload_map *out)
+		     const struct unload_pair *pr, struct unload_region *r, struct ib_mr *mr,
+		     struct unload_map *out)
 {
 	struct unload_mapping *m;
 	bool poisoned;
@@ -239,6 +306,9 @@ int unload_map_grant(struct unload_session *sess, struct file *file,
 	m->as = file->f_mapping;
 	m->npages = r->npages;
 	m->pages = r->pages;
+	m->mr = mr;
+	m->qp_res[0] = pr->s.res;
+	m->qp_res[1] = pr->p.res;
 	m->cookie = atomic64_inc_return(&unload_map_cookies);
 	ret = xa_alloc(&unload_map_ids, &m->id, m, XA_LIMIT(0, UNLOAD_MAX_MAP_IDS - 1),
 		       GFP_KERNEL_ACCOUNT);
@@ -269,10 +339,16 @@ int unload_map_grant(struct unload_session *sess, struct file *file,
 	set_bit(slot, sess->map_slots);
 	sess->nr_maps++;
 	m->slot = slot;
+	/* Both views' QPs are held by the caller's pair: these references are the mapping's. */
+	if (!rdma_restrack_get(m->qp_res[0]))
+		goto err_clear_slot;
+	if (!rdma_restrack_get(m->qp_res[1]))
+		goto err_put_sender_qp;
 	list_add(&m->node, &unload_maps);
 	m->live = true;
 	smp_store_release(&sess->status[slot], m->cookie);
 	mutex_unlock(&unload_maps_lock);
+	schedule_delayed_work(&unload_maps_reaper, msecs_to_jiffies(READ_ONCE(unload_pair_idle_ms)));
 
 	out->slot = slot;
 	out->cookie = m->cookie;
@@ -283,6 +359,12 @@ int unload_map_grant(struct unload_session *sess, struct file *file,
 	out->page_offset = offset_in_page(r->addr);
 	return 0;
 
+err_put_sender_qp:
+	rdma_restrack_put(m->qp_res[0]);
+err_clear_slot:
+	ret = -EACCES;
+	clear_bit(slot, sess->map_slots);
+	sess->nr_maps--;
 err_unlock:
 	mutex_unlock(&unload_maps_lock);
 	xa_erase(&unload_map_ids, m->id);

@@ -280,7 +280,9 @@ struct ib_mr *unload_kept_mr_get(struct unload_kept_mr *kept, struct unload_sess
 #define UNLOAD_MAX_MAP_IDS	(1U << 24)	/* live or still mapped, over all sessions */
 #define UNLOAD_MAX_SESSION_MAPS	(2 * UNLOAD_MAX_MAPPINGS)	/* the same, per session */
 int unload_map_grant(struct unload_session *sess, struct file *file,
-		     const struct unload_pair *pr, struct unload_region *r, struct unload_map *out);
+		     const struct unload_pair *pr, struct unload_region *r, struct ib_mr *mr,
+		     struct unload_map *out);
+void unload_maps_exit(void);
 int unload_map_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id);
 long unload_ioctl_unmap(struct unload_session *sess, void __user *arg);
 void unload_maps_revoke_region(struct unload_region *r);

@@ -16,6 +16,7 @@
 #include <new>
 
 #include "kmod.hpp"
+#include "mapped.hpp"
 #include "stage.hpp"
 #include "tls.hpp"
 #include "unload/runtime.h"
@@ -126,6 +127,8 @@ void write_stats_file() {
                        t.bytes[i]);
   }
   n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "fences %" PRIu64 "\n", t.fences);
+  if (const uint64_t m = mapped_writes())  // of writes_direct, those the mapped engine placed
+    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "writes_direct_mapped %" PRIu64 "\n", m);
   for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)  // the reasons that occurred
     if (t.why_not[i])
       n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "why_not_%s %" PRIu64 "\n",

@@ -3,6 +3,7 @@
 
 #include "config.hpp"
 #include "kmod.hpp"
+#include "mapped.hpp"
 #include "merge.hpp"
 #include "registry.hpp"
 #include "unload.h"
@@ -159,6 +160,17 @@ bool build_request(const QpRec* q, const DirectWrite& w, unload_direct_req& req,
   return true;
 }
 
+// Completions were queued on q's send CQ: the program may have armed the channel, so make
+// the event fire (a Dekker pair with unload_cq_req_notify: it arms, then (fence) looks at
+// the queue; we queue, then (fence) look at `armed`; one marker per arming suffices, an
+// arming fires once). `last`: the newest placed write, a valid marker target.
+void wake_after_queueing(QpRec* q, const WriteRequest& last) {
+  CqRec* c = q->scq;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (c->cq->channel && c->armed.load(std::memory_order_relaxed) && c->armed.exchange(false))
+    if (post_marker(q, last.rkey, last.remote_addr) != 0) c->armed.store(true);
+}
+
 // When a run of direct writes was fenced and submitted, and its submission ended: read only
 // when a write of it is timed.
 struct RunClock {
@@ -239,15 +251,33 @@ int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why, RunClock clk) {
     q->peer.flags &= ~UNLOAD_PEER_PAIRED;
     q->peer.countdown = 1;
   }
-  if (signaled) {
-    // The program may have armed the channel: make the event fire (a Dekker pair with
-    // unload_cq_req_notify: it arms, then (fence) looks at the queue; we queue, then
-    // (fence) look at `armed`; one marker per arming suffices, an arming fires once).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    const WriteRequest& last = w[placed - 1].rt.req;
-    if (c->cq->channel && c->armed.load(std::memory_order_relaxed) && c->armed.exchange(false))
-      if (post_marker(q, last.rkey, last.remote_addr) != 0) c->armed.store(true);
+  if (signaled) wake_after_queueing(q, w[placed - 1].rt.req);
+  return placed;
+}
+
+// The mapped engine's run: w[0..) placed by this process's stores while each write has a
+// valid mapping; returns how many (the module's submission takes the rest, in order).
+int run_mapped(QpRec* q, const DirectWrite* w, int n, const RunClock& clk) {
+  CqRec* c = q->scq;
+  int placed = 0;
+  bool signaled = false;
+  for (; placed < n; ++placed) {
+    const DirectWrite& x = w[placed];
+    uint64_t ticket = 0;
+    if (x.rt.req.signaled && !c->pending.claim(ticket)) break;
+    if (!place_mapped(q, x.rt, x.sg)) {
+      if (x.rt.req.signaled) c->pending.cancel(ticket);
+      break;
+    }
+    uint64_t cost = 0;
+    if (x.rt.t0) {
+      const uint64_t from = clk.fenced_ns > x.rt.t0 ? clk.fenced_ns : x.rt.t0;
+      cost = now_ns() - from;
+    }
+    finish_direct(q, x, ticket, cost);
+    signaled |= x.rt.req.signaled;
   }
+  if (signaled) wake_after_queueing(q, w[placed - 1].rt.req);
   return placed;
 }
 
@@ -265,7 +295,9 @@ int place_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
   RunClock clk{};
   for (int i = 0; i < n && !clk.timed; ++i) clk.timed = w[i].rt.t0 != 0;
   if (clk.timed && waited) clk.fenced_ns = now_ns();
-  return run_direct(q, w, n, why, clk);
+  const int mapped = mapped_enabled() ? run_mapped(q, w, n, clk) : 0;
+  if (mapped == n) return n;
+  return mapped + run_direct(q, w + mapped, n - mapped, why, clk);
 }
 
 // Whether a request posted on `q` now will complete (and so fire the CQ's event): its send

@@ -48,6 +48,9 @@ const char* kmod_open() {
     close(fd);
     return "cannot map the control or counters page";
   }
+  // The mapped engine's validity words; a module without them has no mapped path.
+  void* st = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, UNLOAD_MMAP_STATUS);
+  g_kmod.status = st == MAP_FAILED ? nullptr : static_cast<const uint64_t*>(st);
   g_kmod.fd = fd;
   g_kmod.ctl = static_cast<const unload_control*>(ctl);
   g_kmod.cnt = static_cast<unload_counters*>(cnt);
@@ -62,6 +65,7 @@ void kmod_leave_inherited() {
   if (g_kmod.fd < 0) return;
   munmap(const_cast<unload_control*>(g_kmod.ctl), g_kmod.ctl_size);
   munmap(g_kmod.cnt, g_kmod.cnt_size);
+  if (g_kmod.status) munmap(const_cast<uint64_t*>(g_kmod.status), 4096);
   close(g_kmod.fd);
   const uint32_t session = g_kmod.session;
   g_kmod = Kmod{};

@@ -20,6 +20,7 @@ struct Kmod {
   int fd = -1;
   const unload_control* ctl = nullptr;
   unload_counters* cnt = nullptr;
+  const uint64_t* status = nullptr;  // the mappings' validity words (nullptr: an older module)
   uint32_t max_iov = 0;
   size_t ctl_size = 0, cnt_size = 0;
   // Which session of this process's (1, 2, ...: a forked child opens its own): handles and

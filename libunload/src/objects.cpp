@@ -5,6 +5,7 @@
 #include "cq_ex.hpp"
 #include "direct.hpp"
 #include "kmod.hpp"
+#include "mapped.hpp"
 #include "merge.hpp"
 #include "nic_only.hpp"
 #include "post.hpp"
@@ -101,6 +102,7 @@ namespace {
 // ---------------------------------------------------------------- QPs
 
 void qp_free(QpRec* q) {
+  mapped_forget(q);
   stage_close(q->sq.stage);
   qpx_release(q);
   delete q;
@@ -382,6 +384,15 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   if (mask & IBV_QP_STATE) q->state.store(static_cast<uint8_t>(attr->qp_state), std::memory_order_release);
   if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR)
     q->failed.store(true, std::memory_order_release);
+  // Any change of a registered QP (its state, its access flags, ...): registered again,
+  // the module revokes every mapping that names it, so a peer's mapped writes end before
+  // this call returns, as a NIC's acceptance would. A move to RTR or RTS registers below.
+  const bool to_rtr_rts =
+      (mask & IBV_QP_STATE) && (attr->qp_state == IBV_QPS_RTR || attr->qp_state == IBV_QPS_RTS);
+  if (!to_rtr_rts && q->peer.registered && q->peer.session == g_kmod.session) {
+    uint32_t flags = 0, handle = 0;
+    kmod_reg_qp(qp->context, qp->qp_num, &flags, &handle);
+  }
   if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET && q->tracked) {
     // The provider discarded the send queue: its completions that were made are mapped
     // now, the rest will never come.

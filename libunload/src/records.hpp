@@ -120,6 +120,7 @@ struct QpRec {
   PeerLink peer;
   SampleBox sample;
   struct QpxState* qpx = nullptr;  // the wr_* API's state (ibv_qp_ex QPs only)
+  struct MappedSet* mapped = nullptr;  // the mapped engine's targets (mapped.cpp), post gate
 };
 
 // The QPs whose send CQ a CQ is, for completions that do not name their QP (some providers

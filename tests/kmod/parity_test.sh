@@ -1,10 +1,11 @@
 #!/bin/bash
-# The parity matrix: every case of kmod_parity runs twice under the shim, with
-# the NIC path (UNLOAD_MODE=offload: the reference) and with the direct path forced
-# (UNLOAD_MODE=unload), and the outcomes (completion statuses, both QPs' states, the
-# target blocks' bytes, the next request's status) must be identical. The unload run
-# must have gone direct for the case's control write, and the module must have judged
-# the write under test itself (its refusal reason counted in sysfs).
+# The parity matrix: every case of kmod_parity runs three times under the shim, with
+# the NIC path (UNLOAD_MODE=offload: the reference), with the direct path forced
+# (UNLOAD_MODE=unload) and with direct's mapped engine too (UNLOAD_MAPPED=1), and the
+# outcomes (completion statuses, both QPs' states, the target blocks' bytes, the next
+# request's status) must be identical. The unload runs must have gone direct for the
+# case's control write (the mapped run through a mapping), and the module must have
+# judged the write under test itself (its refusal reason counted in sysfs).
 # Usage: parity_test.sh <kmod_parity binary>
 set -u
 . "$(dirname "$0")/../support/check.sh"
@@ -71,10 +72,12 @@ while read -r c want; do
 	n=${c//[^A-Za-z0-9_]/_}
 	declare -A d
 	t0=$SECONDS
-	for mode in offload unload; do
+	for mode in offload unload mapped; do
 		rm -f "$W/$n.$mode.stats"
 		b=$(snap)
-		env LD_PRELOAD="$SHIM" UNLOAD_MODE=$mode UNLOAD_STATS_FILE="$W/$n.$mode.stats" \
+		um=$mode mapped=0
+		[ $mode = mapped ] && um=unload mapped=1
+		env LD_PRELOAD="$SHIM" UNLOAD_MODE=$um UNLOAD_MAPPED=$mapped UNLOAD_STATS_FILE="$W/$n.$mode.stats" \
 			timeout 300 "$BIN" "$c" >"$W/$n.$mode.out" 2>"$W/$n.$mode.err"
 		rc=$?
 		d[$mode]=$(delta "$b" "$(snap)")
@@ -92,14 +95,16 @@ while read -r c want; do
 	fi
 	ran=$((ran + 1))
 	problems=
-	for mode in offload unload; do
+	for mode in offload unload mapped; do
 		[ "$(cat "$W/$n.$mode.rc")" = 0 ] || problems="$problems $mode-exit=$(cat "$W/$n.$mode.rc")"
+		grep '^outcome' "$W/$n.$mode.out" >"$W/$n.$mode.oc"
 	done
-	grep '^outcome' "$W/$n.offload.out" >"$W/$n.offload.oc"
-	grep '^outcome' "$W/$n.unload.out" >"$W/$n.unload.oc"
-	if ! diff "$W/$n.offload.oc" "$W/$n.unload.oc" >"$W/$n.diff"; then
-		problems="$problems outcomes-differ"
-	fi
+	: >"$W/$n.diff"
+	for mode in unload mapped; do
+		if ! diff "$W/$n.offload.oc" "$W/$n.$mode.oc" >>"$W/$n.diff"; then
+			problems="$problems $mode-outcomes-differ"
+		fi
+	done
 	wd_off=$(stat_of "$W/$n.offload.stats" writes_direct)
 	wd_un=$(stat_of "$W/$n.unload.stats" writes_direct)
 	[ "$wd_off" = 0 ] || problems="$problems offload-went-direct($wd_off)"
@@ -108,22 +113,28 @@ while read -r c want; do
 	if grep -q '^outcome control.* success' "$W/$n.unload.out" && [ "$wd_un" -lt 1 ]; then
 		problems="$problems unload-never-direct"
 	fi
-	case $want in
-	-) ;;
-	none) for r in rkey pd access bounds lkey poisoned; do
-			case " ${d[unload]} " in *" $r+"*) problems="$problems unexpected-$r" ;; esac
-		done ;;
-	*) case " ${d[unload]} " in *" $want+"*) ;; *) problems="$problems module-did-not-judge($want)" ;; esac ;;
-	esac
+	wm=$(stat_of "$W/$n.mapped.stats" writes_direct_mapped)
+	if grep -q '^outcome control.* success' "$W/$n.mapped.out" && [ "$wm" -lt 1 ]; then
+		problems="$problems mapped-never-mapped"
+	fi
+	for mode in unload mapped; do
+		case $want in
+		-) ;;
+		none) for r in rkey pd access bounds lkey poisoned; do
+				case " ${d[$mode]} " in *" $r+"*) problems="$problems $mode-unexpected-$r" ;; esac
+			done ;;
+		*) case " ${d[$mode]} " in *" $want+"*) ;; *) problems="$problems $mode-module-did-not-judge($want)" ;; esac ;;
+		esac
+	done
 	summary=$(grep '^outcome' "$W/$n.unload.out" | grep -E ' (write|next|first|statuses|sender_state|responder_state|target) ' |
 		sed 's/^outcome //' | tr '\n' ' ')
 	if [ -z "$problems" ]; then
-		ok "parity.$c" "${summary}| direct $wd_un, module: ${d[unload]:-nothing}; both runs in $((SECONDS - t0)) s"
+		ok "parity.$c" "${summary}| direct $wd_un, module: ${d[unload]:-nothing}; mapped $wm, module: ${d[mapped]:-nothing}; the three runs in $((SECONDS - t0)) s"
 	else
 		fail "parity.$c" "${problems# } | ${summary}| direct $wd_un, module: ${d[unload]:-nothing}"
 		# Indented: scripts/test's digest of failed checks carries the lines after one.
 		sed 's/^/    /' "$W/$n.diff"
-		tail -n 3 "$W/$n.offload.err" "$W/$n.unload.err" | sed 's/^/    /'
+		tail -n 3 "$W/$n.offload.err" "$W/$n.unload.err" "$W/$n.mapped.err" | sed 's/^/    /'
 	fi
 	unset d
 done <<<"$cases"

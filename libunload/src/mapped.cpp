@@ -1,0 +1,250 @@
+// The mapped engine: mappings per QP and rkey, the peer's mem file, the placement protocol
+// of kmod/uapi/unload.h (word, copy, word).
+#include "mapped.hpp"
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+
+#include "kmod.hpp"
+#include "route.hpp"
+#include "unload.h"
+
+namespace unload::rt {
+
+// One granted mapping, or a refused grant to retry later.
+struct MappedTarget {
+  uint32_t rkey = 0;
+  bool used = false;
+  bool granted = false;
+  uint32_t retry_in = 0;  // refused: writes to this rkey until the module is asked again
+  uint32_t slot = 0;
+  uint64_t cookie = 0;
+  uint64_t iova = 0, length = 0, page_offset = 0, mmap_length = 0;
+  uint8_t* base = nullptr;
+};
+
+// A QP's mappings: a few targets (a program writes to few rkeys per QP), replaced in turn.
+struct MappedSet {
+  uint32_t session = 0;  // Kmod::session they were granted in
+  uint32_t next = 0;
+  uint32_t peer_pid = 0;  // learnt from the first refusal for want of the mem file
+  MappedTarget t[4];
+};
+
+namespace {
+
+std::atomic<uint64_t> g_mapped_writes{0};
+
+// The peers' mem files, by pid: opened once, kept (a pid's file names its process for as
+// long as the file is open; a reused pid's stale file is refused and opened again).
+std::mutex g_mem_mu;  // guards g_mem
+struct MemFile {
+  uint32_t pid;
+  int fd;  // -1: the kernel refused it (no ptrace rights): never asked again
+};
+MemFile g_mem[16];
+uint32_t g_mem_n = 0;
+
+int mem_fd(uint32_t pid, bool reopen) {
+  std::lock_guard<std::mutex> lock(g_mem_mu);
+  MemFile* f = nullptr;
+  for (uint32_t i = 0; i < g_mem_n; ++i)
+    if (g_mem[i].pid == pid) f = &g_mem[i];
+  if (f && !reopen) return f->fd;
+  if (!f) {
+    if (g_mem_n == std::size(g_mem)) return -1;
+    f = &g_mem[g_mem_n++];
+    f->pid = pid;
+  } else if (f->fd >= 0) {
+    close(f->fd);
+  }
+  f->fd = open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDWR | O_CLOEXEC);
+  return f->fd;
+}
+
+// Writes to an rkey the module refused to map, before it is asked again.
+constexpr uint32_t kRetryAfter = 256;
+
+void unmap_target(MappedTarget& e, bool ours) {
+  if (e.granted && ours) {
+    unload_unmap u{};
+    u.slot = e.slot;
+    u.cookie = e.cookie;
+    ioctl(g_kmod.fd, UNLOAD_IOC_UNMAP, &u);
+    munmap(e.base, e.mmap_length);
+  }
+  e = MappedTarget{};
+}
+
+bool word_valid(const MappedTarget& e) {
+  return __atomic_load_n(&g_kmod.status[e.slot], __ATOMIC_ACQUIRE) == e.cookie;
+}
+
+// Asks the module for a mapping of rkey's region for q: 0, or -errno.
+int grant(QpRec* q, MappedSet* s, MappedTarget& e, uint32_t rkey) {
+  unload_map m{};
+  m.qp_num = q->qp_num;
+  m.qp_handle = q->peer.handle;
+  m.rkey = rkey;
+  m.mem_fd = s->peer_pid ? mem_fd(s->peer_pid, false) : -1;
+  int rc = ioctl(g_kmod.fd, UNLOAD_IOC_MAP, &m) ? -errno : 0;
+  if (rc == -EPERM && m.peer_pid) {  // the peer's mem file: open it (again) and ask once more
+    const bool reopen = s->peer_pid == m.peer_pid;
+    s->peer_pid = m.peer_pid;
+    const int fd = mem_fd(m.peer_pid, reopen);
+    if (fd < 0) return -EPERM;
+    m = unload_map{};
+    m.qp_num = q->qp_num;
+    m.qp_handle = q->peer.handle;
+    m.rkey = rkey;
+    m.mem_fd = fd;
+    rc = ioctl(g_kmod.fd, UNLOAD_IOC_MAP, &m) ? -errno : 0;
+  }
+  if (rc) return rc;
+  void* base = mmap(nullptr, m.mmap_length, PROT_READ | PROT_WRITE, MAP_SHARED, g_kmod.fd,
+                    static_cast<off_t>(m.mmap_offset));
+  if (base == MAP_FAILED) {
+    unload_unmap u{};
+    u.slot = m.slot;
+    u.cookie = m.cookie;
+    ioctl(g_kmod.fd, UNLOAD_IOC_UNMAP, &u);
+    return -ENOMEM;
+  }
+  e.granted = true;
+  e.slot = m.slot;
+  e.cookie = m.cookie;
+  e.iova = m.iova;
+  e.length = m.length;
+  e.page_offset = m.page_offset;
+  e.mmap_length = m.mmap_length;
+  e.base = static_cast<uint8_t*>(base);
+  return 0;
+}
+
+// The mapping of rkey for q, granted now if need be; nullptr when there is none to use.
+MappedTarget* target_of(QpRec* q, uint32_t rkey) {
+  MappedSet* s = q->mapped;
+  if (s && s->session != g_kmod.session) {  // a parent's: its mappings are not in this child
+    for (MappedTarget& e : s->t) unmap_target(e, false);
+    s->session = g_kmod.session;
+    s->peer_pid = 0;
+  }
+  if (!s) {
+    s = new (std::nothrow) MappedSet;
+    if (!s) return nullptr;
+    s->session = g_kmod.session;
+    q->mapped = s;
+  }
+  MappedTarget* e = nullptr;
+  for (MappedTarget& t : s->t)
+    if (t.used && t.rkey == rkey) e = &t;
+  if (e && e->granted && !word_valid(*e)) unmap_target(*e, true);  // revoked: ask again
+  if (e && e->used && !e->granted) {
+    if (--e->retry_in != 0) return nullptr;
+    unmap_target(*e, true);
+  }
+  if (!e || !e->used) {
+    if (!e) {
+      e = &s->t[s->next++ % std::size(s->t)];
+      unmap_target(*e, true);
+    }
+    e->used = true;
+    e->rkey = rkey;
+    if (grant(q, s, *e, rkey) != 0) {
+      e->retry_in = kRetryAfter;
+      return nullptr;
+    }
+  }
+  return e;
+}
+
+}  // namespace
+
+bool mapped_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("UNLOAD_MAPPED");
+    if (!v || std::strcmp(v, "0") == 0) return false;
+    if (std::strcmp(v, "1") != 0) {
+      std::fprintf(stderr, "unload: UNLOAD_MAPPED=\"%s\" is not 0 or 1; keeping 0\n", v);
+      return false;
+    }
+    return true;
+  }();
+  return on && g_kmod.status != nullptr;
+}
+
+bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg) {
+  const WriteRequest& r = rt.req;
+  MappedTarget* e = target_of(q, r.rkey);
+  if (!e) return false;
+  // Inside the region as granted (no overflow on any input); else the module judges it.
+  if (r.length > e->length || r.remote_addr < e->iova || r.remote_addr - e->iova > e->length - r.length)
+    return false;
+  ibv_sge process_sg[UNLOAD_MAX_IOV];
+  if (r.sge_count > UNLOAD_MAX_IOV) return false;
+  if (rt.translated) {  // as build_request does: the module reads by process address too
+    sges_translate(q, sg, r.sge_count, process_sg);
+    sg = process_sg;
+  }
+  uint8_t* dst = e->base + e->page_offset + (r.remote_addr - e->iova);
+  if (!word_valid(*e)) return false;
+  // In ascending order, the last 8 bytes last and after the rest (release), as the module
+  // places: a poller of the last byte sees the whole write.
+  uint64_t left = r.length;
+  const uint64_t tail = left < 8 ? left : 8;
+  uint64_t body = left - tail;
+  for (uint32_t i = 0; i < r.sge_count && left; ++i) {
+    const auto* src = reinterpret_cast<const uint8_t*>(sg[i].addr);
+    uint64_t n = r.user_inline ? r.length : sg[i].length;
+    for (uint64_t off = 0; off < n && left;) {
+      if (body) {
+        const uint64_t k = std::min(n - off, body);
+        std::memcpy(dst, src + off, k);
+        dst += k;
+        off += k;
+        body -= k;
+        left -= k;
+      } else {
+        std::atomic_thread_fence(std::memory_order_release);
+        const uint64_t k = std::min(n - off, left);
+        std::memcpy(dst, src + off, k);
+        dst += k;
+        off += k;
+        left -= k;
+      }
+    }
+    if (r.user_inline) break;
+  }
+  // The word again, after every store: still valid, the write was placed before any
+  // revocation began (which clears the word before it zaps).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (__atomic_load_n(&g_kmod.status[e->slot], __ATOMIC_RELAXED) != e->cookie) return false;
+  g_mapped_writes.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void mapped_forget(QpRec* q) {
+  MappedSet* s = q->mapped;
+  if (!s) return;
+  const bool ours = s->session == g_kmod.session;
+  for (MappedTarget& e : s->t) unmap_target(e, ours);
+  delete s;
+  q->mapped = nullptr;
+}
+
+uint64_t mapped_writes() { return g_mapped_writes.load(std::memory_order_relaxed); }
+
+}  // namespace unload::rt

@@ -1,0 +1,30 @@
+// The direct path's mapped engine (issue 28): a write placed by this process's own stores
+// through the responder region the module mapped here (UNLOAD_IOC_MAP, kmod/mappings.c),
+// with no system call. Opt-in (UNLOAD_MAPPED=1): what rxe does to a QP by itself raises no
+// event, so a responder whose own NIC request fails is seen only by the checked submission
+// (docs/design.md, "The mapped engine").
+#pragma once
+
+#include <cstdint>
+
+#include "records.hpp"
+#include "route.hpp"
+
+namespace unload::rt {
+
+// UNLOAD_MAPPED=1 and the module gave this session a status page.
+bool mapped_enabled();
+// Places the write routed `rt`, its local buffers `sg` (after its fence, in q's post gate),
+// through a mapping of its target:
+// true when every byte went through a mapping that was valid after the copy. false: not
+// placed by this engine (no mapping granted, out of its bounds, or revoked during the copy,
+// when bytes may have landed): the module's checked submission takes it, and its answer
+// stands.
+bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg);
+// q's mappings go (its destruction, or a reset): unmapped here when they are this
+// session's, forgotten when they are a parent's (a forked child has none).
+void mapped_forget(QpRec* q);
+// Writes the engine placed, for the statistics file.
+uint64_t mapped_writes();
+
+}  // namespace unload::rt
