@@ -85,6 +85,7 @@ sem() {
 		# Which paths the writes took: shown, not asserted (a path may rightly fall back).
 		echo "    $path: writes offload $(stat "$o.stats" writes_offload) inline $(stat "$o.stats" writes_inline)" \
 			"stage $(stat "$o.stats" writes_stage) direct $(stat "$o.stats" writes_direct)" \
+			"(mapped $(stat "$o.stats" writes_direct_mapped))" \
 			"fences $(stat "$o.stats" fences)"
 	done
 	echo "    $label: every run in $((SECONDS - began)) s (the budget's, docs/testing.md)"
