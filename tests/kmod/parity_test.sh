@@ -5,7 +5,9 @@
 # outcomes (completion statuses, both QPs' states, the target blocks' bytes, the next
 # request's status) must be identical. The unload runs must have gone direct for the
 # case's control write (the mapped run through a mapping), and the module must have
-# judged the write under test itself (its refusal reason counted in sysfs).
+# judged the write under test itself (its refusal reason counted in sysfs). The mapped
+# column runs on 6.1 only (CI's budget; PARITY_MAPPED=1 asks for it anywhere, 0 nowhere):
+# on 6.12 it was run by hand (2026-11-27, all 20 cases equal).
 # Usage: parity_test.sh <kmod_parity binary>
 set -u
 . "$(dirname "$0")/../support/check.sh"
@@ -15,6 +17,8 @@ SHIM=$BUILD/shim/libunload_shim.so
 S=/sys/kernel/unload/stats
 W=$(mktemp -d /tmp/parity.XXXXXX)
 skipped=0 ran=0
+modes="offload unload"
+case "${PARITY_MAPPED:-$(uname -r)}" in 1 | 6.1.*) modes="offload unload mapped" ;; esac
 [ -e /dev/unload ] || skip "no /dev/unload (module not loaded)"
 [ -e "$SHIM" ] || skip "no $SHIM"
 
@@ -72,7 +76,7 @@ while read -r c want; do
 	n=${c//[^A-Za-z0-9_]/_}
 	declare -A d
 	t0=$SECONDS
-	for mode in offload unload mapped; do
+	for mode in $modes; do
 		rm -f "$W/$n.$mode.stats"
 		b=$(snap)
 		um=$mode mapped=0
@@ -95,12 +99,12 @@ while read -r c want; do
 	fi
 	ran=$((ran + 1))
 	problems=
-	for mode in offload unload mapped; do
+	for mode in $modes; do
 		[ "$(cat "$W/$n.$mode.rc")" = 0 ] || problems="$problems $mode-exit=$(cat "$W/$n.$mode.rc")"
 		grep '^outcome' "$W/$n.$mode.out" >"$W/$n.$mode.oc"
 	done
 	: >"$W/$n.diff"
-	for mode in unload mapped; do
+	for mode in ${modes#offload }; do
 		if ! diff "$W/$n.offload.oc" "$W/$n.$mode.oc" >>"$W/$n.diff"; then
 			problems="$problems $mode-outcomes-differ"
 		fi
@@ -113,11 +117,14 @@ while read -r c want; do
 	if grep -q '^outcome control.* success' "$W/$n.unload.out" && [ "$wd_un" -lt 1 ]; then
 		problems="$problems unload-never-direct"
 	fi
-	wm=$(stat_of "$W/$n.mapped.stats" writes_direct_mapped)
-	if grep -q '^outcome control.* success' "$W/$n.mapped.out" && [ "$wm" -lt 1 ]; then
-		problems="$problems mapped-never-mapped"
+	wm=-
+	if [ -e "$W/$n.mapped.out" ]; then
+		wm=$(stat_of "$W/$n.mapped.stats" writes_direct_mapped)
+		if grep -q '^outcome control.* success' "$W/$n.mapped.out" && [ "$wm" -lt 1 ]; then
+			problems="$problems mapped-never-mapped"
+		fi
 	fi
-	for mode in unload mapped; do
+	for mode in ${modes#offload }; do
 		case $want in
 		-) ;;
 		none) for r in rkey pd access bounds lkey poisoned; do
@@ -129,12 +136,12 @@ while read -r c want; do
 	summary=$(grep '^outcome' "$W/$n.unload.out" | grep -E ' (write|next|first|statuses|sender_state|responder_state|target) ' |
 		sed 's/^outcome //' | tr '\n' ' ')
 	if [ -z "$problems" ]; then
-		ok "parity.$c" "${summary}| direct $wd_un, module: ${d[unload]:-nothing}; mapped $wm, module: ${d[mapped]:-nothing}; the three runs in $((SECONDS - t0)) s"
+		ok "parity.$c" "${summary}| direct $wd_un, module: ${d[unload]:-nothing}; mapped $wm, module: ${d[mapped]:-nothing}; the runs in $((SECONDS - t0)) s"
 	else
 		fail "parity.$c" "${problems# } | ${summary}| direct $wd_un, module: ${d[unload]:-nothing}"
 		# Indented: scripts/test's digest of failed checks carries the lines after one.
 		sed 's/^/    /' "$W/$n.diff"
-		tail -n 3 "$W/$n.offload.err" "$W/$n.unload.err" "$W/$n.mapped.err" | sed 's/^/    /'
+		for mode in $modes; do tail -n 3 "$W/$n.$mode.err"; done | sed 's/^/    /'
 	fi
 	unset d
 done <<<"$cases"
