@@ -177,6 +177,8 @@ UNLOAD_FOLD(bytes_inline, UNLOAD_FOLD_BYTES + UNLOAD_PATH_INLINE);
 UNLOAD_FOLD(bytes_stage, UNLOAD_FOLD_BYTES + UNLOAD_PATH_STAGE);
 UNLOAD_FOLD(bytes_direct, UNLOAD_FOLD_BYTES + UNLOAD_PATH_DIRECT);
 UNLOAD_FOLD(fences, UNLOAD_FOLD_FENCES);
+UNLOAD_FOLD(writes_mapped, UNLOAD_FOLD_MAPPED_WRITES);
+UNLOAD_FOLD(bytes_mapped, UNLOAD_FOLD_MAPPED_BYTES);
 
 /* Why writes left the path their mode prefers (enum unload_why; docs/sysfs.md). */
 UNLOAD_FOLD(why_not_not_rc, UNLOAD_FOLD_WHY + UNLOAD_WHY_NOT_RC);
@@ -311,6 +313,8 @@ static struct attribute *unload_reported_attrs[] = {
 	&unload_stat_bytes_offload.kattr.attr,
 	&unload_stat_bytes_inline.kattr.attr,
 	&unload_stat_bytes_stage.kattr.attr,
+	&unload_stat_writes_mapped.kattr.attr,
+	&unload_stat_bytes_mapped.kattr.attr,
 	&unload_stat_fences.kattr.attr,
 	&unload_stat_why_not_not_rc.kattr.attr,
 	&unload_stat_why_not_program_inline.kattr.attr,

@@ -24,13 +24,17 @@
 
 /*
  * The statistics folded from the counters pages: writes[4], bytes[4], fences,
- * why_not[UNLOAD_WHY_COUNT], in the page's own order.
+ * why_not[UNLOAD_WHY_COUNT], in the page's own order; then the page's writes and bytes of
+ * the direct path, which are the mapped engine's claims (the module's own direct counts
+ * stand at the direct indices).
  */
 #define UNLOAD_FOLD_WRITES	0
 #define UNLOAD_FOLD_BYTES	UNLOAD_PATH_COUNT
 #define UNLOAD_FOLD_FENCES	(2 * UNLOAD_PATH_COUNT)
 #define UNLOAD_FOLD_WHY		(2 * UNLOAD_PATH_COUNT + 1)
-#define UNLOAD_NR_FOLDED	(UNLOAD_FOLD_WHY + UNLOAD_WHY_COUNT)
+#define UNLOAD_FOLD_MAPPED_WRITES	(UNLOAD_FOLD_WHY + UNLOAD_WHY_COUNT)
+#define UNLOAD_FOLD_MAPPED_BYTES	(UNLOAD_FOLD_MAPPED_WRITES + 1)
+#define UNLOAD_NR_FOLDED	(UNLOAD_FOLD_MAPPED_BYTES + 1)
 
 /* Buckets of a session's region tables (by (device, rkey) and by (device, lkey)). */
 #define UNLOAD_REGION_HASH_BITS	6

@@ -190,9 +190,10 @@ enum unload_why {
  * The counters page of a session: one page, mapped read-write by its session only.
  * Userspace adds to writes[]/bytes[] of the offload, inline and stage paths, to
  * fences and to why_not[] with relaxed atomic adds (__atomic_fetch_add(..,
- * __ATOMIC_RELAXED)). writes[UNLOAD_PATH_DIRECT] and bytes[UNLOAD_PATH_DIRECT] are
- * unused: the module counts its copies itself, in the kernel, and shows them in
- * /sys/kernel/unload/stats/. It folds the rest into /sys/kernel/unload/reported/ (what
+ * __ATOMIC_RELAXED)). writes[UNLOAD_PATH_DIRECT] and bytes[UNLOAD_PATH_DIRECT] are the
+ * direct writes the process placed itself, through mappings (UNLOAD_IOC_MAP), shown as
+ * reported/writes_mapped and bytes_mapped: the module counts its own copies itself, in the
+ * kernel, and shows them in /sys/kernel/unload/stats/. It folds the rest into /sys/kernel/unload/reported/ (what
  * sessions claim: any process can write its own page) when they are read and when the
  * session closes. Counters only grow; a stats reset does not touch the page.
  */

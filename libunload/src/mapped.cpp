@@ -233,6 +233,7 @@ bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (__atomic_load_n(&g_kmod.status[e->slot], __ATOMIC_RELAXED) != e->cookie) return false;
   g_mapped_writes.fetch_add(1, std::memory_order_relaxed);
+  kmod_count_mapped(r.length);
   return true;
 }
 

@@ -23,14 +23,15 @@ for workload in ("PostToCompletion", "PingPong"):
     rows = [r for r in s["rows"] if r["workload"] == workload]
     check(f"{workload}: rows for 8 and 4096 bytes", sorted(r["bytes"] for r in rows) == [8, 4096])
     for r in rows:
-        for v in ("noshim", "offload", "inline", "stage", "direct", "adaptive"):
+        for v in ("noshim", "offload", "inline", "stage", "direct", "mapped", "adaptive"):
             if v == "inline" and r["bytes"] > 1024:
                 continue
             e = r["paths"].get(v, {})
             check(f"{workload} {r['bytes']} B {v}: a positive latency", (e.get("median_ns") or 0) > 0)
-        sh = r["paths"].get("direct", {}).get("share", {})
-        check(f"{workload} {r['bytes']} B: UNLOAD_PATH=direct went direct (share {sh.get('direct')})",
-              (sh.get("direct") or 0) > 0.5)
+        for v in ("direct", "mapped"):
+            sh = r["paths"].get(v, {}).get("share", {})
+            check(f"{workload} {r['bytes']} B: {v} went direct (share {sh.get('direct')})",
+                  (sh.get("direct") or 0) > 0.5)
 check("shim overhead measured with ib_write_lat", len(s["shim_overhead"]) > 0)
 check("the baseline shim measured beside it", all("vs_baseline_pct" in o for o in s["shim_overhead"]))
 for f in ("latency.png", "latency.svg", "table.txt"):

@@ -19,7 +19,9 @@ import re
 import statistics
 import sys
 
-VARIANTS = ["noshim", "offload", "inline", "stage", "direct", "adaptive"]
+# mapped: direct with its mapped engine (UNLOAD_MAPPED=1). Adaptive cannot choose it yet, so
+# "adaptive/best" is over PATHS, the paths adaptive chooses among.
+VARIANTS = ["noshim", "offload", "inline", "stage", "direct", "mapped", "adaptive"]
 WORKLOADS = ["PostToCompletion", "PingPong", "RandomTarget", "Bandwidth"]
 PERFTEST_BW_VARIANTS = ["noshim", "offload", "unload"]
 PATHS = ["offload", "inline", "stage", "direct"]
