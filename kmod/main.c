@@ -118,6 +118,18 @@ static long unload_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 	return -ENOTTY;
 }
 
+/* One page the module writes and userspace only reads (the control and status pages). */
+static int unload_mmap_read_only(struct vm_area_struct *vma, struct page *page)
+{
+	if (vma->vm_end - vma->vm_start != PAGE_SIZE)
+		return -EINVAL;
+	if (vma->vm_flags & VM_WRITE)
+		return -EPERM;
+	unload_vm_flags_clear(vma, VM_MAYWRITE);
+	unload_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	return vm_insert_page(vma, vma->vm_start, page);
+}
+
 static int unload_mmap(struct file *file, struct vm_area_struct *vma)
 {
 	struct unload_session *sess = file->private_data;
@@ -129,24 +141,10 @@ static int unload_mmap(struct file *file, struct vm_area_struct *vma)
 	if (!(vma->vm_flags & VM_SHARED))
 		return -EINVAL;
 
-	if (off == UNLOAD_MMAP_CONTROL) {
-		if (size != PAGE_SIZE)
-			return -EINVAL;
-		if (vma->vm_flags & VM_WRITE)
-			return -EPERM;
-		unload_vm_flags_clear(vma, VM_MAYWRITE);
-		unload_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
-		return vm_insert_page(vma, vma->vm_start, virt_to_page(unload_ctl));
-	}
-	if (off == UNLOAD_MMAP_STATUS) {
-		if (size != PAGE_SIZE)
-			return -EINVAL;
-		if (vma->vm_flags & VM_WRITE)
-			return -EPERM;
-		unload_vm_flags_clear(vma, VM_MAYWRITE);
-		unload_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
-		return vm_insert_page(vma, vma->vm_start, sess->status_page);
-	}
+	if (off == UNLOAD_MMAP_CONTROL)
+		return unload_mmap_read_only(vma, virt_to_page(unload_ctl));
+	if (off == UNLOAD_MMAP_STATUS)
+		return unload_mmap_read_only(vma, sess->status_page);
 	if (off == UNLOAD_MMAP_COUNTERS) {
 		if (size != PAGE_SIZE)
 			return -EINVAL;

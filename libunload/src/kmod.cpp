@@ -108,6 +108,22 @@ void kmod_count_why(unsigned why, uint64_t n) {
   if (why < UNLOAD_WHY_COUNT) __atomic_fetch_add(&g_kmod.cnt->why_not[why], n, __ATOMIC_RELAXED);
 }
 
+int kmod_map(uint32_t qpn, uint32_t handle, uint32_t rkey, int mem_fd, unload_map* m) {
+  *m = unload_map{};
+  m->qp_num = qpn;
+  m->qp_handle = handle;
+  m->rkey = rkey;
+  m->mem_fd = mem_fd;
+  return ioctl(g_kmod.fd, UNLOAD_IOC_MAP, m) != 0 ? -errno : 0;
+}
+
+void kmod_unmap(uint32_t slot, uint64_t cookie) {
+  unload_unmap u{};
+  u.slot = slot;
+  u.cookie = cookie;
+  ioctl(g_kmod.fd, UNLOAD_IOC_UNMAP, &u);
+}
+
 int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn) {
   unload_qp_reg r{};
   const size_t n = strnlen(ctx->device->name, sizeof r.ibdev - 1);

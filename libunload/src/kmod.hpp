@@ -13,6 +13,7 @@ struct unload_control;
 struct unload_counters;
 
 struct unload_direct_req;
+struct unload_map;
 
 namespace unload::rt {
 
@@ -59,6 +60,11 @@ int kmod_dereg_region(uint64_t handle);
 // munmap) when its QP is destroyed: the module charges it until then.
 int kmod_arena_alloc(size_t length, void** addr, size_t* out_len, uint32_t* id);
 int kmod_arena_free(uint32_t id);
+// A mapping of the peer's region `rkey` for sender QP (qpn, handle): 0 and *m filled, or
+// -errno (-EPERM with m->peer_pid: the peer's mem file is wanted, mem_fd -1 or stale).
+int kmod_map(uint32_t qpn, uint32_t handle, uint32_t rkey, int mem_fd, unload_map* m);
+// Revokes mapping (slot, cookie) if it is still live; the caller munmaps it.
+void kmod_unmap(uint32_t slot, uint64_t cookie);
 // Direct writes, in order, with one submission that stops at the first the module does
 // not place (UNLOAD_SUBMIT_STOP). Returns how many it processed (each request's result
 // says whether it was placed: -EACCES for every refusal, and the caller posts that one to

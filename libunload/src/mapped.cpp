@@ -3,7 +3,6 @@
 #include "mapped.hpp"
 
 #include <fcntl.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -80,10 +79,7 @@ constexpr uint32_t kRetryAfter = 256;
 
 void unmap_target(MappedTarget& e, bool ours) {
   if (e.granted && ours) {
-    unload_unmap u{};
-    u.slot = e.slot;
-    u.cookie = e.cookie;
-    ioctl(g_kmod.fd, UNLOAD_IOC_UNMAP, &u);
+    kmod_unmap(e.slot, e.cookie);
     munmap(e.base, e.mmap_length);
   }
   e = MappedTarget{};
@@ -95,32 +91,21 @@ bool word_valid(const MappedTarget& e) {
 
 // Asks the module for a mapping of rkey's region for q: 0, or -errno.
 int grant(QpRec* q, MappedSet* s, MappedTarget& e, uint32_t rkey) {
-  unload_map m{};
-  m.qp_num = q->qp_num;
-  m.qp_handle = q->peer.handle;
-  m.rkey = rkey;
-  m.mem_fd = s->peer_pid ? mem_fd(s->peer_pid, false) : -1;
-  int rc = ioctl(g_kmod.fd, UNLOAD_IOC_MAP, &m) ? -errno : 0;
+  unload_map m;
+  const int known = s->peer_pid ? mem_fd(s->peer_pid, false) : -1;
+  int rc = kmod_map(q->qp_num, q->peer.handle, rkey, known, &m);
   if (rc == -EPERM && m.peer_pid) {  // the peer's mem file: open it (again) and ask once more
     const bool reopen = s->peer_pid == m.peer_pid;
     s->peer_pid = m.peer_pid;
     const int fd = mem_fd(m.peer_pid, reopen);
     if (fd < 0) return -EPERM;
-    m = unload_map{};
-    m.qp_num = q->qp_num;
-    m.qp_handle = q->peer.handle;
-    m.rkey = rkey;
-    m.mem_fd = fd;
-    rc = ioctl(g_kmod.fd, UNLOAD_IOC_MAP, &m) ? -errno : 0;
+    rc = kmod_map(q->qp_num, q->peer.handle, rkey, fd, &m);
   }
   if (rc) return rc;
   void* base = mmap(nullptr, m.mmap_length, PROT_READ | PROT_WRITE, MAP_SHARED, g_kmod.fd,
                     static_cast<off_t>(m.mmap_offset));
   if (base == MAP_FAILED) {
-    unload_unmap u{};
-    u.slot = m.slot;
-    u.cookie = m.cookie;
-    ioctl(g_kmod.fd, UNLOAD_IOC_UNMAP, &u);
+    kmod_unmap(m.slot, m.cookie);
     return -ENOMEM;
   }
   e.granted = true;

@@ -98,13 +98,6 @@ unload_direct_req make_req(uint32_t qpn, uint32_t rkey, uint64_t raddr, uint64_t
   return r;
 }
 
-int submit(int fd, unload_direct_req* reqs, uint32_t n) {
-  unload_submit s{};
-  s.reqs = reinterpret_cast<uintptr_t>(reqs);
-  s.count = n;
-  return uioctl(fd, UNLOAD_IOC_SUBMIT, &s);
-}
-
 // One request on S's session, outside the shadow bookkeeping: its result.
 int submit_one(unload_direct_req r) {
   int ret = submit(g_fd, &r, 1);
