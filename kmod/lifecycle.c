@@ -194,7 +194,7 @@ static bool unload_map_in_zero(const struct unload_map *m)
 {
 	return !m->peer_pid && !m->slot && !m->cookie && !m->iova && !m->length &&
 	       !m->mmap_offset && !m->mmap_length && !m->page_offset && !m->flags &&
-	       !m->reserved0 && !m->reserved[0] && !m->reserved[1];
+	       !m->busy_slot && !m->busy_offset && !m->reserved[0];
 }
 
 /*

@@ -151,6 +151,20 @@ static int unload_mmap(struct file *file, struct vm_area_struct *vma)
 		unload_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
 		return vm_insert_page(vma, vma->vm_start, sess->counters_page);
 	}
+	if (off == UNLOAD_MMAP_BUSY) {
+		/* The owner's shim writes it; nobody else's process maps it. */
+		if (size != PAGE_SIZE || vma->vm_mm != sess->mm)
+			return -EINVAL;
+		unload_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+		return vm_insert_page(vma, vma->vm_start, sess->busy_page);
+	}
+	if (off >= UNLOAD_MMAP_BUSY_VIEW_BASE && off < UNLOAD_MMAP_MAP_BASE) {
+		u64 id = (off - UNLOAD_MMAP_BUSY_VIEW_BASE) >> PAGE_SHIFT;
+
+		if (id >= UNLOAD_MAX_MAP_IDS)
+			return -EINVAL;
+		return unload_busy_view_mmap(sess, vma, id);
+	}
 	if (off >= UNLOAD_MMAP_MAP_BASE) {
 		u64 id = (off - UNLOAD_MMAP_MAP_BASE) / UNLOAD_MMAP_MAP_STRIDE;
 

@@ -63,6 +63,9 @@ struct unload_mapping {
 	struct rdma_restrack_entry *qp_res[2];	/* the sender's, the responder's */
 	unsigned long npages;		/* the region's pinned pages, all mapped */
 	struct page *sink;		/* what a revoked mapping's faults insert */
+	struct page *busy_page;		/* the responder session's busy page (a reference),
+					 * shown read-only by the view while live */
+	u32 busy_slot;			/* the responder QP's byte in it */
 	struct mutex lock;		/* guards pages; held while a fault inserts a PTE
 					 * and while a revocation clears pages and zaps */
 	struct page **pages;		/* the region's pinned pages; NULL once revoked */
@@ -73,14 +76,21 @@ static u64 unload_map_offset(u32 id)
 	return UNLOAD_MMAP_MAP_BASE + (u64)id * UNLOAD_MMAP_MAP_STRIDE;
 }
 
+static u64 unload_busy_view_offset(u32 id)
+{
+	return UNLOAD_MMAP_BUSY_VIEW_BASE + ((u64)id << PAGE_SHIFT);
+}
+
 static void unload_map_free(struct kref *ref)
 {
 	struct unload_mapping *m = container_of(ref, struct unload_mapping, ref);
 
+	/* Under the lock an mmap looks ids up with: it never finds a freed mapping. */
 	mutex_lock(&unload_maps_lock);
 	m->sess->nr_maps--;
-	mutex_unlock(&unload_maps_lock);
 	xa_erase(&unload_map_ids, m->id);
+	mutex_unlock(&unload_maps_lock);
+	put_page(m->busy_page);
 	__free_page(m->sink);
 	mutex_destroy(&m->lock);
 	kfree(m);
@@ -109,6 +119,7 @@ static void unload_map_revoke_locked(struct unload_mapping *m)
 	mutex_lock(&m->lock);
 	m->pages = NULL;
 	unmap_mapping_range(m->as, unload_map_offset(m->id), m->npages << PAGE_SHIFT, 1);
+	unmap_mapping_range(m->as, unload_busy_view_offset(m->id), PAGE_SIZE, 1);
 	mutex_unlock(&m->lock);
 }
 
@@ -283,6 +294,7 @@ int unload_map_grant(struct unload_session *sess, struct file *file,
 {
 	struct unload_mapping *m;
 	bool poisoned;
+	int busy;
 	u32 slot;
 	int ret;
 
@@ -331,7 +343,11 @@ int unload_map_grant(struct unload_session *sess, struct file *file,
 		rcu_read_unlock();
 		goto err_unlock;
 	}
+	busy = unload_qp_busy_slot(pr->peer, pr->peer_dev, pr->peer_qpn);
 	rcu_read_unlock();
+	if (busy < 0)
+		goto err_unlock;
+	m->busy_slot = busy;
 	slot = find_first_zero_bit(sess->map_slots, UNLOAD_MAX_MAPPINGS);
 	ret = -ENOSPC;
 	if (slot >= UNLOAD_MAX_MAPPINGS)
@@ -344,6 +360,9 @@ int unload_map_grant(struct unload_session *sess, struct file *file,
 		goto err_clear_slot;
 	if (!rdma_restrack_get(m->qp_res[1]))
 		goto err_put_sender_qp;
+	/* The responder session lives while the pair is held: its page, for the view. */
+	m->busy_page = pr->peer->busy_page;
+	get_page(m->busy_page);
 	list_add(&m->node, &unload_maps);
 	m->live = true;
 	smp_store_release(&sess->status[slot], m->cookie);
@@ -357,6 +376,8 @@ int unload_map_grant(struct unload_session *sess, struct file *file,
 	out->mmap_offset = unload_map_offset(m->id);
 	out->mmap_length = (u64)r->npages << PAGE_SHIFT;
 	out->page_offset = offset_in_page(r->addr);
+	out->busy_slot = m->busy_slot;
+	out->busy_offset = unload_busy_view_offset(m->id);
 	return 0;
 
 err_put_sender_qp:
@@ -366,8 +387,8 @@ err_clear_slot:
 	clear_bit(slot, sess->map_slots);
 	sess->nr_maps--;
 err_unlock:
-	mutex_unlock(&unload_maps_lock);
 	xa_erase(&unload_map_ids, m->id);
+	mutex_unlock(&unload_maps_lock);
 err_free_sink:
 	__free_page(m->sink);
 err_free_map:
@@ -416,6 +437,68 @@ static const struct vm_operations_struct unload_map_vm_ops = {
 	.fault = unload_map_fault,
 };
 
+/* The view of the responder's busy page while the mapping is live, else the sink. */
+static vm_fault_t unload_busy_view_fault(struct vm_fault *vmf)
+{
+	struct unload_mapping *m = vmf->vma->vm_private_data;
+	struct page *page;
+	vm_fault_t ret;
+
+	if (vmf->pgoff != unload_busy_view_offset(m->id) >> PAGE_SHIFT)
+		return VM_FAULT_SIGBUS;
+	mutex_lock(&m->lock);
+	page = m->pages ? m->busy_page : m->sink;
+	ret = vmf_insert_pfn(vmf->vma, vmf->address, page_to_pfn(page));
+	mutex_unlock(&m->lock);
+	return ret;
+}
+
+static const struct vm_operations_struct unload_busy_view_vm_ops = {
+	.open = unload_map_vm_open,
+	.close = unload_map_vm_close,
+	.fault = unload_busy_view_fault,
+};
+
+/* Mapping id of sess, live, and vma its sender's: taken with a reference for the VMA. */
+static struct unload_mapping *unload_map_for_vma(struct unload_session *sess,
+						 struct vm_area_struct *vma, u32 id, bool view)
+{
+	struct unload_mapping *m;
+
+	lockdep_assert_held(&unload_maps_lock);
+	m = xa_load(&unload_map_ids, id);
+	if (!m || m->sess != sess || !m->live || vma->vm_file->f_mapping != m->as)
+		return NULL;
+	if (vma->vm_end - vma->vm_start != (view ? PAGE_SIZE : m->npages << PAGE_SHIFT))
+		return NULL;
+	kref_get(&m->ref);
+	return m;
+}
+
+/*
+ * mmap of mapping id's view of its responder's busy page: one page, read-only, by its
+ * sender's process only, with the mapping's own rules otherwise.
+ */
+int unload_busy_view_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id)
+{
+	struct unload_mapping *m;
+
+	if (vma->vm_mm != sess->mm)
+		return -EPERM;
+	if (vma->vm_flags & (VM_WRITE | VM_EXEC))
+		return -EPERM;
+	mutex_lock(&unload_maps_lock);
+	m = unload_map_for_vma(sess, vma, id, true);
+	mutex_unlock(&unload_maps_lock);
+	if (!m)
+		return -EINVAL;
+	vma->vm_private_data = m;
+	vma->vm_ops = &unload_busy_view_vm_ops;
+	unload_vm_flags_clear(vma, VM_MAYWRITE | VM_MAYEXEC);
+	unload_vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
+	return 0;
+}
+
 /*
  * mmap of mapping id: by its sender's session and process only, shared, writable, never
  * executable, whole; not copied into a child, not dumped, not pinnable by anyone
@@ -423,27 +506,20 @@ static const struct vm_operations_struct unload_map_vm_ops = {
  */
 int unload_map_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id)
 {
-	unsigned long size = vma->vm_end - vma->vm_start;
 	struct unload_mapping *m;
-	int ret = 0;
 
 	if (vma->vm_mm != sess->mm)
 		return -EPERM;
 	if (vma->vm_flags & VM_EXEC)
 		return -EPERM;
 	mutex_lock(&unload_maps_lock);
-	m = xa_load(&unload_map_ids, id);
-	if (!m || m->sess != sess || !m->live || size != m->npages << PAGE_SHIFT ||
-	    vma->vm_file->f_mapping != m->as) {
-		ret = -EINVAL;
-		goto out_unlock;
-	}
-	kref_get(&m->ref);
+	m = unload_map_for_vma(sess, vma, id, false);
+	mutex_unlock(&unload_maps_lock);
+	if (!m)
+		return -EINVAL;
 	vma->vm_private_data = m;
 	vma->vm_ops = &unload_map_vm_ops;
 	unload_vm_flags_clear(vma, VM_MAYEXEC);
 	unload_vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
-out_unlock:
-	mutex_unlock(&unload_maps_lock);
-	return ret;
+	return 0;
 }

@@ -145,6 +145,8 @@ static void unload_qp_remove(struct unload_qp *q)
 	hash_del_rcu(&q->hnode);
 	mutex_unlock(&unload_qp_hash_lock);
 	list_del(&q->snode);
+	WRITE_ONCE(q->sess->busy[q->busy_slot], 1);
+	clear_bit(q->busy_slot, q->sess->busy_slots);
 	q->sess->nr_qps--;
 	unload_user_uncharge(q->sess->user, UNLOAD_USER_REGS);
 	call_rcu(&q->rcu, unload_qp_free_rcu);
@@ -179,8 +181,8 @@ int unload_qp_reg_copy_in(struct unload_qp_reg *req, void __user *arg)
 	if (copy_from_user(req, arg, sizeof(*req)))
 		return -EFAULT;
 	if (req->flags || req->state || req->dest_qp_num || req->handle ||
-	    req->peer_flags || req->reserved[0] || req->reserved[1] || req->reserved[2] ||
-	    req->reserved[3])
+	    req->peer_flags || req->busy_slot || req->reserved0 || req->reserved[0] ||
+	    req->reserved[1] || req->reserved[2])
 		return -EINVAL;
 	if (strnlen(req->ibdev, sizeof(req->ibdev)) == sizeof(req->ibdev))
 		return -EINVAL;
@@ -228,12 +230,16 @@ int unload_qp_register(struct unload_session *sess, struct ib_device *dev,
 		q->qpn = req->qp_num;
 		q->handle = ++sess->next_qp_handle ? sess->next_qp_handle :
 			    ++sess->next_qp_handle;	/* never 0, even after a wrap */
+		/* One per registered QP: nr_qps < UNLOAD_MAX_QPS leaves one free. */
+		q->busy_slot = find_first_zero_bit(sess->busy_slots, UNLOAD_MAX_QPS);
+		set_bit(q->busy_slot, sess->busy_slots);
 		/*
 		 * Under sess->lock: either the device's removal has not erased it from
 		 * unload_devs yet, and its sweep (after) will see q on sess->qps, or q is
 		 * refused here.
 		 */
 		if (!unload_device_live(dev)) {
+			clear_bit(q->busy_slot, sess->busy_slots);
 			kmem_cache_free(unload_qp_cache, q);
 			ret = -ENODEV;
 			goto out_uncharge;
@@ -248,6 +254,9 @@ int unload_qp_register(struct unload_session *sess, struct ib_device *dev,
 	if (READ_ONCE(q->poisoned))
 		req->peer_flags |= UNLOAD_PEER_POISONED;
 	req->handle = q->handle;
+	req->busy_slot = q->busy_slot;
+	/* Its state changed: busy until its shim, which knows its send queue, says otherwise. */
+	WRITE_ONCE(sess->busy[q->busy_slot], 1);
 	mutex_unlock(&sess->lock);
 	return 0;
 
@@ -313,6 +322,17 @@ bool unload_qp_registered(struct unload_session *sess, struct ib_device *dev, u3
 			*poisoned |= READ_ONCE(q->poisoned);
 		}
 	return found;
+}
+
+/* QP (dev, qpn)'s byte in sess's busy page, or -ENOENT; under RCU. */
+int unload_qp_busy_slot(struct unload_session *sess, struct ib_device *dev, u32 qpn)
+{
+	struct unload_qp *q;
+
+	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, qpn)
+		if (q->sess == sess && q->dev == dev && q->qpn == qpn)
+			return q->busy_slot;
+	return -ENOENT;
 }
 
 /*

@@ -44,6 +44,7 @@ static u64 unload_counter_read(struct unload_session *sess, unsigned int idx)
 	if (idx == UNLOAD_FOLD_MAPPED_BYTES)
 		return READ_ONCE(c[UNLOAD_FOLD_BYTES + UNLOAD_PATH_DIRECT]);
 	/* writes[4], bytes[4], fences, why_not[] are laid out in fold order. */
+	BUILD_BUG_ON(UNLOAD_MAX_QPS > PAGE_SIZE);	/* a byte each in the busy page */
 	BUILD_BUG_ON(offsetof(struct unload_counters, why_not) != UNLOAD_FOLD_WHY * sizeof(u64));
 	return READ_ONCE(c[idx]);
 }
@@ -101,6 +102,7 @@ static void unload_session_destroy(struct kref *ref)
 
 	put_page(sess->counters_page);
 	put_page(sess->status_page);
+	put_page(sess->busy_page);
 	unload_acct_put(sess->acct);
 	unload_user_put(sess->user);
 	mmdrop(sess->mm);
@@ -145,6 +147,11 @@ struct unload_session *unload_session_alloc(struct file *file)
 	if (!sess->status_page)
 		goto err_free_counters;
 	sess->status = page_address(sess->status_page);
+	sess->busy_page = alloc_page(GFP_KERNEL_ACCOUNT);
+	if (!sess->busy_page)
+		goto err_free_status;
+	sess->busy = page_address(sess->busy_page);
+	memset(sess->busy, 1, PAGE_SIZE);	/* no QP's byte is quiet until its shim says so */
 	kref_init(&sess->ref);
 	mutex_init(&sess->lock);
 	INIT_LIST_HEAD(&sess->qps);
@@ -169,6 +176,8 @@ struct unload_session *unload_session_alloc(struct file *file)
 	mmgrab(sess->mm);
 	return sess;
 
+err_free_status:
+	put_page(sess->status_page);
 err_free_counters:
 	put_page(sess->counters_page);
 err_put_user:

@@ -63,6 +63,10 @@ struct unload_session {
 	u64 *status;			/* its kernel address; written under
 					 * unload_maps_lock with smp_store_release */
 	DECLARE_BITMAP(map_slots, UNLOAD_MAX_MAPPINGS);	/* words in use (unload_maps_lock) */
+	struct page *busy_page;		/* its QPs' busy bytes, mapped RW by userspace */
+	u8 *busy;			/* its kernel address; the module writes a byte
+					 * with WRITE_ONCE under lock, the owner at will */
+	DECLARE_BITMAP(busy_slots, UNLOAD_MAX_QPS);	/* bytes in use (lock) */
 	unsigned int nr_maps;		/* its mappings alive, revoked ones still mapped
 					 * included (unload_maps_lock); a mapping never
 					 * outlives the session: its VMAs hold the file */
@@ -103,6 +107,7 @@ struct unload_qp {
 	struct ib_device *dev;		/* reference from ib_device_get_by_name */
 	u32 qpn;
 	u32 handle;			/* in its session, non-zero, set before hashing */
+	u32 busy_slot;			/* its byte in sess->busy; set before hashing */
 	bool poisoned;			/* a request of this QP or to it failed a check
 					 * an RNIC makes: never direct again (set once,
 					 * WRITE_ONCE/READ_ONCE) */
@@ -288,6 +293,7 @@ int unload_map_grant(struct unload_session *sess, struct file *file,
 		     struct unload_map *out);
 void unload_maps_exit(void);
 int unload_map_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id);
+int unload_busy_view_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id);
 long unload_ioctl_unmap(struct unload_session *sess, void __user *arg);
 void unload_maps_revoke_region(struct unload_region *r);
 void unload_maps_revoke_qp(struct ib_device *dev, u32 qpn);
@@ -324,6 +330,7 @@ struct ib_device *unload_qp_sender(struct unload_session *sess, u32 qpn, u32 han
 				   bool *poisoned);
 bool unload_qp_registered(struct unload_session *sess, struct ib_device *dev, u32 qpn,
 			  bool *poisoned);
+int unload_qp_busy_slot(struct unload_session *sess, struct ib_device *dev, u32 qpn);
 bool unload_qp_candidate(u32 qpn, u32 *seen, struct unload_session **sess,
 			 struct ib_device **dev);
 void unload_qp_poison(struct unload_session *sess, struct ib_device *dev, u32 qpn);

@@ -32,7 +32,7 @@
 #include <linux/types.h>
 
 /* Bumped on every incompatible change of this file. */
-#define UNLOAD_ABI_VERSION 4
+#define UNLOAD_ABI_VERSION 5
 
 #define UNLOAD_DEVICE_PATH "/dev/unload"
 #define UNLOAD_SYSFS_ROOT "/sys/kernel/unload"
@@ -63,11 +63,14 @@ enum unload_mode {
 #define UNLOAD_MMAP_CONTROL	0x0ULL		/* control page, PROT_READ only */
 #define UNLOAD_MMAP_COUNTERS	0x100000ULL	/* this session's counters page, RW */
 #define UNLOAD_MMAP_STATUS	0x200000ULL	/* this session's status page, PROT_READ only */
+#define UNLOAD_MMAP_BUSY	0x300000ULL	/* this session's busy page, RW */
 #define UNLOAD_MMAP_ARENA_BASE	0x100000000ULL	/* arena n at BASE + n * ARENA_STRIDE */
 #define UNLOAD_MMAP_ARENA_STRIDE 0x100000000ULL
 /* Mappings: at the mmap_offset UNLOAD_IOC_MAP returns (BASE + id * STRIDE). */
 #define UNLOAD_MMAP_MAP_BASE	(1ULL << 56)
 #define UNLOAD_MMAP_MAP_STRIDE	(1ULL << 36)
+/* A mapping's view of its responder's busy page: at the busy_offset UNLOAD_IOC_MAP returns. */
+#define UNLOAD_MMAP_BUSY_VIEW_BASE (1ULL << 55)
 
 /*
  * The tunables, in the order and encoding of unload::policy::Tunables (so userspace
@@ -258,7 +261,9 @@ struct unload_qp_reg {
 				 * session (non-zero, stable while registered): name
 				 * the sender QP by it in unload_direct_req */
 	__u32 peer_flags;	/* out: UNLOAD_PEER_* */
-	__u64 reserved[4];	/* in: zero; out: zero */
+	__u32 busy_slot;	/* in: zero; out: the QP's byte in the busy page */
+	__u32 reserved0;	/* in: zero; out: zero */
+	__u64 reserved[3];	/* in: zero; out: zero */
 };
 
 /* peer_flags */
@@ -556,6 +561,21 @@ struct unload_session_list {
 #define UNLOAD_MAX_MAPPINGS	512	/* per session: the words of a 4 KiB page */
 
 /*
+ * The busy page: one page per session, mapped PROT_READ | PROT_WRITE at UNLOAD_MMAP_BUSY
+ * by its owner, one byte per registered QP (unload_qp_reg.busy_slot; UNLOAD_MAX_QPS of
+ * them). The module sets a QP's byte to 1 when it registers it (again) and when it
+ * forgets it; the owner's shim stores 0 while it knows that the QP's send queue holds no
+ * NIC request and that none failed, and stores 1 before it posts one. A sender writes
+ * through a mapping of this QP's peer region only while the byte, which it reads through a
+ * read-only view of the page (unload_map.busy_offset), is 0, before and after its copy:
+ * rxe moves a QP to ERR by itself when a request of its own fails (or one from its peer
+ * is bad, which only the peer's own request can be) and says so only in that request's
+ * completion. The checked submission reads both QPs and sees it; a mapped write would not.
+ * The byte is the responder's advice about itself: a wrong 0 lets its own peers write
+ * only what they could write anyway.
+ */
+
+/*
  * UNLOAD_IOC_MAP: map the target region `rkey` names, of the peer QP the sender QP is
  * connected to, into the caller (its session's opener process only: -EPERM), when both
  * hold: a responder NIC would take a write on the pair now (both QPs registered and
@@ -566,8 +586,9 @@ struct unload_session_list {
  * ptrace attach rights over it (the rule process_vm_writev applies), else -EPERM with
  * peer_pid filled in (in the caller's pid namespace; 0 when not known). Then map
  * mmap_length bytes at mmap_offset (PROT_READ | PROT_WRITE, MAP_SHARED, never PROT_EXEC):
- * the region's pinned pages, the byte at iova at page_offset. The mapping is not
- * inherited by a child (VM_DONTCOPY) and cannot be pinned (an MR on it fails).
+ * the region's pinned pages, the byte at iova at page_offset; and one page at busy_offset
+ * (PROT_READ only): the responder's busy page, its QP's byte at busy_slot. Neither is
+ * inherited by a child (VM_DONTCOPY) nor can be pinned (an MR on them fails).
  * The module revokes a mapping (docs/design.md, section 4) when either QP is registered
  * again or unregistered or poisoned, the region is deregistered, either session closes,
  * or the device goes; UNLOAD_IOC_UNMAP revokes one at the caller's request. Revoking does
@@ -589,8 +610,10 @@ struct unload_map {
 	__u64 mmap_length;	/* out: bytes to mmap (whole pages) */
 	__u64 page_offset;	/* out: where the byte at iova is in the mapping */
 	__u32 flags;		/* in: zero */
-	__u32 reserved0;	/* in: zero */
-	__u64 reserved[2];	/* in: zero */
+	__u32 busy_slot;	/* in: zero; out: the responder QP's byte in the view */
+	__u64 busy_offset;	/* in: zero; out: where to mmap (PROT_READ, one page)
+				 * the view of the responder's busy page */
+	__u64 reserved[1];	/* in: zero */
 };
 
 /*

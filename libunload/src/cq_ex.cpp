@@ -2,6 +2,7 @@
 // (or to a start_poll that found nothing).
 #include "cq_ex.hpp"
 
+#include "busy.hpp"
 #include "merge.hpp"
 #include "registry.hpp"
 
@@ -103,7 +104,10 @@ int settle(CqRec* c, CqxState* s, ibv_cq_ex* cq, int rc) {
     SqEntry* e = nullptr;
     const bool visible = map_current(c, s, cq, &q, &e);
     const bool behind = visible && held_up(c) && c->pending.push(current_as_wc(s, cq));
-    if (e) q->sq.ring.retire_through(e);  // the program reads it now, or finds it queued
+    if (e) {
+      q->sq.ring.retire_through(e);  // the program reads it now, or finds it queued
+      busy_settle(q);
+    }
     if (behind) return take_synth(c, s, cq) ? 0 : ENOENT;
     if (visible) return 0;
   }

@@ -1,6 +1,7 @@
 // The direct path: the fence, the kmod's copy, the completion, and the markers.
 #include "direct.hpp"
 
+#include "busy.hpp"
 #include "config.hpp"
 #include "kmod.hpp"
 #include "mapped.hpp"
@@ -48,6 +49,7 @@ int post_marker(QpRec* q, uint32_t rkey, uint64_t remote_addr) {
   w.wr.rdma.rkey = rkey;
   w.wr.rdma.remote_addr = remote_addr;
   ring.publish(tail + 1);
+  busy_raise(q);
   const int rc = q->c->provider.post_send(q->qp, &w, &bad);
   if (rc)
     ring.rollback(tail);
@@ -124,6 +126,7 @@ int fence_before_direct(QpRec* q, const WriteRequest& r, bool* waited) {
     }
   }
   if (q->failed.load(std::memory_order_acquire)) return -EIO;
+  busy_settle(q);  // a poller that retired the marker may have seen `untracked` still set
   count_fence();
   *waited = true;
   return 0;

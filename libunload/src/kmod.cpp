@@ -51,6 +51,8 @@ const char* kmod_open() {
   // The mapped engine's validity words; a module without them has no mapped path.
   void* st = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, UNLOAD_MMAP_STATUS);
   g_kmod.status = st == MAP_FAILED ? nullptr : static_cast<const uint64_t*>(st);
+  void* busy = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, UNLOAD_MMAP_BUSY);
+  g_kmod.busy = busy == MAP_FAILED ? nullptr : static_cast<uint8_t*>(busy);
   g_kmod.fd = fd;
   g_kmod.ctl = static_cast<const unload_control*>(ctl);
   g_kmod.cnt = static_cast<unload_counters*>(cnt);
@@ -66,6 +68,7 @@ void kmod_leave_inherited() {
   munmap(const_cast<unload_control*>(g_kmod.ctl), g_kmod.ctl_size);
   munmap(g_kmod.cnt, g_kmod.cnt_size);
   if (g_kmod.status) munmap(const_cast<uint64_t*>(g_kmod.status), 4096);
+  if (g_kmod.busy) munmap(g_kmod.busy, 4096);
   close(g_kmod.fd);
   const uint32_t session = g_kmod.session;
   g_kmod = Kmod{};
@@ -132,7 +135,8 @@ int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn) {
   return ioctl(g_kmod.fd, UNLOAD_IOC_UNREG_QP, &r) != 0 ? -errno : 0;
 }
 
-int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* handle) {
+int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* handle,
+                uint32_t* busy_slot) {
   unload_qp_reg r{};
   const size_t n = strnlen(ctx->device->name, sizeof r.ibdev - 1);
   std::memcpy(r.ibdev, ctx->device->name, n);
@@ -140,6 +144,7 @@ int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* 
   if (ioctl(g_kmod.fd, UNLOAD_IOC_REG_QP, &r) != 0) return -errno;
   *peer_flags = r.peer_flags;
   *handle = r.handle;
+  *busy_slot = r.busy_slot;
   return 0;
 }
 

@@ -22,6 +22,7 @@ struct Kmod {
   const unload_control* ctl = nullptr;
   unload_counters* cnt = nullptr;
   const uint64_t* status = nullptr;  // the mappings' validity words (nullptr: an older module)
+  uint8_t* busy = nullptr;            // this session's QPs' busy bytes (busy.hpp)
   uint32_t max_iov = 0;
   size_t ctl_size = 0, cnt_size = 0;
   // Which session of this process's (1, 2, ...: a forked child opens its own): handles and
@@ -46,7 +47,9 @@ void kmod_count_mapped(uint64_t bytes);
 void kmod_count_why(unsigned why, uint64_t n);  // why: enum unload_why
 // 0 or -errno. peer_flags: UNLOAD_PEER_*; handle: names the QP in kmod_direct (QP numbers
 // are per device; the same registration keeps its handle).
-int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* handle);
+// busy_slot: the QP's byte in the busy page (the module raised it).
+int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* handle,
+                uint32_t* busy_slot);
 // Forgets a QP registered with kmod_reg_qp (at its destruction: QP numbers are reused,
 // and the registration holds a reference on the device). 0 or -errno.
 int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn);

@@ -32,7 +32,9 @@ struct MappedTarget {
   uint32_t slot = 0;
   uint64_t cookie = 0;
   uint64_t iova = 0, length = 0, page_offset = 0, mmap_length = 0;
+  uint32_t busy_slot = 0;
   uint8_t* base = nullptr;
+  const uint8_t* busy = nullptr;  // the responder QP's byte, in the view of its busy page
 };
 
 // A QP's mappings: a few targets (a program writes to few rkeys per QP), replaced in turn.
@@ -76,11 +78,13 @@ int mem_fd(uint32_t pid, bool reopen) {
 
 // Writes to an rkey the module refused to map, before it is asked again.
 constexpr uint32_t kRetryAfter = 256;
+constexpr size_t kPage = 4096;  // the busy page's view
 
 void unmap_target(MappedTarget& e, bool ours) {
   if (e.granted && ours) {
     kmod_unmap(e.slot, e.cookie);
     munmap(e.base, e.mmap_length);
+    munmap(const_cast<uint8_t*>(e.busy) - e.busy_slot, kPage);
   }
   e = MappedTarget{};
 }
@@ -88,6 +92,9 @@ void unmap_target(MappedTarget& e, bool ours) {
 bool word_valid(const MappedTarget& e) {
   return __atomic_load_n(&g_kmod.status[e.slot], __ATOMIC_ACQUIRE) == e.cookie;
 }
+
+// The responder has no NIC request in flight on its QP and none failed (busy.hpp).
+bool responder_quiet(const MappedTarget& e) { return __atomic_load_n(e.busy, __ATOMIC_ACQUIRE) == 0; }
 
 // Asks the module for a mapping of rkey's region for q: 0, or -errno.
 int grant(QpRec* q, MappedSet* s, MappedTarget& e, uint32_t rkey) {
@@ -104,7 +111,12 @@ int grant(QpRec* q, MappedSet* s, MappedTarget& e, uint32_t rkey) {
   if (rc) return rc;
   void* base = mmap(nullptr, m.mmap_length, PROT_READ | PROT_WRITE, MAP_SHARED, g_kmod.fd,
                     static_cast<off_t>(m.mmap_offset));
-  if (base == MAP_FAILED) {
+  void* view = m.busy_offset && m.busy_slot < kPage
+                   ? mmap(nullptr, kPage, PROT_READ, MAP_SHARED, g_kmod.fd, static_cast<off_t>(m.busy_offset))
+                   : MAP_FAILED;
+  if (base == MAP_FAILED || view == MAP_FAILED) {
+    if (base != MAP_FAILED) munmap(base, m.mmap_length);
+    if (view != MAP_FAILED) munmap(view, kPage);
     kmod_unmap(m.slot, m.cookie);
     return -ENOMEM;
   }
@@ -116,6 +128,8 @@ int grant(QpRec* q, MappedSet* s, MappedTarget& e, uint32_t rkey) {
   e.page_offset = m.page_offset;
   e.mmap_length = m.mmap_length;
   e.base = static_cast<uint8_t*>(base);
+  e.busy_slot = m.busy_slot;
+  e.busy = static_cast<const uint8_t*>(view) + m.busy_slot;
   return 0;
 }
 
@@ -161,12 +175,12 @@ MappedTarget* target_of(QpRec* q, uint32_t rkey) {
 bool mapped_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("UNLOAD_MAPPED");
-    if (!v || std::strcmp(v, "0") == 0) return false;
-    if (std::strcmp(v, "1") != 0) {
-      std::fprintf(stderr, "unload: UNLOAD_MAPPED=\"%s\" is not 0 or 1; keeping 0\n", v);
-      return false;
+    if (!v || std::strcmp(v, "1") == 0) return true;
+    if (std::strcmp(v, "0") != 0) {
+      std::fprintf(stderr, "unload: UNLOAD_MAPPED=\"%s\" is not 0 or 1; keeping 1\n", v);
+      return true;
     }
-    return true;
+    return false;
   }();
   return on && g_kmod.status != nullptr;
 }
@@ -185,7 +199,7 @@ bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg) {
     sg = process_sg;
   }
   uint8_t* dst = e->base + e->page_offset + (r.remote_addr - e->iova);
-  if (!word_valid(*e)) return false;
+  if (!word_valid(*e) || !responder_quiet(*e)) return false;
   // In ascending order, the last 8 bytes last and after the rest (release), as the module
   // places: a poller of the last byte sees the whole write.
   uint64_t left = r.length;
@@ -214,9 +228,12 @@ bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg) {
     if (r.user_inline) break;
   }
   // The word again, after every store: still valid, the write was placed before any
-  // revocation began (which clears the word before it zaps).
+  // revocation began (which clears the word before it zaps); the responder still quiet,
+  // it was placed before a request of its own could move its QP.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (__atomic_load_n(&g_kmod.status[e->slot], __ATOMIC_RELAXED) != e->cookie) return false;
+  if (__atomic_load_n(&g_kmod.status[e->slot], __ATOMIC_RELAXED) != e->cookie ||
+      __atomic_load_n(e->busy, __ATOMIC_RELAXED) != 0)
+    return false;
   g_mapped_writes.fetch_add(1, std::memory_order_relaxed);
   kmod_count_mapped(r.length);
   return true;

@@ -1,6 +1,7 @@
 // The completion merger.
 #include "merge.hpp"
 
+#include "busy.hpp"
 #include "registry.hpp"
 #include "route.hpp"
 #include "stage.hpp"
@@ -59,6 +60,7 @@ void merge_wc(CqRec* c, Emitter& em, ibv_wc& wc) {
   // on the CQ. Retired before the emit, this one could be queued behind it (mt_post, 4 QPs
   // with empty writes on the NIC between direct ones: 273 of 1600 out of order).
   q->sq.ring.retire_through(e);
+  busy_settle(q);
 }
 
 int poll_provider_into_pending(CqRec* c) {

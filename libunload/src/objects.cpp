@@ -1,5 +1,6 @@
 // The lifecycles of the objects made through the shim: their records, from creation to
 // destruction, and the C API the shim's wrappers call (unload/runtime.h).
+#include "busy.hpp"
 #include "caps.hpp"
 #include "config.hpp"
 #include "cq_ex.hpp"
@@ -390,8 +391,8 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   const bool to_rtr_rts =
       (mask & IBV_QP_STATE) && (attr->qp_state == IBV_QPS_RTR || attr->qp_state == IBV_QPS_RTS);
   if (!to_rtr_rts && q->peer.registered && q->peer.session == g_kmod.session) {
-    uint32_t flags = 0, handle = 0;
-    kmod_reg_qp(qp->context, qp->qp_num, &flags, &handle);
+    uint32_t flags = 0, handle = 0, slot = 0;
+    if (kmod_reg_qp(qp->context, qp->qp_num, &flags, &handle, &slot) == 0) busy_attach(q, slot);
   }
   if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET && q->tracked) {
     // The provider discarded the send queue: its completions that were made are mapped
@@ -418,9 +419,10 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   // report is fresher.
   if ((mask & IBV_QP_STATE) && (attr->qp_state == IBV_QPS_RTR || attr->qp_state == IBV_QPS_RTS) &&
       kmod_present() && qp->qp_type == IBV_QPT_RC && q->tracked) {
-    uint32_t flags = 0, handle = 0;
-    if (kmod_reg_qp(qp->context, qp->qp_num, &flags, &handle) == 0) {
+    uint32_t flags = 0, handle = 0, slot = 0;
+    if (kmod_reg_qp(qp->context, qp->qp_num, &flags, &handle, &slot) == 0) {
       GateScope pg(q->sq.gate);
+      busy_attach(q, slot);
       q->peer.flags = flags;
       q->peer.handle = handle;
       q->peer.registered = true;
@@ -451,6 +453,7 @@ int unload_qp_destroy(ibv_qp* qp) {
   QpRec* q = g_qps.find(key_of(qp));
   // Forgotten by the module first: no direct write can name it after this, its number
   // may be reused once the QP is gone, and the registration holds the device.
+  if (q) busy_detach(q);
   if (q && q->peer.registered && q->peer.session == g_kmod.session &&
       kmod_unreg_qp(qp->context, q->qp_num) == 0)
     q->peer.registered = false;

@@ -3,6 +3,7 @@
 // that carry the ring's tags (docs/design.md, "A write's walk").
 #include "post.hpp"
 
+#include "busy.hpp"
 #include "config.hpp"
 #include "direct.hpp"
 #include "registry.hpp"
@@ -83,6 +84,7 @@ class Batch {
     if (!n_) return 0;
     SendQueue& sq = q_->sq;
     sq.ring.publish(start_ + n_);
+    busy_raise(q_);
     ibv_send_wr* bad_copy = nullptr;
     const int rc = q_->c->provider.post_send(q_->qp, copies_, &bad_copy);
     if (timed_) stamp_post_call();
@@ -152,6 +154,7 @@ bool list_locally_valid(const QpRec* q, const ibv_send_wr* wr) {
 int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   if (!q->sq.untracked.load(std::memory_order_relaxed))
     q->sq.untracked.store(true, std::memory_order_relaxed);
+  busy_raise(q);
   const int rc = q->c->provider.post_send(q->qp, wr, bad);
   for (const ibv_send_wr* w = wr; w && !(rc && w == *bad); w = w->next) {
     if (w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) continue;
@@ -288,6 +291,7 @@ extern "C" int unload_qp_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
     GateScope g(q->sq.gate);  // not held over the provider's call: it may post through ops.post_send
     mark_tracked(q);
     q->sq.untracked.store(true, std::memory_order_relaxed);
+    busy_raise(q);
   }
   return c->provider.bind_mw(qp, mw, bind);
 }

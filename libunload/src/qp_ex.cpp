@@ -25,6 +25,7 @@
 // headers; writes are only counted, and the QP is marked `untracked` for the next fence.
 #include "qp_ex.hpp"
 
+#include "busy.hpp"
 #include "config.hpp"
 #include "direct.hpp"
 #include "post.hpp"
@@ -472,9 +473,13 @@ extern "C" int unload_qpx_wr_complete(ibv_qp_ex* qp) {
   QpRec* q = qpx_rec(qp);
   if (!q) return EINVAL;
   QpxState* s = q->qpx;
-  if (s->pass) q->sq.untracked.store(true, std::memory_order_relaxed);  // in flight untracked
+  if (s->pass) {
+    q->sq.untracked.store(true, std::memory_order_relaxed);  // in flight untracked
+    busy_raise(q);
+  }
   if (s->held.state == kHeldDirect) return complete_held(q, qp);
   release_held(q, qp);  // a header without payload: the provider judges it
+  busy_raise(q);
   const int rc = s->orig.wr_complete(qp);
   if (rc) {
     rollback_refused(q, s->start);

@@ -79,6 +79,9 @@ struct PeerLink {
   uint32_t last_rkey = 0;    // the newest direct write's target: a valid marker target
   uint64_t last_addr = 0;
   bool has_last = false;
+  // Its byte in the busy page (busy.hpp): session << 32 | (slot + 1); 0 none. Read by
+  // pollers too.
+  std::atomic<uint64_t> busy{0};
 };
 
 // The cost of a sampled write measured by a thread with no policy of its own (a program's

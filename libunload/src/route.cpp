@@ -2,6 +2,7 @@
 // (UNLOAD_PATH) or the thread's policy.
 #include "route.hpp"
 
+#include "busy.hpp"
 #include "cq_ex.hpp"
 #include "kmod.hpp"
 #include "nic_only.hpp"
@@ -107,10 +108,11 @@ Why direct_blocker(QpRec* q, const Tunables& t) {
     if (--p.countdown != 0) return Why::unpaired;
     p.backoff = p.backoff < (1u << 16) ? p.backoff * 2 : p.backoff;
     p.countdown = p.backoff;
-    uint32_t flags = 0, handle = 0;
-    if (kmod_reg_qp(q->qp->context, q->qp_num, &flags, &handle) == 0) {
+    uint32_t flags = 0, handle = 0, slot = 0;
+    if (kmod_reg_qp(q->qp->context, q->qp_num, &flags, &handle, &slot) == 0) {
       p.flags = flags;
       p.handle = handle;
+      busy_attach(q, slot);
     }
     if (p.flags & UNLOAD_PEER_POISONED) return Why::poisoned;
     if (!(p.flags & UNLOAD_PEER_PAIRED)) return Why::unpaired;

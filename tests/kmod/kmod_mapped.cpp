@@ -103,13 +103,15 @@ int cmd_grant() {
   bad.qp_num = qpn;
   bad.rkey = p.tmr->rkey;
   bad.mem_fd = mem;
-  bad.reserved[1] = 1;
+  bad.reserved[0] = 1;
   ret = uioctl(p.fd, UNLOAD_IOC_MAP, &bad);
   expect(ret == -EINVAL, "grant.reserved", "MAP with a reserved field set: %d (want %d)", ret, -EINVAL);
   // The source region (local write only) is no target.
   ret = map_ioctl(p.fd, qpn, p.smr->rkey, mem, &m);
   expect(ret == -EACCES, "grant.region_without_remote_write", "MAP of a region without REMOTE_WRITE: %d", ret);
 
+  unload_qp_reg rb{};  // the responder QP's busy slot (registered again before the grant)
+  if (reg_qp(p.fd, p.b.dev.c_str(), p.b.wire.qpn, &rb)) die("REG_QP again");
   ret = map_ioctl(p.fd, qpn, p.tmr->rkey, mem, &m);
   expect(ret == 0 && word_is(g_status, m) && m.iova == reinterpret_cast<uintptr_t>(p.tgt) && m.length == p.len &&
              m.mmap_length == p.len && m.page_offset == 0,
@@ -140,6 +142,22 @@ int cmd_grant() {
   for (int i = 0; i < 300; i++) placed &= p.tgt[4000 + i] == 0x5a;
   expect(placed && p.tgt[3999] == 0 && p.tgt[4300] == 0, "grant.places", "300 bytes written at +4000 through the mapping: %s",
          placed ? "in the responder's buffer, nothing around them" : "not in the responder's buffer");
+
+  // The responder QP's busy byte: raised by its registration, and what its owner stores
+  // in its busy page the sender's read-only view shows.
+  auto* own = static_cast<uint8_t*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, p.fd, UNLOAD_MMAP_BUSY));
+  auto* view = static_cast<const uint8_t*>(
+      mmap(nullptr, 4096, PROT_READ, MAP_SHARED, p.fd, static_cast<off_t>(m.busy_offset)));
+  void* view_rw = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, p.fd, static_cast<off_t>(m.busy_offset));
+  if (own == MAP_FAILED || view == MAP_FAILED) die("mmap the busy page or its view");
+  const bool raised = own[rb.busy_slot] == 1 && view[m.busy_slot] == 1;
+  own[rb.busy_slot] = 0;
+  const bool shown = view[m.busy_slot] == 0;
+  expect(m.busy_offset && rb.busy_slot == m.busy_slot && raised && shown && view_rw == MAP_FAILED, "grant.busy_view",
+         "the responder's busy byte: slot %u / %u, raised by REG_QP %s, its 0 shown %s, the view writable %s",
+         rb.busy_slot, m.busy_slot, raised ? "yes" : "no", shown ? "yes" : "no", view_rw == MAP_FAILED ? "no" : "yes");
+  munmap(const_cast<uint8_t*>(view), 4096);
+  munmap(own, 4096);
 
   ibv_mr* pinned = ibv_reg_mr(p.a.pd, map, 4096, IBV_ACCESS_LOCAL_WRITE);
   expect(!pinned, "grant.not_pinnable", "ibv_reg_mr on the mapping: %s", pinned ? "registered" : "refused");

@@ -415,6 +415,49 @@ int case_responder_destroyed() {
   return 0;
 }
 
+// The responder's own NIC request fails and rxe moves its QP to ERR by itself, with no
+// event and before the responder polls: `remote`, a write to the sender with an rkey it
+// never gave (the sender's QP goes to ERR too, as the target of a bad request); `local`, a
+// write from an lkey the responder does not hold (only the responder's QP). The sender's
+// next write then meets a QP in ERR, which only the completion the responder has not polled
+// yet would tell its shim. rxe never completes a write to a responder in ERR (none within
+// 20 s in our runs), so the outcome there is "no completion within 3 s".
+int case_responder_request_failed(bool remote) {
+  Frame f;
+  setup(&f, kRemote);
+  control(&f, "control");
+  g_write_wait = std::chrono::milliseconds(3000);
+  Src rsrc = make_src(f.pd);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(rsrc.buf), 64, remote ? rsrc.mr->lkey : rsrc.mr->lkey ^ 0x55aa00};
+  ibv_send_wr w{}, *bad = nullptr;
+  w.wr_id = 7;
+  w.sg_list = &sge;
+  w.num_sge = 1;
+  w.opcode = IBV_WR_RDMA_WRITE;
+  w.send_flags = IBV_SEND_SIGNALED;
+  w.wr.rdma.rkey = remote ? f.src.mr->rkey ^ 0x5a5a00 : f.src.mr->lkey;
+  w.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(f.src.buf);
+  outcome("responder_post", ibv_post_send(f.r.qp, &w, &bad) ? "failed" : "ok");
+  // Not polled: wait until the failure moved the QP(s) (the same wait in every run).
+  const Qp& moved = remote ? f.s : f.r;
+  for (int i = 0; i < 300 && qp_state(moved) == IBV_QPS_RTS; i++) usleep(10000);
+  outcome("moved_state", state_name(qp_state(moved)));
+  outcome("write", write1(f.s, f.src, f.src.mr->lkey, 0, f.t.mr->rkey, f.t.addr(), 64));
+  ibv_wc wc{};
+  std::string rst = "no_completion";
+  for (int i = 0; i < 3000; i++) {
+    const int n = ibv_poll_cq(f.r.cq, 1, &wc);
+    if (n == 1) {
+      rst = ibv_wc_status_str(wc.status);
+      break;
+    }
+    usleep(1000);
+  }
+  outcome("responder_request", rst);
+  finish(&f);
+  return 0;
+}
+
 // Bounds edges: one write just outside (or wrapping around) the MR.
 int case_bounds(const std::string& edge) {
   Frame f;
@@ -522,6 +565,8 @@ int main(int argc, char** argv) {
   if (c == "responder_drops_remote_write") return case_responder_drops_remote_write();
   if (c == "responder_reconnected_ahead") return case_responder_reconnected_ahead();
   if (c == "responder_destroyed") return case_responder_destroyed();
+  if (c == "responder_request_failed:remote") return case_responder_request_failed(true);
+  if (c == "responder_request_failed:local") return case_responder_request_failed(false);
   if (c.rfind("bounds:", 0) == 0) return case_bounds(c.substr(7));
   if (c == "rkey_sweep") return case_rkey_sweep(argc > 2 ? atoi(argv[2]) : 10000);
   if (c == "bad_lkey") return case_bad_lkey(false);

@@ -55,6 +55,8 @@ dereg_unannounced rkey
 responder_drops_remote_write access
 responder_reconnected_ahead peer_unpaired
 responder_destroyed -
+responder_request_failed:remote qp_state
+responder_request_failed:local peer_unpaired
 bounds:before_start bounds
 bounds:past_end bounds
 bounds:at_end bounds
