@@ -113,34 +113,34 @@ struct Drain {
 // from stats/ (its own count), the others from reported/ (what the sessions claim; this
 // benchmark's own processes are the only writers). The share each path took in a benchmark
 // shows what the adaptive policy chose.
+// Writes per path: the module's own direct count (the writes it placed) and, apart, the
+// direct writes the mapped engine placed (the module never sees them, the shim claims them).
+constexpr int kPathNames = 5;
+const char* const kPathName[kPathNames] = {"offload", "inline", "stage", "direct", "mapped"};
+
 struct PathCounts {
-  double n[4] = {-1, -1, -1, -1};
+  double n[kPathNames] = {-1, -1, -1, -1, -1};
 };
 
 PathCounts path_counts() {
-  static const char* const names[4] = {"offload", "inline", "stage", "direct"};
   PathCounts c;
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < kPathNames; i++) {
     std::ifstream f(std::string("/sys/kernel/unload/") + (i == 3 ? "stats" : "reported") + "/writes_" +
-                    names[i]);
+                    kPathName[i]);
     double v;
     if (f >> v) c.n[i] = v;
   }
-  // Direct writes the mapped engine placed: the module never sees them, the shim claims them.
-  std::ifstream m("/sys/kernel/unload/reported/writes_mapped");
-  double v;
-  if (c.n[3] >= 0 && m >> v) c.n[3] += v;
+  if (c.n[4] < 0) c.n[4] = 0;  // a module without the mapped path
   return c;
 }
 
 void report_paths(benchmark::State& state, const PathCounts& before) {
-  static const char* const names[4] = {"offload", "inline", "stage", "direct"};
   PathCounts after = path_counts();
   double total = 0;
-  for (int i = 0; i < 4; i++) total += after.n[i] - before.n[i];
+  for (int i = 0; i < kPathNames; i++) total += after.n[i] - before.n[i];
   if (before.n[0] < 0 || total <= 0) return;
-  for (int i = 0; i < 4; i++)
-    state.counters[std::string("share_") + names[i]] = (after.n[i] - before.n[i]) / total;
+  for (int i = 0; i < kPathNames; i++)
+    state.counters[std::string("share_") + kPathName[i]] = (after.n[i] - before.n[i]) / total;
 }
 
 void report(benchmark::State& state, std::vector<double>& ns, size_t bytes) {

@@ -58,6 +58,7 @@ struct MemFile {
 };
 MemFile g_mem[16];
 uint32_t g_mem_n = 0;
+uint32_t g_mem_next = 0;  // full: the entry to let go next (peers come and go: a server's clients)
 
 int mem_fd(uint32_t pid, bool reopen) {
   std::lock_guard<std::mutex> lock(g_mem_mu);
@@ -66,8 +67,12 @@ int mem_fd(uint32_t pid, bool reopen) {
     if (g_mem[i].pid == pid) f = &g_mem[i];
   if (f && !reopen) return f->fd;
   if (!f) {
-    if (g_mem_n == std::size(g_mem)) return -1;
-    f = &g_mem[g_mem_n++];
+    if (g_mem_n < std::size(g_mem)) {
+      f = &g_mem[g_mem_n++];
+    } else {
+      f = &g_mem[g_mem_next++ % std::size(g_mem)];
+      if (f->fd >= 0) close(f->fd);
+    }
     f->pid = pid;
   } else if (f->fd >= 0) {
     close(f->fd);

@@ -19,12 +19,12 @@ import re
 import statistics
 import sys
 
-# mapped: direct with its mapped engine (UNLOAD_MAPPED=1). Adaptive cannot choose it yet, so
-# "adaptive/best" is over PATHS, the paths adaptive chooses among.
+# direct: every write submitted to the module (UNLOAD_MAPPED=0); mapped: direct with its
+# mapped engine, as adaptive's direct is by default. "adaptive/best" is over PATHS.
 VARIANTS = ["noshim", "offload", "inline", "stage", "direct", "mapped", "adaptive"]
 WORKLOADS = ["PostToCompletion", "PingPong", "RandomTarget", "Bandwidth"]
 PERFTEST_BW_VARIANTS = ["noshim", "offload", "unload"]
-PATHS = ["offload", "inline", "stage", "direct"]
+PATHS = ["offload", "inline", "stage", "direct", "mapped"]
 
 
 def load(results):
