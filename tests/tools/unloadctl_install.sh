@@ -162,10 +162,11 @@ check "set mode unload" rc 0 "$CTL" set mode unload
 
 step "a program under the installed shim: ib_write_lat server and client, mode unload"
 export UNLOAD_MODE=unload
-LD_PRELOAD=$SHIM ib_write_lat -d "$DEV" -x "$GIDX" -s 64 -n 50000000 >"$WORK/srv.log" 2>&1 &
+# Every write submitted to the module (UNLOAD_MAPPED=0): its own counts are what ps shows.
+LD_PRELOAD=$SHIM UNLOAD_MAPPED=0 ib_write_lat -d "$DEV" -x "$GIDX" -s 64 -n 50000000 >"$WORK/srv.log" 2>&1 &
 SPID=$!
 for _ in $(seq 300); do ss -ltnH 'sport = :18515' | grep -q . && break; sleep 0.1; done
-LD_PRELOAD=$SHIM ib_write_lat -d "$DEV" -x "$GIDX" -s 64 -n 50000000 "$ADDR" >"$WORK/cli.log" 2>&1 &
+LD_PRELOAD=$SHIM UNLOAD_MAPPED=0 ib_write_lat -d "$DEV" -x "$GIDX" -s 64 -n 50000000 "$ADDR" >"$WORK/cli.log" 2>&1 &
 CPID=$!
 unset UNLOAD_MODE
 for _ in $(seq 600); do readv d $SYS/stats/writes_direct && [ "$d" -gt 1000 ] && break; sleep 0.1; done

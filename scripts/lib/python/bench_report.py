@@ -223,6 +223,55 @@ def perftest_bandwidth(results):
     return out
 
 
+UCX_VARIANTS = ["posix", "sysv", "cma", "rc_verbs", "shim"]
+
+
+def ucx_latency(results):
+    """ucx_perftest put_lat per size and variant (UCX's same-host transports, rc_verbs
+    without the shim and under it in the default mode): the median over repetitions of
+    its average latency, the range, and the shim's median per-repetition ratio to each."""
+    path = os.path.join(results, "ucx_put_lat.tsv")
+    data, layouts = {}, {}
+    if os.path.exists(path):
+        for line in open(path):
+            parts = line.split()
+            if len(parts) == 5 and parts[4] != "nan" and math.isfinite(float(parts[4])):
+                data[(int(parts[0]), int(parts[1]), parts[2])] = float(parts[4])
+                layouts[(int(parts[1]), parts[2])] = parts[3]
+    out = []
+    for size in sorted({s for (_, s, _) in data}):
+        reps = sorted({r for (r, s, _) in data if s == size})
+        row = {"bytes": size, "variants": {}}
+        for v in UCX_VARIANTS:
+            got = [data[(r, size, v)] for r in reps if (r, size, v) in data]
+            if got:
+                row["variants"][v] = {"median_us": med(got), "min_us": min(got), "max_us": max(got),
+                                      "layout": layouts.get((size, v)), "reps": len(got)}
+        for v in UCX_VARIANTS[:-1]:
+            ratios = [data[(r, size, "shim")] / data[(r, size, v)] for r in reps
+                      if (r, size, "shim") in data and (r, size, v) in data and data[(r, size, v)]]
+            if ratios:
+                row.setdefault("shim_vs", {})[v] = med(ratios)
+        out.append(row)
+    return out
+
+
+def ucx_table(ucx):
+    lines = ["\nucx_perftest put_lat, average one-way latency, median (min-max) over repetitions, us;"
+             " shim = rc_verbs under the shim in the default mode"]
+    lines.append(f"{'bytes':>8} " + " ".join(f"{v:>26}" for v in UCX_VARIANTS) + "  shim / posix, sysv, cma")
+    for row in ucx:
+        cells = []
+        for v in UCX_VARIANTS:
+            e = row["variants"].get(v)
+            cells.append(f"{e['median_us']:.2f} ({e['min_us']:.2f}-{e['max_us']:.2f}) {e['layout']}"
+                         if e else "-")
+        vs = row.get("shim_vs", {})
+        ratios = ", ".join(f"{vs[v]:.2f}x" if v in vs else "-" for v in ("posix", "sysv", "cma"))
+        lines.append(f"{row['bytes']:>8} " + " ".join(f"{c:>26}" for c in cells) + "  " + ratios)
+    return lines
+
+
 def policy_costs(results):
     """Median ns per call of the policy's decide/observe per mode, from bench_policy, and
     the repetitions it is the median of (scripts/bench runs fewer for a quick look)."""
@@ -283,7 +332,7 @@ def bandwidth_table(sel):
     return lines
 
 
-def table(rows, shim_overhead, policy=None, perftest_bw=None, policy_reps=None):
+def table(rows, shim_overhead, policy=None, perftest_bw=None, policy_reps=None, ucx=None):
     lines = []
     for workload in WORKLOADS:
         sel = [r for r in rows if r["workload"] == workload]
@@ -340,6 +389,8 @@ def table(rows, shim_overhead, policy=None, perftest_bw=None, policy_reps=None):
                     ratio = f" ({e['vs_noshim']:.2f}x)" if "vs_noshim" in e else ""
                     cells.append(f"{v} {e['mb_per_s']:.1f} MB/s {fmt_rate(e['mwrites_per_s'] * 1e6, 'w/s')}{ratio}")
             lines.append(f"{row['bytes']:>8} B: " + ", ".join(cells))
+    if ucx:
+        lines += ucx_table(ucx)
     if policy:
         lines.append(f"\nPolicy cost per call (host CPU, median of {policy_reps or '?'}):")
         for name, ns in sorted(policy.items()):
@@ -392,14 +443,15 @@ def main():
     rows = summarise(runs, floors)
     ovh = overhead(results)
     pbw = perftest_bandwidth(results)
-    if not rows and not ovh and not pbw:
+    ucx = ucx_latency(results)
+    if not rows and not ovh and not pbw and not ucx:
         print("bench_report: no benchmark results in", results, file=sys.stderr)
         return 1
     pol, pol_reps = policy_costs(results)
     with open(os.path.join(results, "summary.json"), "w") as f:
         json.dump({"context": context, "rows": rows, "shim_overhead": ovh, "perftest_bandwidth": pbw,
-                   "policy_ns": pol}, f, indent=1)
-    text = table(rows, ovh, pol, pbw, pol_reps)
+                   "ucx_put_lat": ucx, "policy_ns": pol}, f, indent=1)
+    text = table(rows, ovh, pol, pbw, pol_reps, ucx)
     with open(os.path.join(results, "table.txt"), "w") as f:
         f.write(text + "\n")
     print(text)
