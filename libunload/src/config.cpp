@@ -16,7 +16,6 @@
 #include <new>
 
 #include "kmod.hpp"
-#include "mapped.hpp"
 #include "stage.hpp"
 #include "tls.hpp"
 #include "unload/runtime.h"
@@ -127,7 +126,7 @@ void write_stats_file() {
                        t.bytes[i]);
   }
   n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "fences %" PRIu64 "\n", t.fences);
-  if (const uint64_t m = mapped_writes())  // of writes_direct, those the mapped engine placed
+  if (const uint64_t m = t.mapped)  // of writes_direct, those the mapped engine placed
     n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "writes_direct_mapped %" PRIu64 "\n", m);
   for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)  // the reasons that occurred
     if (t.why_not[i])
@@ -200,6 +199,16 @@ void count_writes(Path p, uint64_t n, uint64_t bytes) {
   if ((s.kmod_unsent += n) >= kKmodBatch) kmod_flush(s);
 }
 
+void count_mapped(uint64_t bytes) {
+  ThreadStats& s = thread_stats();
+  ++s.mapped;
+  if (!g_have_kmod.load(std::memory_order_relaxed)) return;
+  const unsigned i = policy::index_of(Path::unload_direct);
+  s.kmod_writes[i] += 1;
+  s.kmod_bytes[i] += bytes;
+  if (++s.kmod_unsent >= kKmodBatch) kmod_flush(s);
+}
+
 const char* why_name(Why w) {
   static const char* const names[UNLOAD_WHY_COUNT] = {
       "not_rc",   "program_inline", "path_off", "no_module", "remote_peer", "unregistered", "unpaired",
@@ -232,6 +241,7 @@ Totals stats_totals() {
       t.bytes[i] += __atomic_load_n(&s->bytes[i], __ATOMIC_RELAXED);
     }
     t.fences += __atomic_load_n(&s->fences, __ATOMIC_RELAXED);
+    t.mapped += __atomic_load_n(&s->mapped, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
       t.why_not[i] += __atomic_load_n(&s->why_not[i], __ATOMIC_RELAXED);
   }

@@ -20,6 +20,7 @@ struct ThreadStats {
   uint64_t writes[policy::kPathCount];
   uint64_t bytes[policy::kPathCount];
   uint64_t fences;
+  uint64_t mapped;  // of writes[direct], those the mapped engine placed
   uint64_t why_not[UNLOAD_WHY_COUNT];
   uint64_t kmod_writes[policy::kPathCount];  // not yet added to the counters page
   uint64_t kmod_bytes[policy::kPathCount];
@@ -34,6 +35,9 @@ ThreadStats& thread_stats();
 // Counts a write in this thread's statistics and, with the kmod, in the session's
 // counters page, batched (the module counts direct writes itself).
 void count_writes(Path p, uint64_t n, uint64_t bytes);
+// One of the direct writes counted was placed by the mapped engine: the module never sees
+// it, so it goes to the counters page's direct fields (batched, as the other paths').
+void count_mapped(uint64_t bytes);
 
 // Counts one fence (a wait before a direct write) here and in the counters page.
 void count_fence();
@@ -76,6 +80,7 @@ struct Totals {
   uint64_t writes[policy::kPathCount];
   uint64_t bytes[policy::kPathCount];
   uint64_t fences;
+  uint64_t mapped;
   uint64_t why_not[UNLOAD_WHY_COUNT];
 };
 Totals stats_totals();

@@ -96,13 +96,6 @@ void kmod_count(policy::Path p, uint64_t n, uint64_t bytes) {
   __atomic_fetch_add(&g_kmod.cnt->bytes[i], bytes, __ATOMIC_RELAXED);
 }
 
-// Not batched like the others: a mapped write is the one direct write the module cannot
-// count, and an uncontended relaxed add is small beside it.
-void kmod_count_mapped(uint64_t bytes) {
-  __atomic_fetch_add(&g_kmod.cnt->writes[UNLOAD_PATH_DIRECT], 1, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&g_kmod.cnt->bytes[UNLOAD_PATH_DIRECT], bytes, __ATOMIC_RELAXED);
-}
-
 void kmod_count_fence() {
   __atomic_fetch_add(&g_kmod.cnt->fences, 1, __ATOMIC_RELAXED);
 }

@@ -42,8 +42,6 @@ uint32_t kmod_tunables(policy::Tunables& t, uint32_t seq);
 // Adds to this session's counters page (offload, inline, stage; the module counts direct).
 void kmod_count(policy::Path p, uint64_t n, uint64_t bytes);
 void kmod_count_fence();
-// One write the mapped engine placed (the page's direct fields: the module never sees it).
-void kmod_count_mapped(uint64_t bytes);
 void kmod_count_why(unsigned why, uint64_t n);  // why: enum unload_why
 // 0 or -errno. peer_flags: UNLOAD_PEER_*; handle: names the QP in kmod_direct (QP numbers
 // are per device; the same registration keeps its handle).

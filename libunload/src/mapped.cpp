@@ -17,6 +17,7 @@
 #include <new>
 #include <string>
 
+#include "config.hpp"
 #include "kmod.hpp"
 #include "route.hpp"
 #include "unload.h"
@@ -46,8 +47,6 @@ struct MappedSet {
 };
 
 namespace {
-
-std::atomic<uint64_t> g_mapped_writes{0};
 
 // The peers' mem files, by pid: opened once, kept (a pid's file names its process for as
 // long as the file is open; a reused pid's stale file is refused and opened again).
@@ -239,8 +238,7 @@ bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg) {
   if (__atomic_load_n(&g_kmod.status[e->slot], __ATOMIC_RELAXED) != e->cookie ||
       __atomic_load_n(e->busy, __ATOMIC_RELAXED) != 0)
     return false;
-  g_mapped_writes.fetch_add(1, std::memory_order_relaxed);
-  kmod_count_mapped(r.length);
+  count_mapped(r.length);
   return true;
 }
 
@@ -252,7 +250,5 @@ void mapped_forget(QpRec* q) {
   delete s;
   q->mapped = nullptr;
 }
-
-uint64_t mapped_writes() { return g_mapped_writes.load(std::memory_order_relaxed); }
 
 }  // namespace unload::rt

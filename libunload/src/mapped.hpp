@@ -24,7 +24,5 @@ bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg);
 // q's mappings go (its destruction, or a reset): unmapped here when they are this
 // session's, forgotten when they are a parent's (a forked child has none).
 void mapped_forget(QpRec* q);
-// Writes the engine placed, for the statistics file.
-uint64_t mapped_writes();
 
 }  // namespace unload::rt

@@ -85,7 +85,8 @@ default_mode() {
 	local f=$WORK/$1.stats all direct
 	show_stats "$1"
 	all=$(total_writes "$f") direct=$(stat "$f" writes_direct)
-	echo "measured: $1: $direct of $all writes direct ($((all ? 100 * direct / all : 0)) %)"
+	echo "measured: $1: $direct of $all writes direct ($((all ? 100 * direct / all : 0)) %)," \
+		"$(stat "$f" writes_direct_mapped) of them mapped"
 	check "$1: a reason for every other write" [ "$(not_direct "$f")" -eq "$(why_sum "$f")" ]
 }
 for v in "bw4k:ib_write_bw -s 4096 -n 2000" "bw4k_l8:ib_write_bw -s 4096 -n 2000 -l 8" \
