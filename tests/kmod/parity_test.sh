@@ -7,7 +7,8 @@
 # case's control write (the mapped run through a mapping), and the module must have
 # judged the write under test itself (its refusal reason counted in sysfs). The mapped
 # column runs on 6.1 only (CI's budget; PARITY_MAPPED=1 asks for it anywhere, 0 nowhere):
-# on 6.12 it was run by hand (2026-11-27, all 20 cases equal).
+# on 6.12 it was run by hand (2026-11-27: all 20 cases equal; later the two
+# responder_request_failed cases too).
 # Usage: parity_test.sh <kmod_parity binary>
 set -u
 . "$(dirname "$0")/../support/check.sh"
