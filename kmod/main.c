@@ -163,14 +163,14 @@ static int unload_mmap(struct file *file, struct vm_area_struct *vma)
 
 		if (id >= UNLOAD_MAX_MAP_IDS)
 			return -EINVAL;
-		return unload_busy_view_mmap(sess, vma, id);
+		return unload_map_mmap(sess, vma, id, true);
 	}
 	if (off >= UNLOAD_MMAP_MAP_BASE) {
 		u64 id = (off - UNLOAD_MMAP_MAP_BASE) / UNLOAD_MMAP_MAP_STRIDE;
 
 		if ((off - UNLOAD_MMAP_MAP_BASE) % UNLOAD_MMAP_MAP_STRIDE || id >= UNLOAD_MAX_MAP_IDS)
 			return -EINVAL;
-		return unload_map_mmap(sess, vma, id);
+		return unload_map_mmap(sess, vma, id, false);
 	}
 	if (off >= UNLOAD_MMAP_ARENA_BASE &&
 	    (off - UNLOAD_MMAP_ARENA_BASE) % UNLOAD_MMAP_ARENA_STRIDE == 0) {

@@ -459,67 +459,34 @@ static const struct vm_operations_struct unload_busy_view_vm_ops = {
 	.fault = unload_busy_view_fault,
 };
 
-/* Mapping id of sess, live, and vma its sender's: taken with a reference for the VMA. */
-static struct unload_mapping *unload_map_for_vma(struct unload_session *sess,
-						 struct vm_area_struct *vma, u32 id, bool view)
+/*
+ * mmap of mapping id (view: its view of the responder's busy page, one page, read-only):
+ * by its sender's session and process only, shared, never executable, whole; not copied
+ * into a child, not dumped, not pinnable by anyone (VM_IO | VM_PFNMAP: an MR cannot be
+ * registered on it).
+ */
+int unload_map_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id, bool view)
 {
+	unsigned long size = vma->vm_end - vma->vm_start;
 	struct unload_mapping *m;
 
-	lockdep_assert_held(&unload_maps_lock);
+	if (vma->vm_mm != sess->mm)
+		return -EPERM;
+	if (vma->vm_flags & (VM_EXEC | (view ? VM_WRITE : 0)))
+		return -EPERM;
+	mutex_lock(&unload_maps_lock);
 	m = xa_load(&unload_map_ids, id);
-	if (!m || m->sess != sess || !m->live || vma->vm_file->f_mapping != m->as)
-		return NULL;
-	if (vma->vm_end - vma->vm_start != (view ? PAGE_SIZE : m->npages << PAGE_SHIFT))
-		return NULL;
-	kref_get(&m->ref);
-	return m;
-}
-
-/*
- * mmap of mapping id's view of its responder's busy page: one page, read-only, by its
- * sender's process only, with the mapping's own rules otherwise.
- */
-int unload_busy_view_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id)
-{
-	struct unload_mapping *m;
-
-	if (vma->vm_mm != sess->mm)
-		return -EPERM;
-	if (vma->vm_flags & (VM_WRITE | VM_EXEC))
-		return -EPERM;
-	mutex_lock(&unload_maps_lock);
-	m = unload_map_for_vma(sess, vma, id, true);
+	if (m && (m->sess != sess || !m->live || vma->vm_file->f_mapping != m->as ||
+		  size != (view ? PAGE_SIZE : m->npages << PAGE_SHIFT)))
+		m = NULL;
+	if (m)
+		kref_get(&m->ref);	/* the VMA's */
 	mutex_unlock(&unload_maps_lock);
 	if (!m)
 		return -EINVAL;
 	vma->vm_private_data = m;
-	vma->vm_ops = &unload_busy_view_vm_ops;
-	unload_vm_flags_clear(vma, VM_MAYWRITE | VM_MAYEXEC);
-	unload_vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
-	return 0;
-}
-
-/*
- * mmap of mapping id: by its sender's session and process only, shared, writable, never
- * executable, whole; not copied into a child, not dumped, not pinnable by anyone
- * (VM_IO | VM_PFNMAP: an MR cannot be registered on it).
- */
-int unload_map_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id)
-{
-	struct unload_mapping *m;
-
-	if (vma->vm_mm != sess->mm)
-		return -EPERM;
-	if (vma->vm_flags & VM_EXEC)
-		return -EPERM;
-	mutex_lock(&unload_maps_lock);
-	m = unload_map_for_vma(sess, vma, id, false);
-	mutex_unlock(&unload_maps_lock);
-	if (!m)
-		return -EINVAL;
-	vma->vm_private_data = m;
-	vma->vm_ops = &unload_map_vm_ops;
-	unload_vm_flags_clear(vma, VM_MAYEXEC);
+	vma->vm_ops = view ? &unload_busy_view_vm_ops : &unload_map_vm_ops;
+	unload_vm_flags_clear(vma, VM_MAYEXEC | (view ? VM_MAYWRITE : 0));
 	unload_vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
 	return 0;
 }

@@ -152,8 +152,9 @@ std::string digest(const Target& t) {
 // How long write1 waits for a completion.
 std::chrono::milliseconds g_write_wait{120000};
 
-std::string write1(const Qp& s, const Src& src, uint32_t lkey, uint64_t src_off, uint32_t rkey,
-                   uint64_t raddr, uint32_t len) {
+// Posts one signaled RDMA WRITE from src + src_off: ibv_post_send's value.
+int post1(const Qp& s, const Src& src, uint32_t lkey, uint64_t src_off, uint32_t rkey, uint64_t raddr,
+          uint32_t len) {
   ibv_sge sge{reinterpret_cast<uintptr_t>(src.buf) + src_off, len, lkey};
   ibv_send_wr w{}, *bad = nullptr;
   w.wr_id = 1;
@@ -163,7 +164,12 @@ std::string write1(const Qp& s, const Src& src, uint32_t lkey, uint64_t src_off,
   w.send_flags = IBV_SEND_SIGNALED;
   w.wr.rdma.rkey = rkey;
   w.wr.rdma.remote_addr = raddr;
-  if (int rc = ibv_post_send(s.qp, &w, &bad)) return std::string("post_error=") + strerror(rc);
+  return ibv_post_send(s.qp, &w, &bad);
+}
+
+std::string write1(const Qp& s, const Src& src, uint32_t lkey, uint64_t src_off, uint32_t rkey,
+                   uint64_t raddr, uint32_t len) {
+  if (int rc = post1(s, src, lkey, src_off, rkey, raddr, len)) return std::string("post_error=") + strerror(rc);
   ibv_wc wc{};
   // A hang guard (rxe completes or flushes everything else within a few seconds): past
   // g_write_wait the outcome says so instead of the test timing out.
@@ -428,16 +434,9 @@ int case_responder_request_failed(bool remote) {
   control(&f, "control");
   g_write_wait = std::chrono::milliseconds(3000);
   Src rsrc = make_src(f.pd);
-  ibv_sge sge{reinterpret_cast<uintptr_t>(rsrc.buf), 64, remote ? rsrc.mr->lkey : rsrc.mr->lkey ^ 0x55aa00};
-  ibv_send_wr w{}, *bad = nullptr;
-  w.wr_id = 7;
-  w.sg_list = &sge;
-  w.num_sge = 1;
-  w.opcode = IBV_WR_RDMA_WRITE;
-  w.send_flags = IBV_SEND_SIGNALED;
-  w.wr.rdma.rkey = remote ? f.src.mr->rkey ^ 0x5a5a00 : f.src.mr->lkey;
-  w.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(f.src.buf);
-  outcome("responder_post", ibv_post_send(f.r.qp, &w, &bad) ? "failed" : "ok");
+  const int rc = post1(f.r, rsrc, remote ? rsrc.mr->lkey : rsrc.mr->lkey ^ 0x55aa00, 0,
+                       remote ? f.src.mr->rkey ^ 0x5a5a00 : f.src.mr->lkey, reinterpret_cast<uintptr_t>(f.src.buf), 64);
+  outcome("responder_post", rc ? "failed" : "ok");
   // Not polled: wait until the failure moved the QP(s) (the same wait in every run).
   const Qp& moved = remote ? f.s : f.r;
   for (int i = 0; i < 300 && qp_state(moved) == IBV_QPS_RTS; i++) usleep(10000);
