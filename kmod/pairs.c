@@ -142,6 +142,7 @@ static u32 unload_peer_resolve(struct unload_pair *pr)
 static u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle,
 			   struct unload_pair *pr)
 {
+	const struct unload_qp *q;
 	struct ib_device *dev;
 	bool poisoned = false;
 	u32 deny;
@@ -149,7 +150,12 @@ static u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle,
 	memset(pr, 0, sizeof(*pr));
 	pr->qpn = qpn;
 	rcu_read_lock();
-	dev = unload_qp_sender(sess, qpn, handle, &poisoned);
+	q = unload_qp_sender(sess, qpn, handle);
+	dev = q ? q->dev : NULL;
+	if (q) {
+		poisoned = READ_ONCE(q->poisoned);
+		pr->s_gen = READ_ONCE(q->gen);
+	}
 	if (dev && !ib_device_try_get(dev))
 		dev = NULL;
 	rcu_read_unlock();
@@ -159,6 +165,8 @@ static u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle,
 	if (poisoned)
 		return UNLOAD_DENY_POISONED;
 
+	/* The view after the gen: a modify it misses is one a later gen shows. */
+	smp_rmb();
 	/* Ownership is the opener's: sess->owner, whoever submits. */
 	if (unload_qp_view_get(sess, dev, qpn, &pr->s))
 		return UNLOAD_DENY_QP_NOT_OWNED;
@@ -177,24 +185,44 @@ static u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle,
 /*
  * Would unload_pair_get accept pr's pair now? pr holds the references of an accepted
  * resolution, and the caller has seen neither QP being deleted, so both are the same
- * objects: read both again, check both registrations, and require the AVs unchanged, so
- * the pairing (and the source GIDs read then) still stands. False: resolve again.
+ * objects: read the peer again (what a responder NIC checks is never taken on trust),
+ * check both registrations, and require the AVs unchanged, so the pairing (and the
+ * source GIDs read then) still stands. False: resolve again.
+ *
+ * The sender is read again only when it may have moved. It is the submitter's own QP,
+ * so its state is a question of its own program's semantics, never of the peer's
+ * protection: a modify registers it again (its gen), and the RDMA core moves it by
+ * itself only for a NIC request of its own or of its peer (each QP's busy byte) failing.
+ * With both quiet and no registration since it was read, it is as read.
  */
 static bool unload_pair_still(struct unload_session *sess, u32 handle,
 			      struct unload_pair *pr)
 {
-	bool poisoned = false, peer_poisoned, registered, same_s, same_p;
-	struct ib_device *dev;
+	const struct unload_qp *sq, *pq;
+	bool same_s = true, same_p, live, quiet;
 
 	rcu_read_lock();
-	dev = unload_qp_sender(sess, pr->qpn, handle, &poisoned);
-	registered = unload_qp_registered(pr->peer, pr->peer_dev, pr->peer_qpn,
-					  &peer_poisoned);
+	sq = unload_qp_sender(sess, pr->qpn, handle);
+	pq = unload_qp_lookup(pr->peer, pr->peer_dev, pr->peer_qpn);
+	live = sq && sq->dev == pr->dev && !READ_ONCE(sq->poisoned) && pq &&
+	       !READ_ONCE(pq->poisoned) && unload_session_live(pr->peer);
+	quiet = live && READ_ONCE(sq->gen) == pr->s_gen && unload_qp_quiet(sq) &&
+		unload_qp_quiet(pq);
+	if (live && !quiet)
+		pr->s_gen = READ_ONCE(sq->gen);
 	rcu_read_unlock();
-	if (dev != pr->dev || poisoned || !registered || peer_poisoned)
+	if (!live)
 		return false;
-	if (unload_qp_view_reread(&pr->s, &same_s) || unload_qp_view_reread(&pr->p, &same_p) ||
-	    !same_s || !same_p)
+	smp_rmb();	/* the views after the gen and the busy bytes */
+	if ((!quiet && unload_qp_view_reread(&pr->s, &same_s)) ||
+	    unload_qp_view_reread(&pr->p, &same_p) || !same_s || !same_p)
+		return false;
+	/*
+	 * A quiet sender may still have sent since it was read (its NIC requests completed):
+	 * the peer's expected PSN moved on, its own is read again before judging.
+	 */
+	if (quiet && !unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->peer_qpn) &&
+	    (unload_qp_view_reread(&pr->s, &same_s) || !same_s))
 		return false;
 	return pr->s.state == IB_QPS_RTS &&
 	       unload_views_paired(&pr->s, pr->qpn, &pr->p, pr->peer_qpn);

@@ -255,7 +255,11 @@ int unload_qp_register(struct unload_session *sess, struct ib_device *dev,
 		req->peer_flags |= UNLOAD_PEER_POISONED;
 	req->handle = q->handle;
 	req->busy_slot = q->busy_slot;
-	/* Its state changed: busy until its shim, which knows its send queue, says otherwise. */
+	/*
+	 * Its state changed: what a pair read of it is stale (gen), and it is busy until its
+	 * shim, which knows its send queue, says otherwise.
+	 */
+	WRITE_ONCE(q->gen, q->gen + 1);
 	WRITE_ONCE(sess->busy[q->busy_slot], 1);
 	mutex_unlock(&sess->lock);
 	return 0;
@@ -283,14 +287,12 @@ int unload_qp_unregister(struct unload_session *sess, struct ib_device *dev, u32
 /* --- lookups, for pairs.c ---------------------------------------------------------- */
 
 /*
- * The device of the sender's registration in sess (by handle, or by qpn when that is
- * unique in the session) and its poison; NULL when there is none. The caller holds the
- * RCU read lock: no reference on the device.
+ * The sender's registration in sess (by handle, or by qpn when that is unique in the
+ * session), or NULL. The caller holds the RCU read lock: q lives until it drops it.
  */
-struct ib_device *unload_qp_sender(struct unload_session *sess, u32 qpn, u32 handle,
-				   bool *poisoned)
+const struct unload_qp *unload_qp_sender(struct unload_session *sess, u32 qpn, u32 handle)
 {
-	struct ib_device *dev = NULL;
+	const struct unload_qp *found = NULL;
 	struct unload_qp *q;
 	unsigned int n = 0;
 
@@ -298,11 +300,34 @@ struct ib_device *unload_qp_sender(struct unload_session *sess, u32 qpn, u32 han
 		if (q->sess != sess || q->qpn != qpn || (handle && q->handle != handle))
 			continue;
 		n++;
-		dev = q->dev;
-		*poisoned = READ_ONCE(q->poisoned);
+		found = q;
 	}
 	/* Two devices may number QPs alike: a request does not say which, so neither. */
-	return n == 1 ? dev : NULL;
+	return n == 1 ? found : NULL;
+}
+
+/* QP (dev, qpn)'s registration in sess, or NULL; under RCU, as unload_qp_sender. */
+const struct unload_qp *unload_qp_lookup(struct unload_session *sess, struct ib_device *dev,
+					 u32 qpn)
+{
+	struct unload_qp *q;
+
+	/* At most one: unload_qp_register finds a registration before it adds one. */
+	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, qpn)
+		if (q->sess == sess && q->dev == dev && q->qpn == qpn)
+			return q;
+	return NULL;
+}
+
+/*
+ * Does q's shim say that no NIC request of q is in flight or has failed (its busy byte
+ * is 0, kmod/uapi/unload.h)? Then the RDMA core cannot have moved q by itself: its
+ * state changes only through a modify, which registers it again. The caller holds a
+ * reference on q->sess.
+ */
+bool unload_qp_quiet(const struct unload_qp *q)
+{
+	return !READ_ONCE(q->sess->busy[q->busy_slot]);
 }
 
 /*
@@ -312,27 +337,18 @@ struct ib_device *unload_qp_sender(struct unload_session *sess, u32 qpn, u32 han
 bool unload_qp_registered(struct unload_session *sess, struct ib_device *dev, u32 qpn,
 			  bool *poisoned)
 {
-	struct unload_qp *q;
-	bool found = false;
+	const struct unload_qp *q = unload_qp_lookup(sess, dev, qpn);
 
-	*poisoned = false;
-	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, qpn)
-		if (q->sess == sess && q->dev == dev && q->qpn == qpn) {
-			found = unload_session_live(sess);
-			*poisoned |= READ_ONCE(q->poisoned);
-		}
-	return found;
+	*poisoned = q && READ_ONCE(q->poisoned);
+	return q && unload_session_live(sess);
 }
 
 /* QP (dev, qpn)'s byte in sess's busy page, or -ENOENT; under RCU. */
 int unload_qp_busy_slot(struct unload_session *sess, struct ib_device *dev, u32 qpn)
 {
-	struct unload_qp *q;
+	const struct unload_qp *q = unload_qp_lookup(sess, dev, qpn);
 
-	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, qpn)
-		if (q->sess == sess && q->dev == dev && q->qpn == qpn)
-			return q->busy_slot;
-	return -ENOENT;
+	return q ? q->busy_slot : -ENOENT;
 }
 
 /*

@@ -108,6 +108,8 @@ struct unload_qp {
 	u32 qpn;
 	u32 handle;			/* in its session, non-zero, set before hashing */
 	u32 busy_slot;			/* its byte in sess->busy; set before hashing */
+	u32 gen;			/* registrations since the first: one per modify
+					 * through its shim (WRITE_ONCE under sess->lock) */
 	bool poisoned;			/* a request of this QP or to it failed a check
 					 * an RNIC makes: never direct again (set once,
 					 * WRITE_ONCE/READ_ONCE) */
@@ -235,6 +237,7 @@ struct unload_pair {
 	struct ib_device *peer_dev;	/* the peer QP's device (a reference) */
 	struct unload_qp_view p;	/* the peer QP */
 	u32 qpn, peer_qpn;
+	u32 s_gen;			/* the sender registration's gen when s was read */
 };
 
 /*
@@ -325,8 +328,10 @@ int unload_qp_register(struct unload_session *sess, struct ib_device *dev,
 		       struct unload_qp_reg *req);
 int unload_qp_unregister(struct unload_session *sess, struct ib_device *dev, u32 qpn);
 void unload_qps_remove(struct unload_session *sess, struct ib_device *dev);
-struct ib_device *unload_qp_sender(struct unload_session *sess, u32 qpn, u32 handle,
-				   bool *poisoned);
+const struct unload_qp *unload_qp_sender(struct unload_session *sess, u32 qpn, u32 handle);
+const struct unload_qp *unload_qp_lookup(struct unload_session *sess, struct ib_device *dev,
+					 u32 qpn);
+bool unload_qp_quiet(const struct unload_qp *q);
 bool unload_qp_registered(struct unload_session *sess, struct ib_device *dev, u32 qpn,
 			  bool *poisoned);
 int unload_qp_busy_slot(struct unload_session *sess, struct ib_device *dev, u32 qpn);

@@ -570,9 +570,11 @@ struct unload_session_list {
  * read-only view of the page (unload_map.busy_offset), is 0, before and after its copy:
  * rxe moves a QP to ERR by itself when a request of its own fails (or one from its peer
  * is bad, which only the peer's own request can be) and says so only in that request's
- * completion. The checked submission reads both QPs and sees it; a mapped write would not.
- * The byte is the responder's advice about itself: a wrong 0 lets its own peers write
- * only what they could write anyway.
+ * completion. The checked submission reads the peer QP and sees it; a mapped write would
+ * not. The byte is the responder's advice about itself: a wrong 0 lets its own peers
+ * write only what they could write anyway. The checked submission also reads a sender QP
+ * again only while its byte or its peer's is 1 or when it was registered since: a wrong 0
+ * there misleads only its own program about its own writes.
  */
 
 /*

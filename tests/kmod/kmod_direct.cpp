@@ -579,6 +579,76 @@ void test_self_pair_violations() {
   ibv_dealloc_pd(other_pd);
 }
 
+// A submission reads the sender QP again only when it may have moved (kmod/pairs.c,
+// unload_pair_still): after a registration since the pair was read, or while either QP's
+// busy byte is up. Each case on a fresh self-pair whose first write was placed with both
+// bytes down (the pair kept): the sender then moves to ERR, once by its own NIC request
+// failing with its byte raised first (as the shim does before any NIC post), once by a
+// modify it registers again (as the shim does at every modify) with its byte lowered
+// after. Either way the next write is refused as the NIC path flushes it: nothing placed.
+void test_quiet_sender() {
+  static uint8_t tgt[2][4096] __attribute__((aligned(4096)));
+  auto* busy = static_cast<uint8_t*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, UNLOAD_MMAP_BUSY));
+  if (busy == MAP_FAILED) die("mmap the busy page");
+  const char* names[] = {"quiet.own_request_failed", "quiet.modified_registered"};
+  for (int c = 0; c < 2; c++) {
+    uint8_t* t = tgt[c];
+    memset(t, kFill, sizeof tgt[c]);
+    ibv_mr* mr = ibv_reg_mr(g_s.pd, t, sizeof tgt[c], IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    uint64_t h = 0;
+    if (!mr || reg_mr(g_fd, mr, kRegionRw, &h)) die("quiet target MR");
+    Rc a, b;
+    rc_open(&a, &g_s.device, g_s.pd);
+    rc_open(&b, &g_s.device, g_s.pd);
+    rc_connect(&a, b.wire);
+    rc_connect(&b, a.wire);
+    unload_qp_reg ra, rb;
+    if (reg_qp(g_fd, a.dev.c_str(), a.wire.qpn, &ra) || reg_qp(g_fd, b.dev.c_str(), b.wire.qpn, &rb))
+      die("quiet REG_QP");
+    busy[ra.busy_slot] = busy[rb.busy_slot] = 0;
+    uint8_t* src = g_src + 500000;
+    memset(src, 0x5a, 64);
+    const auto base = reinterpret_cast<uintptr_t>(t);
+    const int r0 = submit_one(make_req(a.wire.qpn, mr->rkey, base, 64, src));
+    if (c == 0) {
+      busy[ra.busy_slot] = 1;
+      ibv_sge sge{reinterpret_cast<uintptr_t>(src), 64, g_src_lkey ^ 0x5500};  // no such lkey
+      ibv_send_wr wr{}, *bad = nullptr;
+      wr.wr_id = 7;
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.opcode = IBV_WR_RDMA_WRITE;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.wr.rdma.remote_addr = base + 1024;
+      wr.wr.rdma.rkey = mr->rkey;
+      if (ibv_post_send(a.qp, &wr, &bad)) die("post the failing NIC write");
+      ibv_wc wc{};
+      for (double end = now_s() + 10; ibv_poll_cq(a.cq, 1, &wc) == 0;)
+        if (now_s() > end) die("no completion for the failing NIC write");
+      if (wc.status == IBV_WC_SUCCESS) die("the NIC write with a bad lkey succeeded");
+    } else {
+      ibv_qp_attr at{};
+      at.qp_state = IBV_QPS_ERR;
+      if (ibv_modify_qp(a.qp, &at, IBV_QP_STATE) || reg_qp(g_fd, a.dev.c_str(), a.wire.qpn, &ra))
+        die("modify to ERR and register again");
+      busy[ra.busy_slot] = 0;
+    }
+    auto d0 = deny_stats();
+    const int r1 = submit_one(make_req(a.wire.qpn, mr->rkey, base + 2048, 64, src));
+    const long long qp_state = deny_stats()["qp_state"] - d0["qp_state"];
+    size_t placed = 0;
+    for (size_t k = 2048; k < sizeof tgt[c]; k++) placed += t[k] != kFill;
+    expect(r0 == 0 && r1 == -EACCES && qp_state == 1 && placed == 0, names[c],
+           "first write %d, after the sender's move %d (direct_denied_qp_state +%lld), %zu bytes placed after", r0,
+           r1, qp_state, placed);
+    rc_close(&a);
+    rc_close(&b);
+    dereg_region(g_fd, h);
+    ibv_dereg_mr(mr);
+  }
+  munmap(busy, 4096);
+}
+
 // T deregisters region 1 while S streams into it: nothing lands after. An rkey the module
 // no longer knows is the NIC's to judge (it may be a memory window, or a new MR): each
 // request to it is refused, and the pair is not poisoned.
@@ -688,6 +758,7 @@ int main() {
   test_denials(rng);
   std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
   test_self_pair_violations();
+  test_quiet_sender();
   test_dereg_mid_stream(to_t[1], from_t[0]);  // region 1 gone: last
   std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
 
