@@ -251,8 +251,12 @@ long unload_ioctl_map(struct unload_session *sess, struct file *file, void __use
 out_release:
 	unload_pair_hold_release(&hold);
 	/* Out fields with success, and the peer's pid with -EPERM. */
-	if ((!ret || ret == -EPERM) && copy_to_user(arg, &req, sizeof(req)))
-		return -EFAULT;	/* granted all the same: close revokes it */
+	if ((!ret || ret == -EPERM) && copy_to_user(arg, &req, sizeof(req))) {
+		/* Its caller cannot know the slot, so could never unmap it: no grant. */
+		if (!ret)
+			unload_map_withdraw(sess, req.slot, req.cookie);
+		return -EFAULT;
+	}
 	return ret;
 }
 

@@ -261,10 +261,20 @@ static bool unload_map_is(const struct unload_mapping *m, const void *arg)
 	return m->sess == s->sess && m->slot == s->slot && m->cookie == s->cookie;
 }
 
+/*
+ * Revoke sess's mapping in slot with cookie, if it is live: UNMAP, or a grant whose answer
+ * could not be written back. Revoked already (or never sess's): nothing is touched.
+ */
+void unload_map_withdraw(struct unload_session *sess, u32 slot, u64 cookie)
+{
+	struct unload_map_slot s = { .sess = sess, .slot = slot, .cookie = cookie };
+
+	unload_maps_revoke(unload_map_is, &s);
+}
+
 long unload_ioctl_unmap(struct unload_session *sess, void __user *arg)
 {
 	struct unload_unmap req;
-	struct unload_map_slot s;
 
 	if (copy_from_user(&req, arg, sizeof(req)))
 		return -EFAULT;
@@ -272,9 +282,7 @@ long unload_ioctl_unmap(struct unload_session *sess, void __user *arg)
 		return -EINVAL;
 	if (req.slot >= UNLOAD_MAX_MAPPINGS || !req.cookie)
 		return -ENOENT;
-	s = (struct unload_map_slot){ .sess = sess, .slot = req.slot, .cookie = req.cookie };
-	/* Revoked already (or never ours): nothing to do, and no one else's is touched. */
-	unload_maps_revoke(unload_map_is, &s);
+	unload_map_withdraw(sess, req.slot, req.cookie);
 	return 0;
 }
 

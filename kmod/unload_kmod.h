@@ -296,6 +296,7 @@ int unload_map_grant(struct unload_session *sess, struct file *file,
 		     struct unload_map *out);
 void unload_maps_exit(void);
 int unload_map_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id, bool view);
+void unload_map_withdraw(struct unload_session *sess, u32 slot, u64 cookie);
 long unload_ioctl_unmap(struct unload_session *sess, void __user *arg);
 void unload_maps_revoke_region(struct unload_region *r);
 void unload_maps_revoke_qp(struct ib_device *dev, u32 qpn);

@@ -110,6 +110,24 @@ int cmd_grant() {
   ret = map_ioctl(p.fd, qpn, p.smr->rkey, mem, &m);
   expect(ret == -EACCES, "grant.region_without_remote_write", "MAP of a region without REMOTE_WRITE: %d", ret);
 
+  // A grant whose answer cannot be written back is withdrawn: its caller never learnt the
+  // slot, so nothing would ever unmap it before close.
+  auto* ro_req = static_cast<unload_map*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  if (ro_req == MAP_FAILED) die("mmap a request page");
+  *ro_req = unload_map{};
+  ro_req->qp_num = qpn;
+  ro_req->rkey = p.tmr->rkey;
+  ro_req->mem_fd = mem;
+  if (mprotect(ro_req, 4096, PROT_READ)) die("mprotect the request page");
+  ret = uioctl(p.fd, UNLOAD_IOC_MAP, ro_req);
+  int words = 0;
+  for (uint32_t i = 0; i < UNLOAD_MAX_MAPPINGS; i++) words += __atomic_load_n(&g_status[i], __ATOMIC_ACQUIRE) != 0;
+  expect(ret == -EFAULT && words == 0, "grant.unanswered_withdrawn",
+         "MAP with its request on a read-only page: %d (want %d), %d live words after (want 0)", ret, -EFAULT,
+         words);
+  munmap(ro_req, 4096);
+
   unload_qp_reg rb{};  // the responder QP's busy slot (registered again before the grant)
   if (reg_qp(p.fd, p.b.dev.c_str(), p.b.wire.qpn, &rb)) die("REG_QP again");
   ret = map_ioctl(p.fd, qpn, p.tmr->rkey, mem, &m);
