@@ -119,6 +119,28 @@ long unload_ioctl_unreg_qp(struct unload_session *sess, void __user *arg)
 	return ret;
 }
 
+long unload_ioctl_qp_changed(struct unload_session *sess, void __user *arg)
+{
+	struct unload_qp_reg req;
+	struct ib_device *dev;
+	long ret;
+
+	ret = unload_qp_reg_copy_in(&req, arg);
+	if (ret)
+		return ret;
+	dev = ib_device_get_by_name(req.ibdev, RDMA_DRIVER_UNKNOWN);
+	if (!dev)
+		return -ENODEV;
+	ret = -ENOENT;
+	if (unload_qp_changed(sess, dev, req.qp_num)) {
+		/* What its mappings were granted on may be gone, as after a REG_QP. */
+		unload_maps_revoke_qp(dev, req.qp_num);
+		ret = 0;
+	}
+	ib_device_put(dev);
+	return ret;
+}
+
 /*
  * The RDMA core is removing @dev (our ib_client's remove, before it waits for the
  * device's last reference): refuse new registrations on it, then forget every pair, QP

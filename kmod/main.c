@@ -85,6 +85,7 @@ static long unload_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 	case UNLOAD_IOC_SUBMIT:
 	case UNLOAD_IOC_MAP:
 	case UNLOAD_IOC_UNMAP:
+	case UNLOAD_IOC_QP_CHANGED:
 	case UNLOAD_IOC_LIST_SESSIONS:
 		break;
 	default:
@@ -112,6 +113,8 @@ static long unload_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 		return unload_ioctl_map(sess, file, arg);
 	case UNLOAD_IOC_UNMAP:
 		return unload_ioctl_unmap(sess, arg);
+	case UNLOAD_IOC_QP_CHANGED:
+		return unload_ioctl_qp_changed(sess, arg);
 	case UNLOAD_IOC_LIST_SESSIONS:
 		return unload_ioctl_list_sessions(sess, file, arg);
 	}

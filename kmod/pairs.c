@@ -154,7 +154,7 @@ static u32 unload_pair_get(struct unload_session *sess, u32 qpn, u32 handle,
 	dev = q ? q->dev : NULL;
 	if (q) {
 		poisoned = READ_ONCE(q->poisoned);
-		pr->s_gen = READ_ONCE(q->gen);
+		pr->s_gen = atomic_read(&q->gen);
 	}
 	if (dev && !ib_device_try_get(dev))
 		dev = NULL;
@@ -206,10 +206,10 @@ static bool unload_pair_still(struct unload_session *sess, u32 handle,
 	pq = unload_qp_lookup(pr->peer, pr->peer_dev, pr->peer_qpn);
 	live = sq && sq->dev == pr->dev && !READ_ONCE(sq->poisoned) && pq &&
 	       !READ_ONCE(pq->poisoned) && unload_session_live(pr->peer);
-	quiet = live && READ_ONCE(sq->gen) == pr->s_gen && unload_qp_quiet(sq) &&
+	quiet = live && atomic_read(&sq->gen) == pr->s_gen && unload_qp_quiet(sq) &&
 		unload_qp_quiet(pq);
 	if (live && !quiet)
-		pr->s_gen = READ_ONCE(sq->gen);
+		pr->s_gen = atomic_read(&sq->gen);
 	rcu_read_unlock();
 	if (!live)
 		return false;

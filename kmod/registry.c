@@ -259,7 +259,7 @@ int unload_qp_register(struct unload_session *sess, struct ib_device *dev,
 	 * Its state changed: what a pair read of it is stale (gen), and it is busy until its
 	 * shim, which knows its send queue, says otherwise.
 	 */
-	WRITE_ONCE(q->gen, q->gen + 1);
+	atomic_inc(&q->gen);
 	WRITE_ONCE(sess->busy[q->busy_slot], 1);
 	mutex_unlock(&sess->lock);
 	return 0;
@@ -269,6 +269,29 @@ out_uncharge:
 out_unlock:
 	mutex_unlock(&sess->lock);
 	return ret;
+}
+
+/*
+ * QP (dev, qpn) changed behind its registrations (a forked child of its owner modified
+ * it): each registration by a session of by's user reads as after a REG_QP (its gen
+ * moves, its byte rises). Returns how many there were.
+ */
+int unload_qp_changed(struct unload_session *by, struct ib_device *dev, u32 qpn)
+{
+	struct unload_qp *q;
+	int n = 0;
+
+	/* Hashed under this lock, q's session has not been released: its busy page lives. */
+	mutex_lock(&unload_qp_hash_lock);
+	hash_for_each_possible(unload_qp_hash, q, hnode, qpn)
+		if (q->dev == dev && q->qpn == qpn &&
+		    uid_eq(q->sess->cred->euid, by->cred->euid)) {
+			atomic_inc(&q->gen);
+			WRITE_ONCE(q->sess->busy[q->busy_slot], 1);
+			n++;
+		}
+	mutex_unlock(&unload_qp_hash_lock);
+	return n;
 }
 
 /* Forget sess's registration of QP (dev, qpn): 0, or -ENOENT when there is none. */

@@ -108,8 +108,9 @@ struct unload_qp {
 	u32 qpn;
 	u32 handle;			/* in its session, non-zero, set before hashing */
 	u32 busy_slot;			/* its byte in sess->busy; set before hashing */
-	u32 gen;			/* registrations since the first: one per modify
-					 * through its shim (WRITE_ONCE under sess->lock) */
+	atomic_t gen;			/* its changes since its registration: each modify
+					 * through its shim (REG_QP again) or a child's
+					 * (QP_CHANGED) */
 	bool poisoned;			/* a request of this QP or to it failed a check
 					 * an RNIC makes: never direct again (set once,
 					 * WRITE_ONCE/READ_ONCE) */
@@ -189,6 +190,7 @@ struct unload_session *unload_session_open(struct file *file);
 void unload_session_close(struct unload_session *sess);
 long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg);
 long unload_ioctl_unreg_qp(struct unload_session *sess, void __user *arg);
+long unload_ioctl_qp_changed(struct unload_session *sess, void __user *arg);
 long unload_ioctl_dereg_region(struct unload_session *sess, void __user *arg);
 long unload_ioctl_map(struct unload_session *sess, struct file *file, void __user *arg);
 void unload_device_removed(struct ib_device *dev);
@@ -237,7 +239,7 @@ struct unload_pair {
 	struct ib_device *peer_dev;	/* the peer QP's device (a reference) */
 	struct unload_qp_view p;	/* the peer QP */
 	u32 qpn, peer_qpn;
-	u32 s_gen;			/* the sender registration's gen when s was read */
+	int s_gen;			/* the sender registration's gen when s was read */
 };
 
 /*
@@ -329,6 +331,7 @@ int unload_qp_register(struct unload_session *sess, struct ib_device *dev,
 		       struct unload_qp_reg *req);
 int unload_qp_unregister(struct unload_session *sess, struct ib_device *dev, u32 qpn);
 void unload_qps_remove(struct unload_session *sess, struct ib_device *dev);
+int unload_qp_changed(struct unload_session *by, struct ib_device *dev, u32 qpn);
 const struct unload_qp *unload_qp_sender(struct unload_session *sess, u32 qpn, u32 handle);
 const struct unload_qp *unload_qp_lookup(struct unload_session *sess, struct ib_device *dev,
 					 u32 qpn);

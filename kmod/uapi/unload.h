@@ -632,6 +632,17 @@ struct unload_unmap {
 #define UNLOAD_IOC_MAP		_IOWR(UNLOAD_IOC_MAGIC, 0x08, struct unload_map)
 #define UNLOAD_IOC_UNMAP	_IOWR(UNLOAD_IOC_MAGIC, 0x09, struct unload_unmap)
 
+/*
+ * UNLOAD_IOC_QP_CHANGED: QP (ibdev, qp_num) was modified by the caller, which holds its
+ * verbs objects but not its registration: a forked child whose parent registered it (the
+ * uverbs file is inherited, a module session is not). Every registration of it by a
+ * session of the caller's user then sees the change as after a REG_QP: the next request
+ * reads it anew, its busy byte is raised and its mappings are revoked, before this call
+ * returns. In: ibdev and qp_num, the rest zero (struct unload_qp_reg); nothing out.
+ * -ENOENT: no session of the caller's user registered it. An older module: -ENOTTY.
+ */
+#define UNLOAD_IOC_QP_CHANGED	_IOWR(UNLOAD_IOC_MAGIC, 0x0a, struct unload_qp_reg)
+
 /* 0x10 and up: commands of tools rather than of the shim's data path. */
 #define UNLOAD_IOC_LIST_SESSIONS _IOWR(UNLOAD_IOC_MAGIC, 0x10, struct unload_session_list)
 

@@ -141,6 +141,14 @@ int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* 
   return 0;
 }
 
+int kmod_qp_changed(ibv_context* ctx, uint32_t qpn) {
+  unload_qp_reg r{};
+  const size_t n = strnlen(ctx->device->name, sizeof r.ibdev - 1);
+  std::memcpy(r.ibdev, ctx->device->name, n);
+  r.qp_num = qpn;
+  return ioctl(g_kmod.fd, UNLOAD_IOC_QP_CHANGED, &r) != 0 ? -errno : 0;
+}
+
 int kmod_reg_region(const ibv_mr* mr, uint64_t addr, uint64_t iova, uint64_t length, int access,
                     uint64_t* handle) {
   unload_region_reg r{};

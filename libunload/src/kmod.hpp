@@ -48,6 +48,9 @@ void kmod_count_why(unsigned why, uint64_t n);  // why: enum unload_why
 // busy_slot: the QP's byte in the busy page (the module raised it).
 int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* handle,
                 uint32_t* busy_slot);
+// In a forked child: QP `qpn`, registered by the parent's session, was modified here
+// (UNLOAD_IOC_QP_CHANGED): the parent's registration must not outlive the change unseen.
+int kmod_qp_changed(ibv_context* ctx, uint32_t qpn);
 // Forgets a QP registered with kmod_reg_qp (at its destruction: QP numbers are reused,
 // and the registration holds a reference on the device). 0 or -errno.
 int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn);

@@ -385,6 +385,10 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   if (mask & IBV_QP_STATE) q->state.store(static_cast<uint8_t>(attr->qp_state), std::memory_order_release);
   if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR)
     q->failed.store(true, std::memory_order_release);
+  // A parent's QP modified in its forked child: the registration is the parent's, which the
+  // child cannot renew, so it tells the module, which makes the parent's see the change.
+  if (q->peer.registered && kmod_present() && q->peer.session != g_kmod.session)
+    kmod_qp_changed(qp->context, qp->qp_num);
   // Any change of a registered QP (its state, its access flags, ...): registered again,
   // the module revokes every mapping that names it, so a peer's mapped writes end before
   // this call returns, as a NIC's acceptance would. A move to RTR or RTS registers below.

@@ -160,6 +160,7 @@ int cmd_fuzz(long n, unsigned seed) {
                                          UNLOAD_IOC_ARENA_ALLOC,
                                          UNLOAD_IOC_ARENA_FREE,
                                          UNLOAD_IOC_SUBMIT,
+                                         UNLOAD_IOC_QP_CHANGED,
                                          _IOWR(UNLOAD_IOC_MAGIC, 0x08, uint64_t),
                                          _IO(UNLOAD_IOC_MAGIC, 0),
                                          0x5401 /* TCGETS */};

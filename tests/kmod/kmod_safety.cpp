@@ -12,7 +12,8 @@
 //                             writes runs: nothing placed after the move (as on the NIC).
 //   kmod_safety unreg_other   UNREG_QP of another user's QPs (and the qp_num 0 the module
 //                             uses inside) from a uid 65534 process disturbs no kept pair
-//                             (stats/pairs_resolved does not move).
+//                             (stats/pairs_resolved does not move), nor does its
+//                             QP_CHANGED raise their busy bytes (the owner's user's does).
 //   kmod_safety destroy_drain the responder QP destroyed without UNREG_QP while its sender
 //                             streams direct writes: the destroy returns within 5 s (the
 //                             RDMA core drains the kept pair's reference first), and no
@@ -307,22 +308,29 @@ int cmd_unreg_other() {
     const int fd = unload_open();
     char c;
     xread(go[0], &c, 1);
-    int rets[3];
-    const uint32_t qpns[3] = {p.a.wire.qpn, p.b.wire.qpn, 0};
-    for (int i = 0; i < 3; i++) {
+    int rets[5];
+    const uint32_t qpns[5] = {p.a.wire.qpn, p.b.wire.qpn, 0, p.a.wire.qpn, p.b.wire.qpn};
+    for (int i = 0; i < 5; i++) {
       unload_qp_reg r{};
       snprintf(r.ibdev, sizeof r.ibdev, "%s", p.a.dev.c_str());
       r.qp_num = qpns[i];
-      rets[i] = uioctl(fd, UNLOAD_IOC_UNREG_QP, &r);
+      rets[i] = uioctl(fd, i < 3 ? UNLOAD_IOC_UNREG_QP : UNLOAD_IOC_QP_CHANGED, &r);
     }
     xwrite(back[1], rets, sizeof rets);
     _exit(0);
   }
+  // Both QPs' busy bytes lowered: another user's QP_CHANGED must not raise them.
+  auto* busy = static_cast<uint8_t*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, p.fd, UNLOAD_MMAP_BUSY));
+  unload_qp_reg ra{}, rb{};
+  if (busy == MAP_FAILED || reg_qp(p.fd, p.a.dev.c_str(), p.a.wire.qpn, &ra) ||
+      reg_qp(p.fd, p.b.dev.c_str(), p.b.wire.qpn, &rb))
+    die("the busy page and slots");
+  busy[ra.busy_slot] = busy[rb.busy_slot] = 0;
   memset(p.src, 0x42, 64);
   const int r0 = submit_one(p.fd, pair_req(p, 0, p.tmr->rkey, reinterpret_cast<uintptr_t>(p.tgt), 64));
   const long long n0 = stat("pairs_resolved");
   xwrite(go[1], "G", 1);
-  int rets[3];
+  int rets[5];
   xread(back[0], rets, sizeof rets);
   const int r1 = submit_one(p.fd, pair_req(p, 0, p.tmr->rkey, reinterpret_cast<uintptr_t>(p.tgt) + 64, 64));
   const long long n1 = stat("pairs_resolved");
@@ -332,6 +340,20 @@ int cmd_unreg_other() {
          "unreg_other.pairs_kept",
          "writes %d/%d; uid 65534's UNREG_QP of a, b, 0: %d/%d/%d; pairs_resolved +%lld between the writes",
          r0, r1, rets[0], rets[1], rets[2], n1 - n0);
+  const bool quiet = busy[ra.busy_slot] == 0 && busy[rb.busy_slot] == 0;
+  // The same user's, from another session (as a forked child's shim): the byte rises.
+  const int own = unload_open();
+  unload_qp_reg r{};
+  snprintf(r.ibdev, sizeof r.ibdev, "%s", p.a.dev.c_str());
+  r.qp_num = p.a.wire.qpn;
+  const int mine = uioctl(own, UNLOAD_IOC_QP_CHANGED, &r);
+  expect(rets[3] == -ENOENT && rets[4] == -ENOENT && quiet && mine == 0 && busy[ra.busy_slot] == 1,
+         "unreg_other.qp_changed",
+         "uid 65534's QP_CHANGED of a, b: %d/%d, both bytes still 0: %s; the owner's user's from another "
+         "session: %d, a's byte raised: %s",
+         rets[3], rets[4], quiet ? "yes" : "no", mine, busy[ra.busy_slot] == 1 ? "yes" : "no");
+  close(own);
+  munmap(busy, 4096);
   pair_close(&p);
   return failures() ? 1 : 0;
 }

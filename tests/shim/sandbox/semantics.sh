@@ -170,6 +170,7 @@ sem event fd 150
 sem threads separate 4 500
 sem threads shared 4 500
 sem fork 50
+sem fork_modify
 sem wr_batches 1500 5
 sem close_device destroy
 sem close_device keep
