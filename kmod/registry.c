@@ -230,8 +230,15 @@ int unload_qp_register(struct unload_session *sess, struct ib_device *dev,
 		q->qpn = req->qp_num;
 		q->handle = ++sess->next_qp_handle ? sess->next_qp_handle :
 			    ++sess->next_qp_handle;	/* never 0, even after a wrap */
-		/* One per registered QP: nr_qps < UNLOAD_MAX_QPS leaves one free. */
-		q->busy_slot = find_first_zero_bit(sess->busy_slots, UNLOAD_MAX_QPS);
+		/*
+		 * One per registered QP: nr_qps < UNLOAD_MAX_QPS leaves one free. Taken in
+		 * turn around the page, so a freed byte is reused last: a shim thread that
+		 * read a QP's byte just before the QP's unregistration may still lower it.
+		 */
+		q->busy_slot = find_next_zero_bit(sess->busy_slots, UNLOAD_MAX_QPS, sess->busy_next);
+		if (q->busy_slot >= UNLOAD_MAX_QPS)
+			q->busy_slot = find_first_zero_bit(sess->busy_slots, UNLOAD_MAX_QPS);
+		sess->busy_next = (q->busy_slot + 1) % UNLOAD_MAX_QPS;
 		set_bit(q->busy_slot, sess->busy_slots);
 		/*
 		 * Under sess->lock: either the device's removal has not erased it from

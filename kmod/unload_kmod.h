@@ -67,6 +67,7 @@ struct unload_session {
 	u8 *busy;			/* its kernel address; the module writes a byte
 					 * with WRITE_ONCE under lock, the owner at will */
 	DECLARE_BITMAP(busy_slots, UNLOAD_MAX_QPS);	/* bytes in use (lock) */
+	u32 busy_next;			/* where the next byte is looked for (lock) */
 	unsigned int nr_maps;		/* its mappings alive, revoked ones still mapped
 					 * included (unload_maps_lock); a mapping never
 					 * outlives the session: its VMAs hold the file */

@@ -563,7 +563,7 @@ struct unload_session_list {
 /*
  * The busy page: one page per session, mapped PROT_READ | PROT_WRITE at UNLOAD_MMAP_BUSY
  * by its owner, one byte per registered QP (unload_qp_reg.busy_slot; UNLOAD_MAX_QPS of
- * them). The module sets a QP's byte to 1 when it registers it (again) and when it
+ * them, taken in turn: a freed byte is reused last). The module sets a QP's byte to 1 when it registers it (again) and when it
  * forgets it; the owner's shim stores 0 while it knows that the QP's send queue holds no
  * NIC request and that none failed, and stores 1 before it posts one. A sender writes
  * through a mapping of this QP's peer region only while the byte, which it reads through a

@@ -649,6 +649,23 @@ void test_quiet_sender() {
   munmap(busy, 4096);
 }
 
+// A QP's busy byte is not the next registration's: bytes are taken in turn around the
+// page, so one a shim thread may still lower after the QP's unregistration is reused last.
+void test_busy_slot_reuse() {
+  Rc x;
+  rc_open(&x, &g_s.device, g_s.pd);
+  unload_qp_reg r1, r2, u{};
+  snprintf(u.ibdev, sizeof u.ibdev, "%s", x.dev.c_str());
+  u.qp_num = x.wire.qpn;
+  const int a = reg_qp(g_fd, x.dev.c_str(), x.wire.qpn, &r1);
+  const int b = uioctl(g_fd, UNLOAD_IOC_UNREG_QP, &u);
+  const int c = reg_qp(g_fd, x.dev.c_str(), x.wire.qpn, &r2);
+  expect(a == 0 && b == 0 && c == 0 && r1.busy_slot != r2.busy_slot, "busy.slot_not_reused",
+         "REG_QP %d (byte %u), UNREG_QP %d, REG_QP %d (byte %u)", a, r1.busy_slot, b, c, r2.busy_slot);
+  uioctl(g_fd, UNLOAD_IOC_UNREG_QP, &u);
+  rc_close(&x);
+}
+
 // T deregisters region 1 while S streams into it: nothing lands after. An rkey the module
 // no longer knows is the NIC's to judge (it may be a memory window, or a new MR): each
 // request to it is refused, and the pair is not poisoned.
@@ -759,6 +776,7 @@ int main() {
   std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
   test_self_pair_violations();
   test_quiet_sender();
+  test_busy_slot_reuse();
   test_dereg_mid_stream(to_t[1], from_t[0]);  // region 1 gone: last
   std::printf("info: foll pins outstanding %lld\n", foll_pins_outstanding());
 
