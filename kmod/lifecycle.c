@@ -63,18 +63,26 @@ long unload_ioctl_dereg_region(struct unload_session *sess, void __user *arg)
 	return 0;
 }
 
+/* A REG_QP-shaped request read in and checked, with its device held (the caller puts it). */
+static long unload_qp_req_in(struct unload_qp_reg *req, void __user *arg, struct ib_device **dev)
+{
+	long ret = unload_qp_reg_copy_in(req, arg);
+
+	if (ret)
+		return ret;
+	*dev = ib_device_get_by_name(req->ibdev, RDMA_DRIVER_UNKNOWN);
+	return *dev ? 0 : -ENODEV;
+}
+
 long unload_ioctl_reg_qp(struct unload_session *sess, void __user *arg)
 {
 	struct unload_qp_reg req;
 	struct ib_device *dev;
 	long ret;
 
-	ret = unload_qp_reg_copy_in(&req, arg);
+	ret = unload_qp_req_in(&req, arg, &dev);
 	if (ret)
 		return ret;
-	dev = ib_device_get_by_name(req.ibdev, RDMA_DRIVER_UNKNOWN);
-	if (!dev)
-		return -ENODEV;
 	ret = unload_qp_register(sess, dev, &req);
 	if (ret)
 		goto out_put_device;
@@ -96,12 +104,9 @@ long unload_ioctl_unreg_qp(struct unload_session *sess, void __user *arg)
 	struct ib_device *dev;
 	long ret;
 
-	ret = unload_qp_reg_copy_in(&req, arg);
+	ret = unload_qp_req_in(&req, arg, &dev);
 	if (ret)
 		return ret;
-	dev = ib_device_get_by_name(req.ibdev, RDMA_DRIVER_UNKNOWN);
-	if (!dev)
-		return -ENODEV;
 	ret = unload_qp_unregister(sess, dev, req.qp_num);
 	/*
 	 * Pairs kept on it, in any session, would hold up its destroy until the reaper. Only
@@ -125,12 +130,9 @@ long unload_ioctl_qp_changed(struct unload_session *sess, void __user *arg)
 	struct ib_device *dev;
 	long ret;
 
-	ret = unload_qp_reg_copy_in(&req, arg);
+	ret = unload_qp_req_in(&req, arg, &dev);
 	if (ret)
 		return ret;
-	dev = ib_device_get_by_name(req.ibdev, RDMA_DRIVER_UNKNOWN);
-	if (!dev)
-		return -ENODEV;
 	ret = -ENOENT;
 	if (unload_qp_changed(sess, dev, req.qp_num)) {
 		/* What its mappings were granted on may be gone, as after a REG_QP. */

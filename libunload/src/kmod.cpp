@@ -120,20 +120,26 @@ void kmod_unmap(uint32_t slot, uint64_t cookie) {
   ioctl(g_kmod.fd, UNLOAD_IOC_UNMAP, &u);
 }
 
-int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn) {
+namespace {
+
+// A REG_QP-shaped request naming QP `qpn` of ctx's device.
+unload_qp_reg qp_req(ibv_context* ctx, uint32_t qpn) {
   unload_qp_reg r{};
-  const size_t n = strnlen(ctx->device->name, sizeof r.ibdev - 1);
-  std::memcpy(r.ibdev, ctx->device->name, n);
+  std::memcpy(r.ibdev, ctx->device->name, strnlen(ctx->device->name, sizeof r.ibdev - 1));
   r.qp_num = qpn;
+  return r;
+}
+
+}  // namespace
+
+int kmod_unreg_qp(ibv_context* ctx, uint32_t qpn) {
+  unload_qp_reg r = qp_req(ctx, qpn);
   return ioctl(g_kmod.fd, UNLOAD_IOC_UNREG_QP, &r) != 0 ? -errno : 0;
 }
 
 int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* handle,
                 uint32_t* busy_slot) {
-  unload_qp_reg r{};
-  const size_t n = strnlen(ctx->device->name, sizeof r.ibdev - 1);
-  std::memcpy(r.ibdev, ctx->device->name, n);
-  r.qp_num = qpn;
+  unload_qp_reg r = qp_req(ctx, qpn);
   if (ioctl(g_kmod.fd, UNLOAD_IOC_REG_QP, &r) != 0) return -errno;
   *peer_flags = r.peer_flags;
   *handle = r.handle;
@@ -142,10 +148,7 @@ int kmod_reg_qp(ibv_context* ctx, uint32_t qpn, uint32_t* peer_flags, uint32_t* 
 }
 
 int kmod_qp_changed(ibv_context* ctx, uint32_t qpn) {
-  unload_qp_reg r{};
-  const size_t n = strnlen(ctx->device->name, sizeof r.ibdev - 1);
-  std::memcpy(r.ibdev, ctx->device->name, n);
-  r.qp_num = qpn;
+  unload_qp_reg r = qp_req(ctx, qpn);
   return ioctl(g_kmod.fd, UNLOAD_IOC_QP_CHANGED, &r) != 0 ? -errno : 0;
 }
 
