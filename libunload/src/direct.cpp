@@ -197,8 +197,9 @@ uint64_t share_of_run(uint64_t t0, const RunClock& clk, int i, int m) {
 }
 
 // A placed write's bookkeeping: counters, the policy (`cost_ns`, 0 when it is not timed),
-// its completion in `ticket`.
-void finish_direct(QpRec* q, const DirectWrite& w, uint64_t ticket, uint64_t cost_ns) {
+// its completion in `ticket`. Inlined in both engines' loops: as a call it cost a small
+// write a sixth of what its whole submission costs the shim.
+[[gnu::always_inline]] inline void finish_direct(QpRec* q, const DirectWrite& w, uint64_t ticket, uint64_t cost_ns) {
   const WriteRequest& r = w.rt.req;
   count_writes(Path::unload_direct, 1, r.length);
   if (w.rt.t0) observe_direct(q, r, cost_ns);
@@ -217,7 +218,7 @@ void finish_direct(QpRec* q, const DirectWrite& w, uint64_t ticket, uint64_t cos
 
 // After the fence: the writes w[0..n) with one submission. Returns how many were placed;
 // *why for the first one not placed. Nothing after it was placed.
-int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why, RunClock clk) {
+int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why, RunClock& clk) {
   CqRec* c = q->scq;
   unload_direct_req reqs[kDirectRunMax];
   uint64_t tickets[kDirectRunMax];  // set per write: zeroing all of them is a `rep stos`

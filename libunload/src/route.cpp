@@ -217,8 +217,10 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
   } else {
     pc.max_inline = copy_ok ? q->sq.max_inline : 0;
     pc.direct_available = direct_why == Why::none && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
-    pc.stage_available =
-        copy_ok && stage_usable(q->sq.stage) && r.length != 0 && r.length <= q->sq.stage.size / 4;
+    // Asked only where the choice may take it: a path forced elsewhere is taken or falls to
+    // the NIC whatever staging could do.
+    pc.stage_available = (!is_forced || forced == Path::unload_stage) && copy_ok && r.length != 0 &&
+                         r.length <= q->sq.stage.size / 4 && stage_usable(q->sq.stage);
     pc.sges_valid = (r.length <= pc.max_inline || pc.direct_available || pc.stage_available) &&
                     sges_valid(q, sg, r.sge_count, &out.translated);
   }
