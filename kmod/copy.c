@@ -4,9 +4,8 @@
  * RDMA core's own objects (both QPs, both MRs: every check a responder RNIC makes and
  * the local SGE checks of the requester) and, if every check passes, its payload is
  * copied from the submitter's source regions into the peer's target region, both
- * pinned since registration:
- * ascending, the last 8 bytes last, with release semantics. A refusal places nothing;
- * the caller then posts the request to the NIC, which produces the NIC's own outcome.
+ * pinned since registration (place.c). A refusal places nothing; the caller then posts
+ * the request to the NIC, which produces the NIC's own outcome.
  */
 #include <linux/highmem.h>
 #include <linux/sched.h>
@@ -14,67 +13,6 @@
 #include <linux/uio.h>
 
 #include "unload_kmod.h"
-
-/*
- * The local source of a request: its segments, each a span of one of the submitter's
- * registered regions, held (a user reference) until the copy is done, or for an inline
- * request the bytes the batch read in. Regions are pinned at registration, so reading a
- * source faults nothing and pins nothing.
- */
-struct unload_seg {
-	struct unload_region *r;
-	u64 off;			/* from the region's first byte */
-	u64 len;
-};
-
-struct unload_src {
-	const u8 *inl;			/* an inline request's bytes, or NULL */
-	unsigned int nr;		/* segments resolved (and held) */
-	struct unload_seg *seg;		/* one[], or the batch's */
-	struct unload_seg one[1];
-};
-
-/*
- * Check a request's segments, its one (iov_count 0, filled from the request) or its list
- * as the batch read it in (`list`, NULL when that read faulted); *uiovp points at them.
- * Returns a reason, NONE when well formed.
- */
-static u32 unload_src_load(const struct unload_direct_req *req, struct unload_iov *one,
-			   const struct unload_iov *list, const struct unload_iov **uiovp)
-{
-	const struct unload_iov *uiov = one;
-	unsigned int i, nr = 1;
-	u64 total = 0, end;
-
-	if (req->iov_count == 0) {
-		one->addr = req->iov;
-		one->len = req->length;
-		one->lkey = req->lkey;
-		one->reserved = 0;
-	} else {
-		if (req->iov_count > UNLOAD_MAX_IOV || req->lkey)
-			return UNLOAD_DENY_INVALID;
-		if (!list)
-			return UNLOAD_DENY_FAULT;
-		uiov = list;
-		nr = req->iov_count;
-	}
-	for (i = 0; i < nr; i++)
-		if (uiov[i].reserved || !uiov[i].len ||
-		    check_add_overflow(total, uiov[i].len, &total) ||
-		    check_add_overflow(uiov[i].addr, uiov[i].len, &end))
-			return UNLOAD_DENY_INVALID;
-	if (total != req->length)
-		return UNLOAD_DENY_INVALID;
-	*uiovp = uiov;
-	return UNLOAD_DENY_NONE;
-}
-
-static void unload_src_put(struct unload_src *src)
-{
-	while (src->nr)
-		unload_region_put(src->seg[--src->nr].r);
-}
 
 /*
  * Resolve segments to held regions: each inside the live MR its lkey names, on the
@@ -108,95 +46,6 @@ static u32 unload_src_resolve(struct unload_session *sess, struct unload_pair_sl
 	return UNLOAD_DENY_NONE;
 }
 
-/* A cursor over the source: segment seg, byte off in it. */
-struct unload_src_pos {
-	unsigned int seg;
-	u64 off;
-};
-
-/* Copy n bytes from the source cursor to dst (a kernel mapping). */
-static void unload_src_read(const struct unload_src *src, struct unload_src_pos *at,
-			    u8 *dst, size_t n)
-{
-	if (src->inl) {
-		memcpy(dst, src->inl + at->off, n);
-		at->off += n;
-		return;
-	}
-	while (n) {
-		const struct unload_seg *sg = &src->seg[at->seg];
-		u64 abs = offset_in_page(sg->r->addr) + sg->off + at->off;
-		size_t chunk = min_t(u64, n, min_t(u64, PAGE_SIZE - offset_in_page(abs),
-						 sg->len - at->off));
-		void *s = kmap_local_page(sg->r->pages[abs >> PAGE_SHIFT]);
-
-		memcpy(dst, s + offset_in_page(abs), chunk);
-		kunmap_local(s);
-		dst += chunk;
-		n -= chunk;
-		at->off += chunk;
-		if (at->off == sg->len) {
-			at->seg++;
-			at->off = 0;
-		}
-	}
-}
-
-/*
- * Place len bytes of the source at byte offset off of region r: [0, len - tail)
- * ascending, then the last tail (<= 8) bytes, published with release semantics.
- * Nothing here faults: both sides are pinned regions.
- */
-static void unload_place(struct unload_region *r, u64 off, u64 len,
-			 const struct unload_src *src)
-{
-	u64 pos = offset_in_page(r->addr) + off;	/* from the first pinned page */
-	u64 tail = min_t(u64, len, 8), body = len - tail;
-	struct unload_src_pos at = {};
-	u8 last[8];
-	void *kaddr;
-	u64 i;
-
-	while (body) {
-		unsigned int poff = offset_in_page(pos);
-		size_t chunk = min_t(u64, body, PAGE_SIZE - poff);
-		struct page *pg = r->pages[pos >> PAGE_SHIFT];
-
-		kaddr = kmap_local_page(pg);
-		unload_src_read(src, &at, kaddr + poff, chunk);
-		kunmap_local(kaddr);
-		flush_dcache_page(pg);
-		pos += chunk;
-		body -= chunk;
-		cond_resched();
-	}
-
-	unload_src_read(src, &at, last, tail);
-	if (tail == 8 && IS_ALIGNED(pos, 8) && offset_in_page(pos) <= PAGE_SIZE - 8) {
-		struct page *pg = r->pages[pos >> PAGE_SHIFT];
-		u64 v;
-
-		memcpy(&v, last, 8);
-		kaddr = kmap_local_page(pg);
-		/* Everything before becomes visible no later than these 8 bytes. */
-		smp_store_release((u64 *)(kaddr + offset_in_page(pos)), v);
-		kunmap_local(kaddr);
-		flush_dcache_page(pg);
-		return;
-	}
-	smp_wmb();	/* the body before the tail */
-	for (i = 0; i < tail; i++, pos++) {
-		struct page *pg = r->pages[pos >> PAGE_SHIFT];
-		u8 *p;
-
-		kaddr = kmap_local_page(pg);
-		p = kaddr + offset_in_page(pos);
-		WRITE_ONCE(*p, last[i]);
-		kunmap_local(kaddr);
-		flush_dcache_page(pg);
-	}
-}
-
 /*
  * The responder's checks on the peer's side, with the target MR held by the slot (so
  * ib_dereg_mr waits for the copy): on NONE *off is the offset into r.
@@ -226,13 +75,6 @@ static u32 unload_target_check(struct unload_pair_slot *slot, struct unload_regi
 		return UNLOAD_DENY_BOUNDS;
 	*off = req->remote_addr - r->iova;
 	return UNLOAD_DENY_NONE;
-}
-
-/* Is req an inline request (UNLOAD_REQ_INLINE) of a well-formed shape? */
-static bool unload_req_inline(const struct unload_direct_req *req)
-{
-	return req->flags == UNLOAD_REQ_INLINE && !req->iov_count && !req->lkey &&
-	       req->length && req->length <= UNLOAD_MAX_INLINE;
 }
 
 /*

@@ -176,8 +176,8 @@ struct unload_pin {
 
 /*
  * The files, each one concept, listed so that each calls only those after it: main.c,
- * lifecycle.c, list.c, copy.c, pairs.c, mappings.c, regions.c, registry.c, qp_view.c,
- * arenas.c, sysfs.c, session.c, users.c.
+ * lifecycle.c, list.c, copy.c, place.c, pairs.c, mappings.c, regions.c,
+ * registry.c, qp_view.c, arenas.c, sysfs.c, session.c, users.c.
  */
 
 /* main.c: the module, /dev/unload's file operations, the ib_client */
@@ -204,6 +204,31 @@ long unload_ioctl_list_sessions(struct unload_session *self, struct file *file,
 long unload_ioctl_submit(struct unload_session *sess, void __user *arg);
 int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 flags,
 			u32 *done, u32 *accepted);
+
+/* place.c: a write's bytes, from its source to a target region's pinned pages */
+/*
+ * The local source of a request: its segments, each a span of one of the submitter's
+ * registered regions, held (a user reference) until the copy is done, or for an inline
+ * request the bytes the batch read in. Regions are pinned at registration, so reading a
+ * source faults nothing and pins nothing.
+ */
+struct unload_seg {
+	struct unload_region *r;
+	u64 off;			/* from the region's first byte */
+	u64 len;
+};
+
+struct unload_src {
+	const u8 *inl;			/* an inline request's bytes, or NULL */
+	unsigned int nr;		/* segments resolved (and held) */
+	struct unload_seg *seg;		/* one[], or the batch's */
+	struct unload_seg one[1];
+};
+bool unload_req_inline(const struct unload_direct_req *req);
+u32 unload_src_load(const struct unload_direct_req *req, struct unload_iov *one,
+		    const struct unload_iov *list, const struct unload_iov **uiovp);
+void unload_src_put(struct unload_src *src);
+void unload_place(struct unload_region *r, u64 off, u64 len, const struct unload_src *src);
 
 /*
  * qp_view.c: what the RDMA core says of a QP now (unload_qp_view_get), with a restrack reference
