@@ -11,6 +11,7 @@
 #include <linux/uaccess.h>
 
 #include "unload_kmod.h"
+#include "unload_channel.h"
 #include "compat.h"
 #include "version.h"
 
@@ -87,6 +88,7 @@ static long unload_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 	case UNLOAD_IOC_UNMAP:
 	case UNLOAD_IOC_QP_CHANGED:
 	case UNLOAD_IOC_LIST_SESSIONS:
+	case UNLOAD_IOC_CHANNEL_PROBE:
 		break;
 	default:
 		return -ENOTTY;
@@ -117,6 +119,8 @@ static long unload_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 		return unload_ioctl_qp_changed(sess, arg);
 	case UNLOAD_IOC_LIST_SESSIONS:
 		return unload_ioctl_list_sessions(sess, file, arg);
+	case UNLOAD_IOC_CHANNEL_PROBE:
+		return unload_ioctl_channel_probe(sess, arg);
 	}
 	return -ENOTTY;
 }
@@ -248,6 +252,7 @@ static int unload_ib_add(struct ib_device *dev)
 
 static void unload_ib_remove(struct ib_device *dev, void *client_data)
 {
+	unload_channel_device_removed(dev);	/* before rdma_cm's removal, which waits for them */
 	unload_device_removed(dev);
 }
 
@@ -285,12 +290,17 @@ static int __init unload_init(void)
 	ret = ib_register_client(&unload_ib_client);
 	if (ret)
 		goto err_sysfs_exit;
-	ret = misc_register(&unload_misc);
+	ret = unload_channel_init();
 	if (ret)
 		goto err_unregister_client;
+	ret = misc_register(&unload_misc);
+	if (ret)
+		goto err_channel_exit;
 	pr_info("unload: loaded, version %s, ABI %d\n", UNLOAD_MODULE_VERSION, UNLOAD_ABI_VERSION);
 	return 0;
 
+err_channel_exit:
+	unload_channel_exit();
 err_unregister_client:
 	ib_unregister_client(&unload_ib_client);
 err_sysfs_exit:
@@ -310,6 +320,7 @@ static void __exit unload_exit(void)
 {
 	misc_deregister(&unload_misc);
 	unload_maps_exit();
+	unload_channel_exit();
 	ib_unregister_client(&unload_ib_client);
 	unload_sysfs_exit();
 	rcu_barrier();		/* the RCU frees of sessions, QPs and regions */

@@ -12,6 +12,7 @@
 #include <linux/sysfs.h>
 
 #include "unload_kmod.h"
+#include "unload_channel.h"
 
 struct unload_control *unload_ctl;
 
@@ -382,6 +383,56 @@ static const struct attribute_group unload_stat_group = {
 	.attrs = unload_stat_attrs,
 };
 
+/* The channel's counts (unload_channel.h): the module's own, one value per file. */
+struct unload_chan_stat_attr {
+	struct kobj_attribute kattr;
+	enum unload_chan_stat stat;
+};
+
+static ssize_t chan_stat_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	const struct unload_chan_stat_attr *a = container_of(attr, struct unload_chan_stat_attr, kattr);
+
+	return sysfs_emit(buf, "%lld\n", atomic64_read(&unload_chan_stats[a->stat]));
+}
+
+#define UNLOAD_CHAN_STAT(_name, _stat)						\
+	static struct unload_chan_stat_attr unload_chan_stat_##_name = {		\
+		.kattr = __ATTR(_name, 0444, chan_stat_show, NULL),			\
+		.stat = _stat,							\
+	}
+UNLOAD_CHAN_STAT(opened, UNLOAD_CHAN_STAT_OPENED);
+UNLOAD_CHAN_STAT(messages_sent, UNLOAD_CHAN_STAT_MSGS_TX);
+UNLOAD_CHAN_STAT(messages_received, UNLOAD_CHAN_STAT_MSGS_RX);
+UNLOAD_CHAN_STAT(bytes_sent, UNLOAD_CHAN_STAT_BYTES_TX);
+UNLOAD_CHAN_STAT(bytes_received, UNLOAD_CHAN_STAT_BYTES_RX);
+UNLOAD_CHAN_STAT(errors, UNLOAD_CHAN_STAT_ERRORS);
+UNLOAD_CHAN_STAT(bad_messages, UNLOAD_CHAN_STAT_BAD_MSGS);
+
+static ssize_t chan_open_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&unload_chans_open));
+}
+
+static struct kobj_attribute unload_chan_stat_open = __ATTR(open, 0444, chan_open_show, NULL);
+
+static struct attribute *unload_chan_attrs[] = {
+	&unload_chan_stat_open.attr,
+	&unload_chan_stat_opened.kattr.attr,
+	&unload_chan_stat_messages_sent.kattr.attr,
+	&unload_chan_stat_messages_received.kattr.attr,
+	&unload_chan_stat_bytes_sent.kattr.attr,
+	&unload_chan_stat_bytes_received.kattr.attr,
+	&unload_chan_stat_errors.kattr.attr,
+	&unload_chan_stat_bad_messages.kattr.attr,
+	NULL,
+};
+
+static const struct attribute_group unload_chan_group = {
+	.name = "channel",
+	.attrs = unload_chan_attrs,
+};
+
 int unload_sysfs_init(void)
 {
 	unsigned int i;
@@ -412,8 +463,13 @@ int unload_sysfs_init(void)
 	ret = sysfs_create_group(unload_kobj, &unload_reported_group);
 	if (ret)
 		goto err_remove_stats;
+	ret = sysfs_create_group(unload_kobj, &unload_chan_group);
+	if (ret)
+		goto err_remove_reported;
 	return 0;
 
+err_remove_reported:
+	sysfs_remove_group(unload_kobj, &unload_reported_group);
 err_remove_stats:
 	sysfs_remove_group(unload_kobj, &unload_stat_group);
 err_remove_tunables:
@@ -427,6 +483,7 @@ err_free_control:
 
 void unload_sysfs_exit(void)
 {
+	sysfs_remove_group(unload_kobj, &unload_chan_group);
 	sysfs_remove_group(unload_kobj, &unload_reported_group);
 	sysfs_remove_group(unload_kobj, &unload_stat_group);
 	sysfs_remove_group(unload_kobj, &unload_tunable_group);

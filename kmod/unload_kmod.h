@@ -202,6 +202,7 @@ long unload_ioctl_list_sessions(struct unload_session *self, struct file *file,
 
 /* copy.c: submission */
 long unload_ioctl_submit(struct unload_session *sess, void __user *arg);
+long unload_ioctl_channel_probe(struct unload_session *sess, void __user *arg);	/* probe.c */
 int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 flags,
 			u32 *done, u32 *accepted);
 

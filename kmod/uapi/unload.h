@@ -646,4 +646,54 @@ struct unload_unmap {
 /* 0x10 and up: commands of tools rather than of the shim's data path. */
 #define UNLOAD_IOC_LIST_SESSIONS _IOWR(UNLOAD_IOC_MAGIC, 0x10, struct unload_session_list)
 
+/*
+ * The channel (docs/design.md, "The channel"): each module listens with the kernel's
+ * rdma_cm (port space TCP, every address) on UNLOAD_CHANNEL_PORT and keeps one RC
+ * connection per (local device and port, peer GID), shared by every process, to the
+ * module of another host. Its messages carry at most UNLOAD_CHANNEL_SEGMENT payload bytes
+ * each (one receive buffer); longer ones are segmented. The port is neither perftest's
+ * (18515) nor NVMe-oF's (4420); a firewall between hosts must let it through.
+ */
+#define UNLOAD_CHANNEL_PORT	18520
+#define UNLOAD_CHANNEL_SEGMENT	4056
+#define UNLOAD_PROBE_MAX_LEN	(1U << 20)
+
+/* A channel's state, as UNLOAD_IOC_CHANNEL_PROBE reports it. */
+enum unload_channel_state {
+	UNLOAD_CHANNEL_NONE = 0,	/* there was none: the connect failed */
+	UNLOAD_CHANNEL_CONNECTING = 1,
+	UNLOAD_CHANNEL_UP = 2,
+	UNLOAD_CHANNEL_DOWN = 3,
+};
+
+/*
+ * UNLOAD_IOC_CHANNEL_PROBE: is there an unload module at the peer, and how far? The
+ * module connects to the peer's module over (ibdev, port) if it has no channel to it yet,
+ * sends `length` bytes of a pattern it generates, which the peer's module sends back,
+ * and checks them. 0 when every byte came back; else a negative errno, the figures
+ * filled as far as the probe went: -ECONNREFUSED (no module listening there, or it
+ * refused), -EHOSTUNREACH (no route, or no answer to the connect), -ETIMEDOUT (a connect
+ * or an answer that did not come in time: seconds, never a hang), -ECONNRESET (the peer
+ * went away), -ENETUNREACH (the route to the peer leaves by another device or port than
+ * ibdev/port), -EAFNOSUPPORT (peer_gid is not an IPv4-mapped GID), -EBADMSG (bytes came
+ * back wrong), -EINVAL (length over UNLOAD_PROBE_MAX_LEN, flags or reserved fields not
+ * zero, ibdev not NUL-terminated). Any user of /dev/unload may probe (docs/security.md).
+ */
+struct unload_channel_probe {
+	char ibdev[UNLOAD_IBDEV_NAME_MAX];	/* in: local device name, NUL-terminated */
+	__u32 port;		/* in: its port (1..) */
+	__u32 length;		/* in: payload bytes, 0 .. UNLOAD_PROBE_MAX_LEN */
+	__u8 peer_gid[16];	/* in: the peer's GID: IPv4-mapped (::ffff:a.b.c.d), as RoCE
+				 * v2 GIDs of IPv4 addresses are */
+	__u32 flags;		/* in: zero */
+	__u32 state;		/* out: enum unload_channel_state of the channel after it */
+	__u64 rtt_ns;		/* out: send of the request to the check of its answer */
+	__u64 channel_id;	/* out: the channel that carried it (unique per module load) */
+	__u32 segments;		/* out: messages the request took */
+	__u32 passive;		/* out: 1 when the peer opened the channel (we accepted it) */
+	__u64 reserved[4];	/* in: zero; out: zero */
+};
+
+#define UNLOAD_IOC_CHANNEL_PROBE _IOWR(UNLOAD_IOC_MAGIC, 0x11, struct unload_channel_probe)
+
 #endif /* _UAPI_LINUX_UNLOAD_H */

@@ -17,6 +17,7 @@ int cmd_status(Options o, const Args& args);
 int cmd_set(Options o, const Args& args);
 int cmd_stat(Options o, const Args& args);
 int cmd_ps(Options o, const Args& args);
+int cmd_probe(Options o, const Args& args);
 
 // Takes -j/--json out of args (anywhere), so `unloadctl stat -j` works as `-j stat`.
 void take_json_flag(Options& o, Args& args);

@@ -65,6 +65,12 @@ std::vector<unload_session_info> Device::sessions() {
   }
 }
 
+int Device::channel_probe(unload_channel_probe* p) {
+  if (ioctl(fd_, UNLOAD_IOC_CHANNEL_PROBE, p) == 0) return 0;
+  if (errno == ENOTTY) fail("this module has no channel (UNLOAD_IOC_CHANNEL_PROBE): upgrade it");
+  return -errno;
+}
+
 uint32_t probe_module_abi() {
   const int fd = open(UNLOAD_DEVICE_PATH, O_RDWR | O_CLOEXEC);
   if (fd < 0) return 0;

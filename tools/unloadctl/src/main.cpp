@@ -25,6 +25,11 @@ const char* usage_text() {
          "                          (COUNT times, default until interrupted)\n"
          "  ps                      the live sessions: pid, command, QPs, regions, pinned\n"
          "                          pages, writes per path (root sees all, a user its own)\n"
+         "  probe [-d DEV] [-p PORT] [-s BYTES] [-c COUNT] PEER\n"
+         "                          is there an unload module at PEER (an IPv4 address)?\n"
+         "                          echoes BYTES (default 64, at most 1 MiB) through the\n"
+         "                          channel from device DEV (default: the only one), port\n"
+         "                          PORT (default 1), COUNT times; round trip and state\n"
          "  help                    this text\n"
          "\n"
          "options:\n"
@@ -72,6 +77,7 @@ int run(Args args) {
   if (cmd == "set") return cmd_set(o, args);
   if (cmd == "stat") return cmd_stat(o, args);
   if (cmd == "ps") return cmd_ps(o, args);
+  if (cmd == "probe") return cmd_probe(o, args);
   usage_error("unknown command '" + cmd + "' (try `unloadctl --help`)");
 }
 

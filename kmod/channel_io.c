@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The channel's send side and state (docs/design.md, "The channel"): the one way a
+ * channel goes down (unload_chan_fail), credits spent and returned, a message segmented
+ * into send slots, our requests admitted within the bounds the peer holds us to and
+ * waiting for their acks. The receive side is channel_rx.c.
+ */
+#include <linux/mm.h>
+#include <linux/slab.h>
+
+#include "unload_channel.h"
+
+atomic64_t unload_chan_stats[UNLOAD_CHAN_STAT_COUNT];
+atomic_t unload_chans_open;
+struct workqueue_struct *unload_chan_wq;
+
+/* Receives posted again before we return them in a message of their own, when no data
+ * message of ours carries them sooner. */
+#define UNLOAD_CHAN_CREDIT_BATCH	(UNLOAD_CHAN_RING / 2)
+
+void unload_chan_count(enum unload_chan_stat s, u64 n)
+{
+	atomic64_add(n, &unload_chan_stats[s]);
+}
+
+static void unload_chan_release(struct kref *ref)
+{
+	kfree(container_of(ref, struct unload_chan, ref));
+}
+
+void unload_chan_put(struct unload_chan *chan)
+{
+	kref_put(&chan->ref, unload_chan_release);
+}
+
+void unload_chan_req_put(struct unload_chan_req *req)
+{
+	if (refcount_dec_and_test(&req->ref)) {
+		kvfree(req->resp);
+		kfree(req);
+	}
+}
+
+int unload_chan_state(struct unload_chan *chan, int *err)
+{
+	int state;
+
+	spin_lock(&chan->lock);
+	state = chan->state;
+	if (err)
+		*err = chan->err;
+	spin_unlock(&chan->lock);
+	return state;
+}
+
+/*
+ * The channel goes down: every pending request completes with err, every waiter wakes,
+ * and the teardown is queued (it must not run here: we may be in the rdma_cm handler or
+ * the CQ's work, both of which the teardown waits for). If only_connecting, only a
+ * channel still connecting goes (a caller that gave up waiting must not take down a
+ * channel that came up meanwhile).
+ */
+static void __unload_chan_fail(struct unload_chan *chan, int err, bool only_connecting)
+{
+	struct unload_chan_req *req, *tmp;
+	LIST_HEAD(gone);
+
+	spin_lock(&chan->lock);
+	if (chan->state == UNLOAD_CHAN_DOWN ||
+	    (only_connecting && chan->state != UNLOAD_CHAN_CONNECTING)) {
+		spin_unlock(&chan->lock);
+		return;
+	}
+	chan->state = UNLOAD_CHAN_DOWN;
+	chan->err = err;
+	list_for_each_entry_safe(req, tmp, &chan->reqs, node) {
+		req->status = err;
+		req->done = true;
+		list_move(&req->node, &gone);
+	}
+	chan->out_reqs = 0;
+	chan->out_bytes = 0;
+	spin_unlock(&chan->lock);
+
+	list_for_each_entry_safe(req, tmp, &gone, node) {
+		list_del_init(&req->node);
+		unload_chan_req_put(req);	/* the pending list's */
+	}
+	if (err != -ESHUTDOWN)
+		unload_chan_count(UNLOAD_CHAN_STAT_ERRORS, 1);
+	wake_up_all(&chan->wq);
+	kref_get(&chan->ref);			/* the teardown's */
+	queue_work(unload_chan_wq, &chan->teardown);
+}
+
+void unload_chan_fail(struct unload_chan *chan, int err)
+{
+	__unload_chan_fail(chan, err, false);
+}
+
+void unload_chan_give_up(struct unload_chan *chan, int err)
+{
+	__unload_chan_fail(chan, err, true);
+}
+
+static int unload_chan_post_send(struct unload_chan *chan, struct unload_chan_buf *b, u32 len)
+{
+	struct ib_sge sge = { .addr = b->dma, .length = len, .lkey = chan->pd->local_dma_lkey };
+	struct ib_send_wr wr = {
+		.wr_cqe = &b->cqe, .sg_list = &sge, .num_sge = 1,
+		.opcode = IB_WR_SEND, .send_flags = IB_SEND_SIGNALED,
+	};
+	int ret;
+
+	ib_dma_sync_single_for_device(chan->dev, b->dma, len, DMA_TO_DEVICE);
+	ret = ib_post_send(chan->qp, &wr, NULL);
+	if (!ret) {
+		unload_chan_count(UNLOAD_CHAN_STAT_MSGS_TX, 1);
+		unload_chan_count(UNLOAD_CHAN_STAT_BYTES_TX, len);
+	}
+	return ret;
+}
+
+static void unload_chan_hdr_fill(void *data, u8 type, u16 credits, u64 id, u32 total,
+				 u32 off, u32 seg, int status)
+{
+	struct unload_chan_hdr *h = data;
+
+	memset(h, 0, sizeof(*h));
+	h->magic = cpu_to_le16(UNLOAD_CHAN_MAGIC);
+	h->version = UNLOAD_CHAN_VERSION;
+	h->type = type;
+	h->credits = cpu_to_le16(credits);
+	h->id = cpu_to_le64(id);
+	h->total_len = cpu_to_le32(total);
+	h->seg_off = cpu_to_le32(off);
+	h->seg_len = cpu_to_le32(seg);
+	h->status = cpu_to_le32((u32)status);
+}
+
+/*
+ * An explicit credit message, when enough receives were posted again and no data message
+ * of ours carried them. It may spend the last credit, which data messages leave for it:
+ * it hands the peer at least a batch, so the peer can always answer.
+ */
+void unload_chan_return_credits(struct unload_chan *chan)
+{
+	struct unload_chan_buf *slot = &chan->tx[UNLOAD_CHAN_RING];
+	u16 n = 0;
+
+	spin_lock(&chan->lock);
+	if (chan->state == UNLOAD_CHAN_UP && !chan->credit_busy && chan->credits &&
+	    chan->to_return >= UNLOAD_CHAN_CREDIT_BATCH) {
+		chan->credit_busy = true;
+		chan->credits--;
+		n = chan->to_return;
+		chan->to_return = 0;
+	}
+	spin_unlock(&chan->lock);
+	if (!n)
+		return;
+	unload_chan_hdr_fill(slot->data, UNLOAD_CHAN_CREDIT, n, 0, 0, 0, 0, 0);
+	if (unload_chan_post_send(chan, slot, UNLOAD_CHAN_HDR_LEN))
+		unload_chan_fail(chan, -EIO);
+}
+
+void unload_chan_send_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct unload_chan_buf *b = container_of(wc->wr_cqe, struct unload_chan_buf, cqe);
+	struct unload_chan *chan = b->chan;
+	bool credit_slot = b == &chan->tx[UNLOAD_CHAN_RING];
+
+	spin_lock(&chan->lock);
+	if (credit_slot)
+		chan->credit_busy = false;
+	else
+		list_add(&b->free, &chan->tx_free);
+	spin_unlock(&chan->lock);
+	if (wc->status != IB_WC_SUCCESS) {
+		if (wc->status != IB_WC_WR_FLUSH_ERR)
+			unload_chan_fail(chan, -ECONNRESET);
+		return;
+	}
+	wake_up_all(&chan->wq);
+	if (credit_slot)
+		unload_chan_return_credits(chan);
+}
+
+/*
+ * A send slot and a credit for one data segment, with the receives to return on it.
+ * -EAGAIN: wait (none free yet, or a passive channel not yet established).
+ */
+static int unload_chan_take_slot(struct unload_chan *chan, struct unload_chan_buf **slot,
+				 u16 *credits)
+{
+	int ret = -EAGAIN;
+
+	spin_lock(&chan->lock);
+	if (chan->state == UNLOAD_CHAN_DOWN) {
+		ret = chan->err;
+	} else if (chan->state == UNLOAD_CHAN_UP && chan->credits > 1 &&
+		   !list_empty(&chan->tx_free)) {
+		*slot = list_first_entry(&chan->tx_free, struct unload_chan_buf, free);
+		list_del_init(&(*slot)->free);
+		chan->credits--;
+		*credits = chan->to_return;
+		chan->to_return = 0;
+		ret = 0;
+	}
+	spin_unlock(&chan->lock);
+	return ret;
+}
+
+/*
+ * One message, segmented, its segments contiguous on the wire (tx_mutex). With held, it
+ * is the ack of a peer's request whose share we give back just before the last segment
+ * goes: the peer sends its next request only after that segment, so it never finds us
+ * over the bound it keeps to.
+ */
+int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
+			 const void *payload, u32 len, bool *held, u32 *segments)
+{
+	struct unload_chan_buf *slot;
+	u32 off = 0, n = 0, seg;
+	u16 credits;
+	long left;
+	int ret;
+
+	if (mutex_lock_killable(&chan->tx_mutex))
+		return -EINTR;
+	do {
+		seg = min_t(u32, len - off, UNLOAD_CHAN_SEG_MAX);
+		/*
+		 * Once a segment is out, the message is finished whatever happens to the
+		 * caller: a message cut short would take down a channel others share.
+		 */
+		if (!n)
+			left = wait_event_killable_timeout(chan->wq,
+				(ret = unload_chan_take_slot(chan, &slot, &credits)) != -EAGAIN,
+				msecs_to_jiffies(UNLOAD_CHAN_WAIT_MS));
+		else
+			left = wait_event_timeout(chan->wq,
+				(ret = unload_chan_take_slot(chan, &slot, &credits)) != -EAGAIN,
+				msecs_to_jiffies(UNLOAD_CHAN_WAIT_MS));
+		if (left <= 0) {
+			ret = left ? -EINTR : -ETIMEDOUT;
+			break;
+		}
+		if (ret)
+			break;
+		unload_chan_hdr_fill(slot->data, type, credits, id, len, off, seg, status);
+		if (seg)
+			memcpy(slot->data + UNLOAD_CHAN_HDR_LEN, payload + off, seg);
+		if (held && *held && off + seg == len) {
+			spin_lock(&chan->lock);
+			chan->in_reqs--;
+			chan->in_bytes -= len;
+			spin_unlock(&chan->lock);
+			*held = false;
+		}
+		ret = unload_chan_post_send(chan, slot, UNLOAD_CHAN_HDR_LEN + seg);
+		if (ret) {
+			spin_lock(&chan->lock);
+			list_add(&slot->free, &chan->tx_free);
+			spin_unlock(&chan->lock);
+			break;
+		}
+		off += seg;
+		n++;
+	} while (off < len);
+	mutex_unlock(&chan->tx_mutex);
+	/* A message cut short leaves the peer mid-reassembly: the channel cannot go on. */
+	if (ret && !(ret == -EINTR && !n))
+		unload_chan_fail(chan, ret);
+	if (segments)
+		*segments = n;
+	return ret;
+}
+
+/* Room for one more request of ours: -EAGAIN to wait. */
+static int unload_chan_admit(struct unload_chan *chan, struct unload_chan_req *req)
+{
+	int ret = -EAGAIN;
+
+	spin_lock(&chan->lock);
+	if (chan->state != UNLOAD_CHAN_UP) {
+		ret = chan->err ?: -ENOTCONN;
+	} else if (chan->out_reqs < UNLOAD_CHAN_MAX_REQS &&
+		   req->len <= UNLOAD_CHAN_MAX_BYTES - chan->out_bytes) {
+		req->id = ++chan->next_id;
+		list_add_tail(&req->node, &chan->reqs);
+		chan->out_reqs++;
+		chan->out_bytes += req->len;
+		ret = 0;
+	}
+	spin_unlock(&chan->lock);
+	return ret;
+}
+
+/* A request that never went out whole: off the pending list, its share back. */
+static void unload_chan_forget(struct unload_chan *chan, struct unload_chan_req *req, int err)
+{
+	bool unlisted = false;
+
+	spin_lock(&chan->lock);
+	if (!req->done) {
+		req->done = true;
+		req->status = err;
+		list_del_init(&req->node);
+		chan->out_reqs--;
+		chan->out_bytes -= req->len;
+		unlisted = true;
+	}
+	spin_unlock(&chan->lock);
+	if (unlisted)
+		unload_chan_req_put(req);
+}
+
+/*
+ * Send a request and wait for its ack. On success the ack's payload (len bytes, the size
+ * of the request's answer in every type so far) is *resp, the caller's to kvfree. A
+ * caller killed while waiting leaves the request pending: its ack still releases it.
+ */
+int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32 len,
+		     void **resp, u32 *segments)
+{
+	struct unload_chan_req *req;
+	long left;
+	int ret;
+
+	if (len > UNLOAD_CHAN_MSG_MAX)
+		return -EMSGSIZE;
+	req = kzalloc(sizeof(*req), GFP_KERNEL);
+	if (!req)
+		return -ENOMEM;
+	refcount_set(&req->ref, 1);		/* the waiter's */
+	INIT_LIST_HEAD(&req->node);
+	req->len = len;
+	req->resp_cap = len;
+	if (len) {
+		req->resp = kvmalloc(len, GFP_KERNEL);
+		if (!req->resp) {
+			ret = -ENOMEM;
+			goto out_put;
+		}
+	}
+	refcount_inc(&req->ref);		/* the pending list's, once admitted */
+	left = wait_event_killable_timeout(chan->wq, (ret = unload_chan_admit(chan, req)) != -EAGAIN,
+					   msecs_to_jiffies(UNLOAD_CHAN_WAIT_MS));
+	if (left <= 0)
+		ret = left ? -EINTR : -ETIMEDOUT;
+	if (ret) {
+		if (list_empty(&req->node))
+			refcount_dec(&req->ref);	/* never listed */
+		else
+			unload_chan_forget(chan, req, ret);
+		goto out_put;
+	}
+	ret = unload_chan_send_msg(chan, type, req->id, 0, payload, len, NULL, segments);
+	if (ret) {
+		unload_chan_forget(chan, req, ret);
+		goto out_put;
+	}
+	left = wait_event_killable_timeout(chan->wq, READ_ONCE(req->done),
+					   msecs_to_jiffies(UNLOAD_CHAN_WAIT_MS));
+	if (left < 0) {
+		ret = -EINTR;
+		goto out_put;
+	}
+	if (!left)
+		unload_chan_fail(chan, -ETIMEDOUT);	/* a peer that never answers */
+	spin_lock(&chan->lock);
+	ret = req->status;
+	if (!ret && req->resp_len != len)
+		ret = -EPROTO;
+	if (!ret) {
+		*resp = req->resp;
+		req->resp = NULL;
+	}
+	spin_unlock(&chan->lock);
+out_put:
+	unload_chan_req_put(req);
+	return ret;
+}
+
+void unload_chan_mark_up(struct unload_chan *chan)
+{
+	bool up = false;
+
+	spin_lock(&chan->lock);
+	if (chan->state == UNLOAD_CHAN_CONNECTING) {
+		chan->state = UNLOAD_CHAN_UP;
+		up = true;
+	}
+	spin_unlock(&chan->lock);
+	if (!up)
+		return;
+	unload_chan_count(UNLOAD_CHAN_STAT_OPENED, 1);
+	wake_up_all(&chan->wq);
+	unload_chan_return_credits(chan);
+}
+
+int unload_chan_io_init(void)
+{
+	/* Teardowns and responders sleep (on the RDMA core, on credits): their own queue. */
+	unload_chan_wq = alloc_workqueue("unload_chan", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	return unload_chan_wq ? 0 : -ENOMEM;
+}
+
+void unload_chan_io_exit(void)
+{
+	destroy_workqueue(unload_chan_wq);
+}

@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The channel's receive side (docs/design.md, "The channel"): the ring of receive
+ * buffers registered once, every received message checked field by field (it is the
+ * peer's word: channel_wire.h says what may come), credits taken, segments reassembled,
+ * acks matched to our requests, and the peer's echo requests answered. A message that
+ * breaks the format takes the channel down and is counted; nothing in it is acted on.
+ */
+#include <linux/mm.h>
+#include <linux/slab.h>
+
+#include "unload_channel.h"
+
+/* A peer's request we hold until its ack is on the wire. */
+struct unload_chan_job {
+	struct work_struct work;
+	struct unload_chan *chan;	/* referenced */
+	u64 id;
+	void *buf;
+	u32 len;
+};
+
+static int unload_chan_buf_map(struct unload_chan *chan, struct unload_chan_buf *b,
+			       enum dma_data_direction dir,
+			       void (*done)(struct ib_cq *cq, struct ib_wc *wc))
+{
+	b->chan = chan;
+	b->cqe.done = done;
+	INIT_LIST_HEAD(&b->free);
+	b->data = kzalloc(UNLOAD_CHAN_BUF, GFP_KERNEL);
+	if (!b->data)
+		return -ENOMEM;
+	b->dma = ib_dma_map_single(chan->dev, b->data, UNLOAD_CHAN_BUF, dir);
+	if (ib_dma_mapping_error(chan->dev, b->dma)) {
+		kfree(b->data);
+		b->data = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void unload_chan_buf_unmap(struct unload_chan *chan, struct unload_chan_buf *b,
+				  enum dma_data_direction dir)
+{
+	if (!b->data)
+		return;
+	ib_dma_unmap_single(chan->dev, b->dma, UNLOAD_CHAN_BUF, dir);
+	kfree(b->data);
+	b->data = NULL;
+}
+
+static int unload_chan_post_recv(struct unload_chan *chan, struct unload_chan_buf *b)
+{
+	struct ib_sge sge = {
+		.addr = b->dma, .length = UNLOAD_CHAN_BUF, .lkey = chan->pd->local_dma_lkey,
+	};
+	struct ib_recv_wr wr = { .wr_cqe = &b->cqe, .sg_list = &sge, .num_sge = 1 };
+
+	ib_dma_sync_single_for_device(chan->dev, b->dma, UNLOAD_CHAN_BUF, DMA_FROM_DEVICE);
+	return ib_post_recv(chan->qp, &wr, NULL);
+}
+
+/* The peer's credits: never more than the receives it has, whatever it claims. */
+static int unload_chan_take_credits(struct unload_chan *chan, u32 n)
+{
+	int ret = 0;
+
+	if (!n)
+		return 0;
+	spin_lock(&chan->lock);
+	if (n > UNLOAD_CHAN_RING - chan->credits)
+		ret = -EBADMSG;
+	else
+		chan->credits += n;
+	spin_unlock(&chan->lock);
+	if (!ret)
+		wake_up_all(&chan->wq);
+	return ret;
+}
+
+static void unload_chan_rx_reset(struct unload_chan *chan)
+{
+	struct unload_chan_rx *rxm = &chan->rxm;
+
+	if (rxm->req)
+		unload_chan_req_put(rxm->req);
+	if (rxm->type == UNLOAD_CHAN_ECHO && rxm->active) {
+		kvfree(rxm->buf);
+		spin_lock(&chan->lock);
+		chan->in_reqs--;
+		chan->in_bytes -= rxm->total;
+		spin_unlock(&chan->lock);
+	}
+	memset(rxm, 0, sizeof(*rxm));
+}
+
+static int unload_chan_rx_start(struct unload_chan *chan, u8 type, u64 id, u32 total, int status)
+{
+	struct unload_chan_rx *rxm = &chan->rxm;
+	struct unload_chan_req *req = NULL, *r;
+	int ret = 0;
+
+	spin_lock(&chan->lock);
+	if (type == UNLOAD_CHAN_ECHO) {
+		/* What an honest peer never exceeds: it waits for our acks first. */
+		if (chan->in_reqs >= UNLOAD_CHAN_MAX_REQS || total > UNLOAD_CHAN_MAX_BYTES - chan->in_bytes)
+			ret = -EBADMSG;
+		else {
+			chan->in_reqs++;
+			chan->in_bytes += total;
+		}
+	} else {
+		list_for_each_entry(r, &chan->reqs, node) {
+			if (r->id == id) {
+				req = r;
+				break;
+			}
+		}
+		/* An ack names a request of ours; a success carries exactly its answer. */
+		if (!req || (status ? total != 0 : total != req->resp_cap))
+			ret = -EBADMSG;
+		else
+			refcount_inc(&req->ref);
+	}
+	spin_unlock(&chan->lock);
+	if (ret)
+		return ret;
+	rxm->active = true;
+	rxm->type = type;
+	rxm->id = id;
+	rxm->total = total;
+	rxm->got = 0;
+	rxm->status = status;
+	rxm->req = req;
+	if (type == UNLOAD_CHAN_ECHO && total) {
+		rxm->buf = kvmalloc(total, GFP_KERNEL);
+		if (!rxm->buf)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void unload_chan_echo_work(struct work_struct *work);
+
+static int unload_chan_rx_finish(struct unload_chan *chan)
+{
+	struct unload_chan_rx *rxm = &chan->rxm;
+	struct unload_chan_req *req = rxm->req;
+	struct unload_chan_job *job;
+	bool unlisted = false;
+
+	if (rxm->type == UNLOAD_CHAN_ECHO) {
+		job = kmalloc(sizeof(*job), GFP_KERNEL);
+		if (!job)
+			return -ENOMEM;
+		INIT_WORK(&job->work, unload_chan_echo_work);
+		kref_get(&chan->ref);
+		job->chan = chan;
+		job->id = rxm->id;
+		job->buf = rxm->buf;
+		job->len = rxm->total;
+		memset(rxm, 0, sizeof(*rxm));	/* the job holds the buffer and its share */
+		queue_work(unload_chan_wq, &job->work);
+		return 0;
+	}
+	spin_lock(&chan->lock);
+	if (!req->done) {
+		req->done = true;
+		req->status = rxm->status;
+		req->resp_len = rxm->total;
+		list_del_init(&req->node);
+		chan->out_reqs--;
+		chan->out_bytes -= req->len;
+		unlisted = true;
+	}
+	spin_unlock(&chan->lock);
+	wake_up_all(&chan->wq);
+	if (unlisted)
+		unload_chan_req_put(req);	/* the pending list's */
+	unload_chan_rx_reset(chan);		/* the reassembly's */
+	return 0;
+}
+
+/* One received message, checked field by field before anything acts on it. */
+static int unload_chan_receive(struct unload_chan *chan, const void *data, u32 len)
+{
+	const struct unload_chan_hdr *h = data;
+	struct unload_chan_rx *rxm = &chan->rxm;
+	u32 total, off, seg;
+	int status, ret;
+	u64 id;
+
+	if (len < UNLOAD_CHAN_HDR_LEN || len > UNLOAD_CHAN_BUF)
+		return -EBADMSG;
+	if (le16_to_cpu(h->magic) != UNLOAD_CHAN_MAGIC || h->version != UNLOAD_CHAN_VERSION ||
+	    h->reserved0 || h->reserved1)
+		return -EBADMSG;
+	id = le64_to_cpu(h->id);
+	total = le32_to_cpu(h->total_len);
+	off = le32_to_cpu(h->seg_off);
+	seg = le32_to_cpu(h->seg_len);
+	status = (int)le32_to_cpu(h->status);
+	if (seg != len - UNLOAD_CHAN_HDR_LEN)
+		return -EBADMSG;
+	ret = unload_chan_take_credits(chan, le16_to_cpu(h->credits));
+	if (ret)
+		return ret;
+	switch (h->type) {
+	case UNLOAD_CHAN_CREDIT:
+		return id || total || off || seg || status ? -EBADMSG : 0;
+	case UNLOAD_CHAN_ECHO:
+		if (status)
+			return -EBADMSG;
+		break;
+	case UNLOAD_CHAN_ACK:
+		if (status > 0 || status < -MAX_ERRNO)
+			return -EBADMSG;
+		break;
+	default:
+		return -EBADMSG;
+	}
+	if (total > UNLOAD_CHAN_MSG_MAX || (total ? !seg : seg))
+		return -EBADMSG;
+	if (!rxm->active) {
+		if (off)
+			return -EBADMSG;
+		ret = unload_chan_rx_start(chan, h->type, id, total, status);
+		if (ret)
+			return ret;
+	} else if (h->type != rxm->type || id != rxm->id || total != rxm->total ||
+		   status != rxm->status || off != rxm->got) {
+		return -EBADMSG;
+	}
+	if (seg > rxm->total - rxm->got)
+		return -EBADMSG;
+	if (seg && rxm->type == UNLOAD_CHAN_ECHO) {
+		memcpy(rxm->buf + rxm->got, data + UNLOAD_CHAN_HDR_LEN, seg);
+	} else if (seg) {
+		/* Under the lock: a request completed by a teardown is its waiter's again. */
+		spin_lock(&chan->lock);
+		if (!rxm->req->done)
+			memcpy(rxm->req->resp + rxm->got, data + UNLOAD_CHAN_HDR_LEN, seg);
+		spin_unlock(&chan->lock);
+	}
+	rxm->got += seg;
+	return rxm->got == rxm->total ? unload_chan_rx_finish(chan) : 0;
+}
+
+static void unload_chan_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct unload_chan_buf *b = container_of(wc->wr_cqe, struct unload_chan_buf, cqe);
+	struct unload_chan *chan = b->chan;
+	int ret;
+
+	if (wc->status != IB_WC_SUCCESS) {
+		if (wc->status != IB_WC_WR_FLUSH_ERR)
+			unload_chan_fail(chan, -ECONNRESET);
+		return;
+	}
+	if (unload_chan_state(chan, NULL) == UNLOAD_CHAN_DOWN)
+		return;
+	ib_dma_sync_single_for_cpu(chan->dev, b->dma, UNLOAD_CHAN_BUF, DMA_FROM_DEVICE);
+	unload_chan_count(UNLOAD_CHAN_STAT_MSGS_RX, 1);
+	unload_chan_count(UNLOAD_CHAN_STAT_BYTES_RX, wc->byte_len);
+	ret = wc->wc_flags & IB_WC_WITH_IMM ? -EBADMSG :
+		unload_chan_receive(chan, b->data, wc->byte_len);
+	if (ret == -EBADMSG) {
+		unload_chan_count(UNLOAD_CHAN_STAT_BAD_MSGS, 1);
+		pr_notice_ratelimited("unload: channel %llu: a malformed message from the peer; closing it\n",
+				      chan->serial);
+		ret = -EPROTO;
+	}
+	if (!ret)
+		ret = unload_chan_post_recv(chan, b);
+	if (ret) {
+		unload_chan_fail(chan, ret);
+		return;
+	}
+	spin_lock(&chan->lock);
+	chan->to_return++;
+	spin_unlock(&chan->lock);
+	unload_chan_return_credits(chan);
+}
+
+static void unload_chan_echo_work(struct work_struct *work)
+{
+	struct unload_chan_job *job = container_of(work, struct unload_chan_job, work);
+	struct unload_chan *chan = job->chan;
+	bool held = true;
+
+	unload_chan_send_msg(chan, UNLOAD_CHAN_ACK, job->id, 0, job->buf, job->len, &held, NULL);
+	if (held) {
+		spin_lock(&chan->lock);
+		chan->in_reqs--;
+		chan->in_bytes -= job->len;
+		spin_unlock(&chan->lock);
+	}
+	kvfree(job->buf);
+	kfree(job);
+	unload_chan_put(chan);
+}
+
+/*
+ * The ring: receives and send slots mapped once, every receive posted (the peer's initial
+ * credits). On failure the caller still destroys the QP and frees the CQ before
+ * unload_chan_ring_destroy, as after success: posted receives name these buffers.
+ */
+int unload_chan_ring_create(struct unload_chan *chan)
+{
+	int i, ret;
+
+	chan->rx = kcalloc(UNLOAD_CHAN_RING, sizeof(*chan->rx), GFP_KERNEL);
+	chan->tx = kcalloc(UNLOAD_CHAN_RING + 1, sizeof(*chan->tx), GFP_KERNEL);
+	if (!chan->rx || !chan->tx)
+		return -ENOMEM;
+	for (i = 0; i < UNLOAD_CHAN_RING; i++) {
+		ret = unload_chan_buf_map(chan, &chan->rx[i], DMA_FROM_DEVICE, unload_chan_recv_done);
+		if (ret)
+			return ret;
+	}
+	for (i = 0; i <= UNLOAD_CHAN_RING; i++) {
+		ret = unload_chan_buf_map(chan, &chan->tx[i], DMA_TO_DEVICE, unload_chan_send_done);
+		if (ret)
+			return ret;
+		if (i < UNLOAD_CHAN_RING)
+			list_add_tail(&chan->tx[i].free, &chan->tx_free);
+	}
+	chan->credits = UNLOAD_CHAN_RING;
+	for (i = 0; i < UNLOAD_CHAN_RING; i++) {
+		ret = unload_chan_post_recv(chan, &chan->rx[i]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+void unload_chan_ring_destroy(struct unload_chan *chan)
+{
+	int i;
+
+	unload_chan_rx_reset(chan);
+	for (i = 0; chan->rx && i < UNLOAD_CHAN_RING; i++)
+		unload_chan_buf_unmap(chan, &chan->rx[i], DMA_FROM_DEVICE);
+	for (i = 0; chan->tx && i <= UNLOAD_CHAN_RING; i++)
+		unload_chan_buf_unmap(chan, &chan->tx[i], DMA_TO_DEVICE);
+	INIT_LIST_HEAD(&chan->tx_free);
+	kfree(chan->rx);
+	kfree(chan->tx);
+	chan->rx = NULL;
+	chan->tx = NULL;
+}
+

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The channel's wire format (docs/design.md, "The channel"): what the unload modules of
+ * two hosts send each other over their RC connection. Every field is fixed-width and
+ * little-endian; reserved fields are sent as zero and a message with one set is refused,
+ * so they can gain a meaning in a later version (negotiated in the hello, not guessed).
+ *
+ * A connection starts with the hello as the rdma_cm private data of the connect request
+ * and of its accept. Then every message is one send into one of the peer's receive
+ * buffers: a header and at most UNLOAD_CHAN_SEG_MAX payload bytes. A message longer than
+ * that is sent as consecutive segments (seg_off ascending, no other data message of the
+ * same direction between them; credit messages may come between).
+ */
+#ifndef UNLOAD_CHANNEL_WIRE_H
+#define UNLOAD_CHANNEL_WIRE_H
+
+#include <linux/types.h>
+
+#define UNLOAD_CHAN_MAGIC	0x4c55		/* "UL" */
+#define UNLOAD_CHAN_VERSION	1
+
+/* Receive buffers each side posts, and their size: the same on both sides in version 1. */
+#define UNLOAD_CHAN_RING	32
+#define UNLOAD_CHAN_BUF		4096
+
+/* The connect request's and the accept's private data. */
+struct unload_chan_hello {
+	__le16 magic;		/* UNLOAD_CHAN_MAGIC */
+	__u8 version;		/* UNLOAD_CHAN_VERSION */
+	__u8 reserved0;		/* zero */
+	__le16 ring;		/* receive buffers posted: UNLOAD_CHAN_RING, the initial credits */
+	__le16 buf_size;	/* bytes each: UNLOAD_CHAN_BUF */
+	__le32 reserved[2];	/* zero */
+};
+
+enum unload_chan_type {
+	UNLOAD_CHAN_CREDIT = 1,	/* only returns credits: no id, no payload */
+	UNLOAD_CHAN_ECHO = 2,	/* a request: send the payload back in the ack */
+	UNLOAD_CHAN_ACK = 3,	/* a request's outcome: status, and its payload if any */
+};
+
+struct unload_chan_hdr {
+	__le16 magic;		/* UNLOAD_CHAN_MAGIC */
+	__u8 version;		/* UNLOAD_CHAN_VERSION */
+	__u8 type;		/* enum unload_chan_type */
+	__le16 credits;		/* receive buffers the sender posted again since its last
+				 * message: the receiver may send that many more */
+	__le16 reserved0;	/* zero */
+	__le64 id;		/* a request's id, chosen by its sender; its ack repeats it;
+				 * zero in a credit message */
+	__le32 total_len;	/* payload bytes of the whole message, all segments:
+				 * at most UNLOAD_CHAN_MSG_MAX */
+	__le32 seg_off;		/* this segment's first byte within the message */
+	__le32 seg_len;		/* payload bytes after this header; non-zero unless the
+				 * message is empty */
+	__le32 status;		/* an ack's outcome: 0 or a negative errno (two's
+				 * complement); zero in every other type */
+	__le64 reserved1;	/* zero */
+};
+
+#define UNLOAD_CHAN_HDR_LEN	((u32)sizeof(struct unload_chan_hdr))
+#define UNLOAD_CHAN_SEG_MAX	(UNLOAD_CHAN_BUF - UNLOAD_CHAN_HDR_LEN)
+#define UNLOAD_CHAN_MSG_MAX	(1U << 20)
+
+#endif /* UNLOAD_CHANNEL_WIRE_H */

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The channel between the unload modules of two hosts (docs/design.md, "The channel"):
+ * one RC connection per (local device and port, peer GID). channel.c connects, accepts
+ * and tears down; channel_rx.c receives (the ring, checks, reassembly, the responder);
+ * channel_io.c sends and keeps the state; probe.c is the first user. Calls go probe.c ->
+ * channel.c -> channel_rx.c -> channel_io.c, never back up.
+ */
+#ifndef UNLOAD_CHANNEL_KMOD_H
+#define UNLOAD_CHANNEL_KMOD_H
+
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/spinlock.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+
+#include "channel_wire.h"
+#include "unload.h"
+
+/* A channel's state: what UNLOAD_IOC_CHANNEL_PROBE reports. */
+#define UNLOAD_CHAN_CONNECTING	UNLOAD_CHANNEL_CONNECTING
+#define UNLOAD_CHAN_UP		UNLOAD_CHANNEL_UP
+#define UNLOAD_CHAN_DOWN	UNLOAD_CHANNEL_DOWN
+
+/* Bounds on what one direction of a channel has outstanding: the sender waits, the
+ * receiver tears down a peer that goes past them. */
+#define UNLOAD_CHAN_MAX_REQS	32
+#define UNLOAD_CHAN_MAX_BYTES	(4U << 20)
+
+/* How long a caller waits for a connection, a send slot or an ack before giving up on
+ * the channel (a peer that stopped answering must never hang a caller). */
+#define UNLOAD_CHAN_CONNECT_MS	5000
+#define UNLOAD_CHAN_WAIT_MS	15000
+
+/* One registered buffer: a receive of the ring or a send slot. */
+struct unload_chan_buf {
+	struct ib_cqe cqe;
+	struct unload_chan *chan;
+	void *data;			/* UNLOAD_CHAN_BUF bytes */
+	u64 dma;
+	struct list_head free;		/* a free send slot: in chan->tx_free */
+};
+
+/* A request of ours waiting for its ack; freed by the last of its references (the
+ * waiter's, the pending list's, the reassembly's). */
+struct unload_chan_req {
+	refcount_t ref;
+	struct list_head node;		/* in chan->reqs while pending */
+	u64 id;
+	u32 len;			/* request payload: also its share of out_bytes */
+	void *resp;			/* the ack's payload lands here */
+	u32 resp_cap;
+	u32 resp_len;
+	int status;
+	bool done;
+};
+
+/* The inbound message being reassembled: touched only by the receive completion, which
+ * the CQ's single work item runs one at a time, and by the teardown after the CQ is
+ * freed. */
+struct unload_chan_rx {
+	bool active;
+	u8 type;
+	u64 id;
+	u32 total, got;
+	int status;			/* an ack's, the same in every segment */
+	void *buf;
+	struct unload_chan_req *req;	/* an ack's request, referenced */
+};
+
+struct unload_chan {
+	struct list_head node;		/* in unload_chans, under unload_chans_lock */
+	struct kref ref;		/* the list's, each caller's, each responder job's,
+					 * the queued teardown's */
+	u64 serial;
+	char devname[IB_DEVICE_NAME_MAX];
+	u32 port;
+	u8 peer_gid[16];
+	bool passive;			/* accepted from the peer */
+
+	struct rdma_cm_id *cm_id;
+	struct ib_device *dev;		/* set with the resources below */
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	struct ib_qp *qp;
+	struct unload_chan_buf *rx;	/* UNLOAD_CHAN_RING receives */
+	struct unload_chan_buf *tx;	/* UNLOAD_CHAN_RING + 1 send slots (the last for credits) */
+	struct work_struct teardown;
+	wait_queue_head_t wq;		/* state, credits, send slots, acks */
+
+	/*
+	 * Held by a sender for all of one message's segments, so they go out contiguous,
+	 * and by the creator while it starts address resolution; the teardown takes it
+	 * once, after the channel is down, so nobody is posting when it destroys the QP.
+	 */
+	struct mutex tx_mutex;
+
+	spinlock_t lock;		/* guards everything below */
+	int state;			/* UNLOAD_CHAN_* */
+	int err;			/* why it went down */
+	u32 credits;			/* sends the peer has receive buffers for */
+	u32 to_return;			/* receives posted again, not yet advertised */
+	bool credit_busy;		/* the credit slot is on the wire */
+	struct list_head tx_free;	/* free send slots */
+	struct list_head reqs;		/* our pending requests */
+	u64 next_id;
+	u32 out_reqs, out_bytes;	/* our requests outstanding */
+	u32 in_reqs, in_bytes;		/* the peer's requests we hold */
+
+	struct unload_chan_rx rxm;
+};
+
+/* Counters shown in /sys/kernel/unload/channel/ (sysfs.c). */
+enum unload_chan_stat {
+	UNLOAD_CHAN_STAT_OPENED,	/* channels that came up */
+	UNLOAD_CHAN_STAT_MSGS_TX,
+	UNLOAD_CHAN_STAT_MSGS_RX,
+	UNLOAD_CHAN_STAT_BYTES_TX,
+	UNLOAD_CHAN_STAT_BYTES_RX,
+	UNLOAD_CHAN_STAT_ERRORS,	/* channels that went down for an error */
+	UNLOAD_CHAN_STAT_BAD_MSGS,	/* messages refused as malformed (the peer's fault) */
+	UNLOAD_CHAN_STAT_COUNT,
+};
+extern atomic64_t unload_chan_stats[UNLOAD_CHAN_STAT_COUNT];
+extern atomic_t unload_chans_open;	/* channels in the list: connecting, up or going */
+
+/* channel_io.c: the send side, and the channel's state. */
+int unload_chan_io_init(void);
+void unload_chan_io_exit(void);
+extern struct workqueue_struct *unload_chan_wq;	/* teardowns and responder jobs */
+void unload_chan_count(enum unload_chan_stat s, u64 n);
+void unload_chan_put(struct unload_chan *chan);
+void unload_chan_req_put(struct unload_chan_req *req);
+void unload_chan_fail(struct unload_chan *chan, int err);
+void unload_chan_give_up(struct unload_chan *chan, int err);	/* only if still connecting */
+int unload_chan_state(struct unload_chan *chan, int *err);
+void unload_chan_mark_up(struct unload_chan *chan);
+void unload_chan_send_done(struct ib_cq *cq, struct ib_wc *wc);
+void unload_chan_return_credits(struct unload_chan *chan);
+int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
+			 const void *payload, u32 len, bool *held, u32 *segments);
+int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32 len,
+		     void **resp, u32 *segments);
+
+/* channel_rx.c: the receive side. */
+int unload_chan_ring_create(struct unload_chan *chan);	/* map and post the receives */
+void unload_chan_ring_destroy(struct unload_chan *chan);	/* after the CQ is freed */
+
+/* channel.c: connections. */
+int unload_channel_init(void);
+void unload_channel_exit(void);
+void unload_channel_device_removed(struct ib_device *dev);
+struct unload_chan *unload_chan_get(const char *devname, u32 port, const u8 *peer_gid);
+
+#endif /* UNLOAD_CHANNEL_KMOD_H */
