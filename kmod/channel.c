@@ -235,6 +235,7 @@ static int unload_chan_accept(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	}
 	chan->passive = true;
 	chan->cm_id = id;
+	unload_addr_to_gid((struct sockaddr *)&id->route.addr.src_addr, chan->local_gid);
 	ret = unload_chan_setup(chan, id);
 	if (ret)
 		goto err_release;
@@ -281,6 +282,7 @@ static int unload_chan_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *e
 			ret = rdma_resolve_route(id, UNLOAD_CHAN_RESOLVE_MS);
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		unload_addr_to_gid((struct sockaddr *)&id->route.addr.src_addr, chan->local_gid);
 		ret = unload_chan_connect(chan, id);
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:

@@ -317,12 +317,12 @@ static void unload_chan_forget(struct unload_chan *chan, struct unload_chan_req 
 }
 
 /*
- * Send a request and wait for its ack. On success the ack's payload (len bytes, the size
- * of the request's answer in every type so far) is *resp, the caller's to kvfree. A
- * caller killed while waiting leaves the request pending: its ack still releases it.
+ * Send a request and wait for its ack. On success the ack's payload (exactly resp_len
+ * bytes: each type's answer has one size) is *resp, the caller's to kvfree. A caller
+ * killed while waiting leaves the request pending: its ack still releases it.
  */
 int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32 len,
-		     void **resp, u32 *segments)
+		     void **resp, u32 resp_len, u32 *segments)
 {
 	struct unload_chan_req *req;
 	long left;
@@ -336,9 +336,9 @@ int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32
 	refcount_set(&req->ref, 1);		/* the waiter's */
 	INIT_LIST_HEAD(&req->node);
 	req->len = len;
-	req->resp_cap = len;
-	if (len) {
-		req->resp = kvmalloc(len, GFP_KERNEL);
+	req->resp_cap = resp_len;
+	if (resp_len) {
+		req->resp = kvmalloc(resp_len, GFP_KERNEL);
 		if (!req->resp) {
 			ret = -ENOMEM;
 			goto out_put;
@@ -371,7 +371,7 @@ int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32
 		unload_chan_fail(chan, -ETIMEDOUT);	/* a peer that never answers */
 	spin_lock(&chan->lock);
 	ret = req->status;
-	if (!ret && req->resp_len != len)
+	if (!ret && req->resp_len != resp_len)
 		ret = -EPROTO;
 	if (!ret) {
 		*resp = req->resp;

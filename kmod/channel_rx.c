@@ -3,22 +3,31 @@
  * The channel's receive side (docs/design.md, "The channel"): the ring of receive
  * buffers registered once, every received message checked field by field (it is the
  * peer's word: channel_wire.h says what may come), credits taken, segments reassembled,
- * acks matched to our requests, and the peer's echo requests answered. A message that
- * breaks the format takes the channel down and is counted; nothing in it is acted on.
+ * acks matched to our requests, and the peer's requests answered: an echo with its bytes,
+ * a remote write with the target's verdict (target.c). A message that breaks the format
+ * takes the channel down and is counted; nothing in it is acted on.
  */
 #include <linux/mm.h>
 #include <linux/slab.h>
 
 #include "unload_channel.h"
+#include "unload_kmod.h"
 
 /* A peer's request we hold until its ack is on the wire. */
 struct unload_chan_job {
 	struct work_struct work;
 	struct unload_chan *chan;	/* referenced */
+	u8 type;
 	u64 id;
 	void *buf;
 	u32 len;
 };
+
+/* The types the peer sends us to be answered: they hold our buffers until answered. */
+static bool unload_chan_is_request(u8 type)
+{
+	return type == UNLOAD_CHAN_ECHO || type == UNLOAD_CHAN_WRITE;
+}
 
 static int unload_chan_buf_map(struct unload_chan *chan, struct unload_chan_buf *b,
 			       enum dma_data_direction dir,
@@ -84,7 +93,7 @@ static void unload_chan_rx_reset(struct unload_chan *chan)
 
 	if (rxm->req)
 		unload_chan_req_put(rxm->req);
-	if (rxm->type == UNLOAD_CHAN_ECHO && rxm->active) {
+	if (unload_chan_is_request(rxm->type) && rxm->active) {
 		kvfree(rxm->buf);
 		spin_lock(&chan->lock);
 		chan->in_reqs--;
@@ -101,7 +110,7 @@ static int unload_chan_rx_start(struct unload_chan *chan, u8 type, u64 id, u32 t
 	int ret = 0;
 
 	spin_lock(&chan->lock);
-	if (type == UNLOAD_CHAN_ECHO) {
+	if (unload_chan_is_request(type)) {
 		/* What an honest peer never exceeds: it waits for our acks first. */
 		if (chan->in_reqs >= UNLOAD_CHAN_MAX_REQS || total > UNLOAD_CHAN_MAX_BYTES - chan->in_bytes)
 			ret = -EBADMSG;
@@ -132,7 +141,7 @@ static int unload_chan_rx_start(struct unload_chan *chan, u8 type, u64 id, u32 t
 	rxm->got = 0;
 	rxm->status = status;
 	rxm->req = req;
-	if (type == UNLOAD_CHAN_ECHO && total) {
+	if (unload_chan_is_request(type) && total) {
 		rxm->buf = kvmalloc(total, GFP_KERNEL);
 		if (!rxm->buf)
 			return -ENOMEM;
@@ -140,7 +149,7 @@ static int unload_chan_rx_start(struct unload_chan *chan, u8 type, u64 id, u32 t
 	return 0;
 }
 
-static void unload_chan_echo_work(struct work_struct *work);
+static void unload_chan_serve_work(struct work_struct *work);
 
 static int unload_chan_rx_finish(struct unload_chan *chan)
 {
@@ -149,13 +158,14 @@ static int unload_chan_rx_finish(struct unload_chan *chan)
 	struct unload_chan_job *job;
 	bool unlisted = false;
 
-	if (rxm->type == UNLOAD_CHAN_ECHO) {
+	if (unload_chan_is_request(rxm->type)) {
 		job = kmalloc(sizeof(*job), GFP_KERNEL);
 		if (!job)
 			return -ENOMEM;
-		INIT_WORK(&job->work, unload_chan_echo_work);
+		INIT_WORK(&job->work, unload_chan_serve_work);
 		kref_get(&chan->ref);
 		job->chan = chan;
+		job->type = rxm->type;
 		job->id = rxm->id;
 		job->buf = rxm->buf;
 		job->len = rxm->total;
@@ -209,6 +219,7 @@ static int unload_chan_receive(struct unload_chan *chan, const void *data, u32 l
 	case UNLOAD_CHAN_CREDIT:
 		return id || total || off || seg || status ? -EBADMSG : 0;
 	case UNLOAD_CHAN_ECHO:
+	case UNLOAD_CHAN_WRITE:
 		if (status)
 			return -EBADMSG;
 		break;
@@ -233,7 +244,7 @@ static int unload_chan_receive(struct unload_chan *chan, const void *data, u32 l
 	}
 	if (seg > rxm->total - rxm->got)
 		return -EBADMSG;
-	if (seg && rxm->type == UNLOAD_CHAN_ECHO) {
+	if (seg && unload_chan_is_request(rxm->type)) {
 		memcpy(rxm->buf + rxm->got, data + UNLOAD_CHAN_HDR_LEN, seg);
 	} else if (seg) {
 		/* Under the lock: a request completed by a teardown is its waiter's again. */
@@ -282,13 +293,45 @@ static void unload_chan_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	unload_chan_return_credits(chan);
 }
 
-static void unload_chan_echo_work(struct work_struct *work)
+/*
+ * A remote write from the peer: its header checked (the peer's word), then the target's
+ * checks and the copy (target.c). The channel names who sent it and where it arrived:
+ * those the request cannot claim.
+ */
+static u32 unload_chan_write_place(struct unload_chan *chan, const u8 *buf, u32 len)
+{
+	const struct unload_chan_write *w = (const void *)buf;
+	struct unload_target_write t = { .dev = chan->dev };
+
+	if (len < sizeof(*w) || w->reserved || le32_to_cpu(w->length) != len - sizeof(*w))
+		return UNLOAD_DENY_INVALID;
+	memcpy(t.peer_gid.raw, chan->peer_gid, sizeof(t.peer_gid.raw));
+	memcpy(t.local_gid.raw, chan->local_gid, sizeof(t.local_gid.raw));
+	t.src_qpn = le32_to_cpu(w->src_qpn);
+	t.dst_qpn = le32_to_cpu(w->dst_qpn);
+	t.rkey = le32_to_cpu(w->rkey);
+	t.length = le32_to_cpu(w->length);
+	t.remote_addr = le64_to_cpu(w->remote_addr);
+	t.data = buf + sizeof(*w);
+	return unload_target_place(&t);
+}
+
+/* Answer one of the peer's requests, in process context: a placement may sleep. */
+static void unload_chan_serve_work(struct work_struct *work)
 {
 	struct unload_chan_job *job = container_of(work, struct unload_chan_job, work);
 	struct unload_chan *chan = job->chan;
+	struct unload_chan_write_ack ack = {};
 	bool held = true;
 
-	unload_chan_send_msg(chan, UNLOAD_CHAN_ACK, job->id, 0, job->buf, job->len, &held, NULL);
+	if (job->type == UNLOAD_CHAN_WRITE) {
+		ack.deny = cpu_to_le32(unload_chan_write_place(chan, job->buf, job->len));
+		unload_chan_send_msg(chan, UNLOAD_CHAN_ACK, job->id, 0, &ack, sizeof(ack), &held,
+				     NULL);
+	} else {
+		unload_chan_send_msg(chan, UNLOAD_CHAN_ACK, job->id, 0, job->buf, job->len, &held,
+				     NULL);
+	}
 	if (held) {
 		spin_lock(&chan->lock);
 		chan->in_reqs--;

@@ -37,6 +37,31 @@ enum unload_chan_type {
 	UNLOAD_CHAN_CREDIT = 1,	/* only returns credits: no id, no payload */
 	UNLOAD_CHAN_ECHO = 2,	/* a request: send the payload back in the ack */
 	UNLOAD_CHAN_ACK = 3,	/* a request's outcome: status, and its payload if any */
+	UNLOAD_CHAN_WRITE = 4,	/* a request: place an RDMA WRITE (struct unload_chan_write
+				 * and its bytes); the ack carries struct
+				 * unload_chan_write_ack */
+};
+
+/*
+ * A remote write: what the sender's module vouches for (the sender QP is its submitter's,
+ * RC, in RTS, connected to dst_qpn at this channel's peer; the bytes were read from that
+ * submitter's registered memory on the QP's PD) and what the target's module checks
+ * before it places a byte (docs/design.md, "The remote path"). `length` payload bytes
+ * follow it in the same message.
+ */
+struct unload_chan_write {
+	__le32 src_qpn;		/* the sender QP */
+	__le32 dst_qpn;		/* the responder QP: the sender QP's destination */
+	__le32 rkey;
+	__le32 length;		/* 1 .. UNLOAD_CHAN_MSG_MAX - sizeof(this) */
+	__le64 remote_addr;
+	__le64 reserved;	/* zero */
+};
+
+/* A remote write's verdict: UNLOAD_DENY_NONE (placed) or the first check it failed. */
+struct unload_chan_write_ack {
+	__le32 deny;
+	__le32 reserved;	/* zero */
 };
 
 struct unload_chan_hdr {

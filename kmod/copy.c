@@ -306,10 +306,14 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 f
 			unload_pair_hold_release(&hold);
 			held = 0;
 		}
-		deny = unload_direct_one(sess, req, list, inl, b.seg, &hold, &result);
+		if (flags & UNLOAD_SUBMIT_REMOTE)
+			deny = unload_remote_one(sess, req, list, inl, b.seg, &result);
+		else
+			deny = unload_direct_one(sess, req, list, inl, b.seg, &hold, &result);
 		req->result = result;	/* after: the request's own result field is an input too */
 		if (deny) {
-			atomic64_inc(&unload_denied[deny]);
+			atomic64_inc((flags & UNLOAD_SUBMIT_REMOTE) ? &unload_remote_denied :
+				     &unload_denied[deny]);
 		} else {
 			ok++;
 			held += req->length;
@@ -320,7 +324,8 @@ int unload_submit_batch(struct unload_session *sess, u64 ureqs, u32 count, u32 f
 		}
 	}
 	unload_pair_hold_release(&hold);
-	atomic64_inc(&unload_direct_submissions);
+	if (!(flags & UNLOAD_SUBMIT_REMOTE))
+		atomic64_inc(&unload_direct_submissions);
 	/* Results out with nothing held; a fault here leaves `done` at what was told. */
 	for (n = 0; n < i; n++)
 		if (put_user(b.req[n].result, &u[n].result)) {

@@ -3,7 +3,8 @@
  * A write's bytes: where they come from (a request's source, checked and read from the
  * submitter's pinned regions, or bytes already in the kernel) and how they land in a
  * target region's pinned pages (ascending, the last 8 bytes last, with release
- * semantics): what the direct submission (copy.c) moves, apart from how it checks.
+ * semantics). The direct submission (copy.c), the remote sender (remote.c) and the
+ * remote target (target.c) share them, each with its own checks.
  */
 #include <linux/highmem.h>
 #include <linux/overflow.h>
@@ -146,4 +147,24 @@ void unload_place(struct unload_region *r, u64 off, u64 len, const struct unload
 		kunmap_local(kaddr);
 		flush_dcache_page(pg);
 	}
+}
+
+/* Read the whole source, len bytes, into buf (kernel memory): a remote write's payload. */
+void unload_src_gather(const struct unload_src *src, u8 *buf, u64 len)
+{
+	struct unload_src_pos at = {};
+
+	unload_src_read(src, &at, buf, len);
+}
+
+/*
+ * Place len bytes at data (kernel memory: a remote write's payload as received) at byte
+ * offset off of region r, as unload_place does; the caller checked the bounds and holds
+ * r and its MR.
+ */
+void unload_place_bytes(struct unload_region *r, u64 off, const u8 *data, u64 len)
+{
+	struct unload_src src = { .inl = data };
+
+	unload_place(r, off, len, &src);
 }

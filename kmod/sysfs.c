@@ -261,6 +261,18 @@ static ssize_t mr_probes_show(struct kobject *kobj, struct kobj_attribute *attr,
 	return sysfs_emit(buf, "%lld\n", atomic64_read(&unload_mr_probes));
 }
 
+/* A module-owned count of the remote path, one file each (stats/remote_*). */
+#define UNLOAD_REMOTE_COUNT(name, var)							\
+static ssize_t name##_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)	\
+{											\
+	return sysfs_emit(buf, "%lld\n", atomic64_read(&var));				\
+}											\
+static struct kobj_attribute unload_stat_##name = __ATTR(name, 0444, name##_show, NULL)
+
+UNLOAD_REMOTE_COUNT(remote_placed_writes, unload_remote_placed_writes);
+UNLOAD_REMOTE_COUNT(remote_placed_bytes, unload_remote_placed_bytes);
+UNLOAD_REMOTE_COUNT(remote_denied, unload_remote_denied);
+
 static ssize_t sessions_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
 {
 	return sysfs_emit(buf, "%d\n", atomic_read(&unload_nr_sessions));
@@ -290,6 +302,9 @@ static ssize_t reset_store(struct kobject *kobj, struct kobj_attribute *attr,
 	atomic64_set(&unload_direct_submissions, 0);
 	atomic64_set(&unload_pairs_resolved, 0);
 	atomic64_set(&unload_mr_probes, 0);
+	atomic64_set(&unload_remote_placed_writes, 0);
+	atomic64_set(&unload_remote_placed_bytes, 0);
+	atomic64_set(&unload_remote_denied, 0);
 	return count;
 }
 
@@ -372,6 +387,9 @@ static struct attribute *unload_stat_attrs[] = {
 	&unload_stat_direct_submissions.attr,
 	&unload_stat_pairs_resolved.attr,
 	&unload_stat_mr_probes.attr,
+	&unload_stat_remote_placed_writes.attr,
+	&unload_stat_remote_placed_bytes.attr,
+	&unload_stat_remote_denied.attr,
 	&unload_stat_sessions.attr,
 	&unload_stat_pinned_pages.attr,
 	&unload_stat_reset.attr,

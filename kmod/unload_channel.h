@@ -80,6 +80,8 @@ struct unload_chan {
 	char devname[IB_DEVICE_NAME_MAX];
 	u32 port;
 	u8 peer_gid[16];
+	u8 local_gid[16];		/* the address the connection uses here: set before it
+					 * is up, read by the target's checks after */
 	bool passive;			/* accepted from the peer */
 
 	struct rdma_cm_id *cm_id;
@@ -144,7 +146,7 @@ void unload_chan_return_credits(struct unload_chan *chan);
 int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
 			 const void *payload, u32 len, bool *held, u32 *segments);
 int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32 len,
-		     void **resp, u32 *segments);
+		     void **resp, u32 resp_len, u32 *segments);
 
 /* channel_rx.c: the receive side. */
 int unload_chan_ring_create(struct unload_chan *chan);	/* map and post the receives */

@@ -176,8 +176,9 @@ struct unload_pin {
 
 /*
  * The files, each one concept, listed so that each calls only those after it: main.c,
- * lifecycle.c, list.c, copy.c, place.c, pairs.c, mappings.c, regions.c,
- * registry.c, qp_view.c, arenas.c, sysfs.c, session.c, users.c.
+ * lifecycle.c, list.c, copy.c, probe.c, remote.c, channel.c, channel_rx.c, target.c,
+ * place.c, pairs.c, mappings.c, regions.c, registry.c, qp_view.c, arenas.c, sysfs.c,
+ * channel_io.c, session.c, users.c.
  */
 
 /* main.c: the module, /dev/unload's file operations, the ib_client */
@@ -199,6 +200,33 @@ void unload_device_removed(struct ib_device *dev);
 /* list.c: the sessions list for tools */
 long unload_ioctl_list_sessions(struct unload_session *self, struct file *file,
 				void __user *arg);
+
+/* remote.c: the sender half of a remote write */
+struct unload_seg;
+u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_req *req,
+		      const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
+		      int *result);
+extern atomic64_t unload_remote_denied;	/* remote requests not placed */
+
+/*
+ * target.c: a remote write that arrived from another host's module, placed here under the
+ * responder's checks. Every field is the network's but dev and the two GIDs, which are the
+ * channel's own (the device it arrived on, who sent it, the address it arrived at).
+ */
+struct unload_target_write {
+	struct ib_device *dev;
+	union ib_gid peer_gid;
+	union ib_gid local_gid;
+	u32 src_qpn;			/* the sender QP the request names */
+	u32 dst_qpn;			/* the responder QP */
+	u32 rkey;
+	u32 length;
+	u64 remote_addr;
+	const u8 *data;			/* length bytes */
+};
+u32 unload_target_place(const struct unload_target_write *w);
+extern atomic64_t unload_remote_placed_writes;	/* remote writes placed here */
+extern atomic64_t unload_remote_placed_bytes;
 
 /* copy.c: submission */
 long unload_ioctl_submit(struct unload_session *sess, void __user *arg);
@@ -229,7 +257,9 @@ bool unload_req_inline(const struct unload_direct_req *req);
 u32 unload_src_load(const struct unload_direct_req *req, struct unload_iov *one,
 		    const struct unload_iov *list, const struct unload_iov **uiovp);
 void unload_src_put(struct unload_src *src);
+void unload_src_gather(const struct unload_src *src, u8 *buf, u64 len);
 void unload_place(struct unload_region *r, u64 off, u64 len, const struct unload_src *src);
+void unload_place_bytes(struct unload_region *r, u64 off, const u8 *data, u64 len);
 
 /*
  * qp_view.c: what the RDMA core says of a QP now (unload_qp_view_get), with a restrack reference

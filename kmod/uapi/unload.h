@@ -466,7 +466,16 @@ struct unload_submit {
  * sends the refused one to the NIC, and what follows it waits for the NIC's turn.
  */
 #define UNLOAD_SUBMIT_STOP	(1U << 0)
-#define UNLOAD_SUBMIT_FLAGS	UNLOAD_SUBMIT_STOP
+/*
+ * Every request goes to the host its sender QP is connected to: this module checks the
+ * sender's side, the module there checks the responder's and places it (the remote path,
+ * docs/design.md). A request's result: 0 placed; -EACCES refused with nothing placed
+ * (post it to the NIC, which gives the responder's own verdict); -ECOMM sent and not
+ * answered: it may have been placed, so it must not be sent again (complete it as the NIC
+ * completes a write to a peer that stopped answering); -EINVAL malformed.
+ */
+#define UNLOAD_SUBMIT_REMOTE	(1U << 1)
+#define UNLOAD_SUBMIT_FLAGS	(UNLOAD_SUBMIT_STOP | UNLOAD_SUBMIT_REMOTE)
 
 /*
  * io_uring: IORING_OP_URING_CMD on the /dev/unload fd with cmd_op UNLOAD_URING_SUBMIT

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The sender half of a remote write (docs/design.md, section 4, "The remote path"): a
+ * request of a submission with UNLOAD_SUBMIT_REMOTE, checked as the requester RNIC checks
+ * it (the sender QP the submitter's own, RC, in RTS; its segments in the submitter's
+ * regions on that QP's PD), read into the kernel, and sent over the channel to the module
+ * of the host its QP is connected to, which places it under the responder's checks
+ * (target.c) and answers with its verdict.
+ */
+#include <linux/mm.h>
+
+#include "unload_kmod.h"
+#include "unload_channel.h"
+
+atomic64_t unload_remote_denied;
+
+/*
+ * The sender QP of req, registered in sess and unpoisoned: a view of it with a reference
+ * on its device in *devp. NONE, or the reason.
+ */
+static u32 unload_remote_sender(struct unload_session *sess, const struct unload_direct_req *req,
+				struct ib_device **devp, struct unload_qp_view *v)
+{
+	const struct unload_qp *q;
+	struct ib_device *dev = NULL;
+	bool poisoned = false;
+
+	rcu_read_lock();
+	q = unload_qp_sender(sess, req->qp_num, req->qp_handle);
+	if (q) {
+		poisoned = READ_ONCE(q->poisoned);
+		if (!poisoned && ib_device_try_get(q->dev))
+			dev = q->dev;
+	}
+	rcu_read_unlock();
+	if (poisoned)
+		return UNLOAD_DENY_POISONED;
+	if (!dev)
+		return UNLOAD_DENY_QP_UNREGISTERED;
+	if (unload_qp_view_get(sess, dev, req->qp_num, v)) {
+		ib_device_put(dev);
+		return UNLOAD_DENY_QP_NOT_OWNED;
+	}
+	if (v->type != IB_QPT_RC || v->state != IB_QPS_RTS || !v->has_grh) {
+		unload_qp_view_put(v);
+		ib_device_put(dev);
+		return UNLOAD_DENY_QP_STATE;
+	}
+	*devp = dev;
+	return UNLOAD_DENY_NONE;
+}
+
+/*
+ * Resolve the segments of a request to held regions of sess, inside the live MR each
+ * lkey names, on the sender QP's PD: what the requester RNIC checks before it sends.
+ */
+static u32 unload_remote_src(struct unload_session *sess, struct ib_device *dev,
+			     const struct unload_qp_view *v, const struct unload_iov *uiov,
+			     unsigned int nr, struct unload_src *src)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr; i++) {
+		const struct unload_iov *io = &uiov[i];
+		struct unload_region *r;
+		struct ib_mr *mr;
+		bool ok;
+
+		r = unload_region_find(sess, false, dev, io->lkey);
+		if (!r)
+			return UNLOAD_DENY_SOURCE;
+		src->seg[src->nr++] = (struct unload_seg){ r, io->addr - r->addr, io->len };
+		mr = unload_region_mr_get(sess, r, dev);
+		if (!mr)
+			return UNLOAD_DENY_LKEY;
+		ok = mr->pd == v->qp->pd && io->len <= r->length && io->addr >= r->addr &&
+		     io->addr - r->addr <= r->length - io->len;
+		unload_region_mr_put(mr);	/* the region's pin keeps the pages */
+		if (!ok)
+			return UNLOAD_DENY_LKEY;
+	}
+	return UNLOAD_DENY_NONE;
+}
+
+/*
+ * Send one checked request to the target host and wait for its verdict. *result: 0
+ * placed, -EACCES refused before anything reached the target's memory (the caller asks
+ * the NIC), or -ECOMM when the write left and no verdict came back: it may have been
+ * placed, so it must not be sent again (the caller completes it as the NIC completes a
+ * write to a peer that stopped answering).
+ */
+static u32 unload_remote_send(const char *devname, u32 port, const union ib_gid *dgid,
+			      const u8 *msg, u32 len, int *result)
+{
+	struct unload_chan_write_ack *ack = NULL;
+	struct unload_chan *chan;
+	u32 deny, segments = 0;
+	int ret;
+
+	chan = unload_chan_get(devname, port, dgid->raw);
+	if (IS_ERR(chan))
+		return UNLOAD_DENY_PEER_UNKNOWN;	/* no channel: nothing left */
+	ret = unload_chan_call(chan, UNLOAD_CHAN_WRITE, msg, len, (void **)&ack,
+			       sizeof(*ack), &segments);
+	unload_chan_put(chan);
+	if (ret) {
+		/*
+		 * The target places a message only once it has all of it: one not wholly
+		 * posted was never placed (its channel went down with it). A whole one may
+		 * have been.
+		 */
+		if (segments == DIV_ROUND_UP(len, UNLOAD_CHAN_SEG_MAX))
+			*result = -ECOMM;
+		return UNLOAD_DENY_PEER_UNKNOWN;
+	}
+	deny = le32_to_cpu(ack->deny);
+	if (deny >= UNLOAD_DENY_COUNT || ack->reserved)
+		deny = UNLOAD_DENY_INVALID;	/* the peer's answer is network input too */
+	kvfree(ack);
+	if (!deny)
+		*result = 0;
+	return deny;
+}
+
+/*
+ * Check and send one remote request; returns its reason (NONE: placed at the target).
+ * `list` and `inl` are as unload_direct_one takes them; `seg` room for UNLOAD_MAX_IOV
+ * resolved segments. Sleeps until the target answers: nothing is held meanwhile but the
+ * message, so the sender's QP and regions can go at any time.
+ */
+u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_req *req,
+		      const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
+		      int *result)
+{
+	const struct unload_tunables *t = &unload_ctl->tunables;
+	char devname[IB_DEVICE_NAME_MAX];
+	struct unload_src src = { .nr = 0 };
+	struct unload_chan_write *w;
+	const struct unload_iov *uiov;
+	struct unload_qp_view v;
+	struct ib_device *dev;
+	struct unload_iov one;
+	u32 deny, direct_max, port;
+	union ib_gid dgid;
+	u8 *msg;
+
+	*result = -EINVAL;
+	if ((req->flags && !unload_req_inline(req)) || req->reserved || req->result ||
+	    req->iov_count > UNLOAD_MAX_IOV)
+		return UNLOAD_DENY_INVALID;
+	*result = -EACCES;	/* every refusal alike: the caller asks the NIC */
+	direct_max = READ_ONCE(t->direct_max);
+	if (!READ_ONCE(t->enabled) || !direct_max)
+		return UNLOAD_DENY_DISABLED;
+	if (!req->length || req->length > direct_max ||
+	    req->length > UNLOAD_CHAN_MSG_MAX - sizeof(*w))
+		return UNLOAD_DENY_LENGTH;
+	if (req->flags) {
+		if (!inl)
+			return UNLOAD_DENY_FAULT;
+		src.inl = inl;
+	} else {
+		deny = unload_src_load(req, &one, list, &uiov);
+		if (deny == UNLOAD_DENY_INVALID)
+			*result = -EINVAL;
+		if (deny)
+			return deny;
+		src.seg = req->iov_count ? seg : src.one;
+	}
+
+	deny = unload_remote_sender(sess, req, &dev, &v);
+	if (deny)
+		return deny;
+	if (!src.inl) {
+		deny = unload_remote_src(sess, dev, &v, uiov, req->iov_count ? req->iov_count : 1,
+					 &src);
+		if (deny)
+			goto out_put_src;
+	}
+	deny = UNLOAD_DENY_FAULT;
+	msg = kvmalloc(sizeof(*w) + req->length, GFP_KERNEL);
+	if (!msg)
+		goto out_put_src;
+	w = (struct unload_chan_write *)msg;
+	*w = (struct unload_chan_write){
+		.src_qpn = cpu_to_le32(req->qp_num),
+		.dst_qpn = cpu_to_le32(v.dest_qpn),	/* the QP's own, not the caller's */
+		.rkey = cpu_to_le32(req->rkey),
+		.length = cpu_to_le32(req->length),
+		.remote_addr = cpu_to_le64(req->remote_addr),
+	};
+	unload_src_gather(&src, msg + sizeof(*w), req->length);
+	unload_src_put(&src);
+	strscpy(devname, dev_name(&dev->dev), sizeof(devname));
+	port = v.port;
+	dgid = v.dgid;
+	/* Nothing of the sender held across the network wait: its destroy never waits on it. */
+	unload_qp_view_put(&v);
+	ib_device_put(dev);
+	deny = unload_remote_send(devname, port, &dgid, msg, sizeof(*w) + req->length, result);
+	kvfree(msg);
+	return deny;
+
+out_put_src:
+	unload_src_put(&src);
+	unload_qp_view_put(&v);
+	ib_device_put(dev);
+	return deny;
+}

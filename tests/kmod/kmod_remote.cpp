@@ -1,0 +1,233 @@
+// The remote path's two halves (UNLOAD_SUBMIT_REMOTE): writes sent by host A's module and placed by host B's under the responder's checks, every refusal placing nothing.
+//
+//   kmod_remote          on both hosts of scripts/sandbox --hosts 2 (UNLOAD_HOST says which)
+//
+// B opens the responder: an RC QP and a target region registered with its module; A the
+// sender, connected to it. Then B's QP goes to ERR, and A's. They swap their QP numbers and keys through files in
+// UNLOAD_PAIR_DIR. A submits remote writes and checks each result; B then checks every
+// byte of its region (placed where A says, nothing else) and its module's counts. One line
+// per check with its figure; exit 0 pass, 1 fail, 2 set-up, 3 hang, 77 skip.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kmod_util.hpp"
+
+using namespace kt;
+
+namespace {
+
+constexpr size_t kLen = 256 * 1024;  // each side's region
+std::string pair_dir;
+
+// What one side tells the other: its QP (for the connection) and its region.
+struct Info {
+  Wire wire;
+  uint32_t rkey;
+  uint64_t addr;
+};
+
+void put_file(const char* name, const void* p, size_t n) {
+  const std::string tmp = pair_dir + "/." + name, path = pair_dir + "/" + name;
+  int fd = open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) die(tmp.c_str());
+  xwrite(fd, p, n);
+  close(fd);
+  if (rename(tmp.c_str(), path.c_str())) die(path.c_str());
+}
+
+void get_file(const char* name, void* p, size_t n, int seconds = 300) {
+  const std::string path = pair_dir + "/" + name;
+  for (int i = 0; i < seconds * 10; i++) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      xread(fd, p, n);
+      close(fd);
+      return;
+    }
+    usleep(100000);
+  }
+  hang(("waiting for the peer's " + std::string(name)).c_str(), "no file");
+}
+
+// The byte A writes at offset i of B's region in write w: B recomputes it.
+uint8_t pattern(size_t w, size_t i) { return static_cast<uint8_t>(0x11 * (w + 1) + i * 7); }
+
+// The writes A sends: where in B's region, how long; and the ones B must never see.
+struct Case {
+  const char* name;
+  size_t off, len;
+  bool inline_req;
+  bool placed;  // expected
+};
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {"one_byte", 0, 1, false, true},
+      {"eight_bytes", 64, 8, false, true},
+      {"inline_32", 128, 32, true, true},
+      {"one_segment", 4096, 4000, false, true},
+      {"segments_64k", 65536, 65536, false, true},
+      {"bad_rkey", 8192, 64, false, false},
+      {"out_of_bounds", kLen - 32, 64, false, false},
+  };
+  return c;
+}
+
+void to_error(ibv_qp* qp) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  if (int r = ibv_modify_qp(qp, &a, IBV_QP_STATE)) die("ibv_modify_qp to ERR", -r);
+}
+
+// One remote write of n bytes of pattern `w` from A's region start to `off` in B's.
+int send_one(const Rc& rc, int fd, uint8_t* src, const ibv_mr* smr, const Info& b, size_t w, size_t off,
+             size_t n);
+
+int submit_remote(int fd, unload_direct_req* r) {
+  unload_submit s{};
+  s.reqs = reinterpret_cast<uintptr_t>(r);
+  s.count = 1;
+  s.flags = UNLOAD_SUBMIT_REMOTE;
+  const int ret = uioctl(fd, UNLOAD_IOC_SUBMIT, &s);
+  return ret ? -1000 + ret : r->result;
+}
+
+void run_sender(Rc& rc, int fd, uint8_t* src, ibv_mr* smr, const Info& b) {
+  for (size_t w = 0; w < cases().size(); w++) {
+    const Case& c = cases()[w];
+    const size_t from = c.off + c.len <= kLen ? c.off : kLen - c.len;  // inside A's own region
+    for (size_t i = 0; i < c.len; i++) src[from + i] = pattern(w, i);
+    unload_direct_req r{};
+    r.qp_num = rc.qp->qp_num;
+    r.rkey = std::strcmp(c.name, "bad_rkey") ? b.rkey : b.rkey ^ 0x5a5a00;
+    r.remote_addr = b.addr + c.off;
+    r.length = static_cast<uint32_t>(c.len);
+    r.iov = reinterpret_cast<uintptr_t>(src + from);
+    if (c.inline_req)
+      r.flags = UNLOAD_REQ_INLINE;
+    else
+      r.lkey = smr->lkey;
+    const int res = submit_remote(fd, &r);
+    const int want = c.placed ? 0 : -EACCES;
+    expect(res == want, c.name, "result %d (want %d)", res, want);
+  }
+  // Malformed: a reserved field set is refused before anything is sent.
+  unload_direct_req r{};
+  r.qp_num = rc.qp->qp_num;
+  r.rkey = b.rkey;
+  r.remote_addr = b.addr;
+  r.length = 8;
+  r.iov = reinterpret_cast<uintptr_t>(src);
+  r.lkey = smr->lkey;
+  r.reserved = 1;
+  int res = submit_remote(fd, &r);
+  expect(res == -EINVAL, "reserved_set", "result %d (want %d)", res, -EINVAL);
+  // A QP this session never registered is no sender.
+  r.reserved = 0;
+  r.result = 0;  // an input too: the module wrote the last verdict there
+  r.qp_num = rc.qp->qp_num + 1000;
+  res = submit_remote(fd, &r);
+  expect(res == -EACCES, "unregistered_sender", "result %d (want %d)", res, -EACCES);
+}
+
+int send_one(const Rc& rc, int fd, uint8_t* src, const ibv_mr* smr, const Info& b, size_t w, size_t off,
+             size_t n) {
+  for (size_t i = 0; i < n; i++) src[i] = pattern(w, i);
+  unload_direct_req r{};
+  r.qp_num = rc.qp->qp_num;
+  r.rkey = b.rkey;
+  r.remote_addr = b.addr + off;
+  r.length = static_cast<uint32_t>(n);
+  r.iov = reinterpret_cast<uintptr_t>(src);
+  r.lkey = smr->lkey;
+  return submit_remote(fd, &r);
+}
+
+// Where the writes refused for a QP's state would have gone: B checks they did not.
+constexpr size_t kAfterErrOff = 200 * 1024;
+
+// B's responder goes to ERR between A's writes: the next one is refused, as a responder
+// NIC in ERR drops it; then A's own QP goes to ERR, and its module refuses to send.
+void run_sender_errors(Rc& rc, int fd, uint8_t* src, ibv_mr* smr, const Info& b) {
+  const char one = 1;
+  put_file("remote.A.phase1", &one, 1);
+  char err;
+  get_file("remote.B.err", &err, 1);
+  int res = send_one(rc, fd, src, smr, b, 90, kAfterErrOff, 64);
+  expect(res == -EACCES, "responder_in_error", "result %d (want %d)", res, -EACCES);
+  to_error(rc.qp);
+  res = send_one(rc, fd, src, smr, b, 91, kAfterErrOff + 64, 64);
+  expect(res == -EACCES, "sender_in_error", "result %d (want %d)", res, -EACCES);
+}
+
+void check_target(const uint8_t* tgt) {
+  std::vector<uint8_t> want(kLen, 0);
+  for (size_t w = 0; w < cases().size(); w++) {
+    const Case& c = cases()[w];
+    if (!c.placed) continue;
+    for (size_t i = 0; i < c.len; i++) want[c.off + i] = pattern(w, i);
+  }
+  size_t bad = 0, first = kLen;
+  for (size_t i = 0; i < kLen; i++)
+    if (tgt[i] != want[i] && bad++ == 0) first = i;
+  expect(bad == 0, "target_bytes", "%zu of %zu bytes differ (first at %zu)", bad, kLen, first);
+  size_t placed = 0;
+  for (const Case& c : cases()) placed += c.placed;
+  const long long n = stat("remote_placed_writes");
+  expect(n == static_cast<long long>(placed), "placed_counted", "stats/remote_placed_writes %lld (want %zu)", n,
+         placed);
+}
+
+}  // namespace
+
+int main() {
+  const char* host = getenv("UNLOAD_HOST");
+  const char* dir = getenv("UNLOAD_PAIR_DIR");
+  if (!host || !dir) skip("not in a two-host sandbox (UNLOAD_HOST, UNLOAD_PAIR_DIR unset)");
+  pair_dir = dir;
+  const bool sender = std::strcmp(host, "A") == 0;
+  watchdog(600, "the remote writes");
+
+  Rc rc;
+  rc_open(&rc);
+  const int fd = unload_open();
+  void* mem = nullptr;
+  if (posix_memalign(&mem, 4096, kLen)) die("posix_memalign", -ENOMEM);
+  auto* buf = static_cast<uint8_t*>(mem);
+  memset(buf, 0, kLen);
+  ibv_mr* mr = ibv_reg_mr(rc.pd, buf, kLen, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (!mr) die("ibv_reg_mr");
+  if (int r = reg_mr(fd, mr, kRegionRw)) die("REG_REGION", r);
+
+  Info mine{rc.wire, mr->rkey, reinterpret_cast<uintptr_t>(buf)}, theirs{};
+  put_file(sender ? "remote.A.info" : "remote.B.info", &mine, sizeof mine);
+  get_file(sender ? "remote.B.info" : "remote.A.info", &theirs, sizeof theirs);
+  rc_connect(&rc, theirs.wire);
+  if (int r = reg_qp(fd, rc.dev.c_str(), rc.qp->qp_num)) die("REG_QP", r);
+  const char ready = 1;
+  put_file(sender ? "remote.A.ready" : "remote.B.ready", &ready, 1);
+  char peer_ready;
+  get_file(sender ? "remote.B.ready" : "remote.A.ready", &peer_ready, 1);
+
+  if (sender) {
+    run_sender(rc, fd, buf, mr, theirs);
+    run_sender_errors(rc, fd, buf, mr, theirs);
+    put_file("remote.A.done", &ready, 1);
+  } else {
+    char phase;
+    get_file("remote.A.phase1", &phase, 1);
+    to_error(rc.qp);
+    put_file("remote.B.err", &ready, 1);
+    get_file("remote.A.done", &phase, 1);
+    check_target(buf);
+  }
+  ibv_dereg_mr(mr);
+  free(mem);
+  rc_close(&rc);
+  close(fd);
+  finish();
+}
