@@ -88,38 +88,17 @@ static u32 unload_direct_one(struct unload_session *sess,
 			     const u8 *inl, struct unload_seg *seg, struct unload_pair_hold *hold,
 			     int *result)
 {
-	const struct unload_tunables *t = &unload_ctl->tunables;
 	struct unload_src src = { .nr = 0 };
 	const struct unload_iov *uiov;
 	struct unload_region *r = NULL;
 	struct unload_iov one;
 	struct unload_pair *pr;
-	u32 deny, direct_max;
+	u32 deny;
 	u64 off = 0;
 
-	*result = -EINVAL;
-	if ((req->flags && !unload_req_inline(req)) || req->reserved || req->result ||
-	    req->iov_count > UNLOAD_MAX_IOV)
-		return UNLOAD_DENY_INVALID;
-	*result = -EACCES;	/* every refusal alike: the caller asks the NIC */
-	direct_max = READ_ONCE(t->direct_max);
-	if (!READ_ONCE(t->enabled) || !direct_max)
-		return UNLOAD_DENY_DISABLED;
-	if (!req->length || req->length > direct_max)
-		return UNLOAD_DENY_LENGTH;
-
-	if (req->flags) {
-		if (!inl)
-			return UNLOAD_DENY_FAULT;
-		src.inl = inl;
-	} else {
-		deny = unload_src_load(req, &one, list, &uiov);
-		if (deny == UNLOAD_DENY_INVALID)
-			*result = -EINVAL;
-		if (deny)
-			return deny;
-		src.seg = req->iov_count ? seg : src.one;
-	}
+	deny = unload_req_begin(req, U64_MAX, list, inl, seg, &one, &src, &uiov, result);
+	if (deny)
+		return deny;
 
 	pr = unload_pair_hold_get(sess, hold, req->qp_num, req->qp_handle, &deny);
 	if (!pr)

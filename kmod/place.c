@@ -24,8 +24,8 @@ bool unload_req_inline(const struct unload_direct_req *req)
  * as the batch read it in (`list`, NULL when that read faulted); *uiovp points at them.
  * Returns a reason, NONE when well formed.
  */
-u32 unload_src_load(const struct unload_direct_req *req, struct unload_iov *one,
-		    const struct unload_iov *list, const struct unload_iov **uiovp)
+static u32 unload_src_load(const struct unload_direct_req *req, struct unload_iov *one,
+			   const struct unload_iov *list, const struct unload_iov **uiovp)
 {
 	const struct unload_iov *uiov = one;
 	unsigned int i, nr = 1;
@@ -53,6 +53,45 @@ u32 unload_src_load(const struct unload_direct_req *req, struct unload_iov *one,
 		return UNLOAD_DENY_INVALID;
 	*uiovp = uiov;
 	return UNLOAD_DENY_NONE;
+}
+
+/*
+ * The checks every request takes before its path's own: its shape, the module enabled,
+ * its length within direct_max and the path's own max_len, and its source loaded (an
+ * inline request's bytes as read in, or its segments well formed: `list` and `one` as
+ * unload_src_load takes them, `seg` room for the resolved ones). On NONE, src is ready and
+ * *uiovp names the segments to resolve (src->inl NULL). *result: -EINVAL for a malformed
+ * request, else -EACCES (the caller asks the NIC).
+ */
+u32 unload_req_begin(const struct unload_direct_req *req, u64 max_len,
+		     const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
+		     struct unload_iov *one, struct unload_src *src,
+		     const struct unload_iov **uiovp, int *result)
+{
+	const struct unload_tunables *t = &unload_ctl->tunables;
+	u32 deny, direct_max;
+
+	*result = -EINVAL;
+	if ((req->flags && !unload_req_inline(req)) || req->reserved || req->result ||
+	    req->iov_count > UNLOAD_MAX_IOV)
+		return UNLOAD_DENY_INVALID;
+	*result = -EACCES;	/* every refusal alike: the caller asks the NIC */
+	direct_max = READ_ONCE(t->direct_max);
+	if (!READ_ONCE(t->enabled) || !direct_max)
+		return UNLOAD_DENY_DISABLED;
+	if (!req->length || req->length > direct_max || req->length > max_len)
+		return UNLOAD_DENY_LENGTH;
+	if (req->flags) {
+		if (!inl)
+			return UNLOAD_DENY_FAULT;
+		src->inl = inl;
+		return UNLOAD_DENY_NONE;
+	}
+	deny = unload_src_load(req, one, list, uiovp);
+	if (deny == UNLOAD_DENY_INVALID)
+		*result = -EINVAL;
+	src->seg = req->iov_count ? seg : src->one;
+	return deny;
 }
 
 void unload_src_put(struct unload_src *src)

@@ -132,7 +132,6 @@ u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_re
 		      const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
 		      int *result)
 {
-	const struct unload_tunables *t = &unload_ctl->tunables;
 	char devname[IB_DEVICE_NAME_MAX];
 	struct unload_src src = { .nr = 0 };
 	struct unload_chan_write *w;
@@ -140,33 +139,15 @@ u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_re
 	struct unload_qp_view v;
 	struct ib_device *dev;
 	struct unload_iov one;
-	u32 deny, direct_max, port;
+	u32 deny, port;
 	union ib_gid dgid;
 	u8 *msg;
 
-	*result = -EINVAL;
-	if ((req->flags && !unload_req_inline(req)) || req->reserved || req->result ||
-	    req->iov_count > UNLOAD_MAX_IOV)
-		return UNLOAD_DENY_INVALID;
-	*result = -EACCES;	/* every refusal alike: the caller asks the NIC */
-	direct_max = READ_ONCE(t->direct_max);
-	if (!READ_ONCE(t->enabled) || !direct_max)
-		return UNLOAD_DENY_DISABLED;
-	if (!req->length || req->length > direct_max ||
-	    req->length > UNLOAD_CHAN_MSG_MAX - sizeof(*w))
-		return UNLOAD_DENY_LENGTH;
-	if (req->flags) {
-		if (!inl)
-			return UNLOAD_DENY_FAULT;
-		src.inl = inl;
-	} else {
-		deny = unload_src_load(req, &one, list, &uiov);
-		if (deny == UNLOAD_DENY_INVALID)
-			*result = -EINVAL;
-		if (deny)
-			return deny;
-		src.seg = req->iov_count ? seg : src.one;
-	}
+	/* The whole write goes as one message, its header first. */
+	deny = unload_req_begin(req, UNLOAD_CHAN_MSG_MAX - sizeof(*w), list, inl, seg, &one, &src,
+				&uiov, result);
+	if (deny)
+		return deny;
 
 	deny = unload_remote_sender(sess, req, &dev, &v);
 	if (deny)

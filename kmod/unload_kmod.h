@@ -254,8 +254,10 @@ struct unload_src {
 	struct unload_seg one[1];
 };
 bool unload_req_inline(const struct unload_direct_req *req);
-u32 unload_src_load(const struct unload_direct_req *req, struct unload_iov *one,
-		    const struct unload_iov *list, const struct unload_iov **uiovp);
+u32 unload_req_begin(const struct unload_direct_req *req, u64 max_len,
+		     const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
+		     struct unload_iov *one, struct unload_src *src,
+		     const struct unload_iov **uiovp, int *result);
 void unload_src_put(struct unload_src *src);
 void unload_src_gather(const struct unload_src *src, u8 *buf, u64 len);
 void unload_place(struct unload_region *r, u64 off, u64 len, const struct unload_src *src);
