@@ -144,6 +144,7 @@ u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_re
 	union ib_gid dgid;
 	u8 *msg;
 
+	BUILD_BUG_ON(UNLOAD_REMOTE_MAX_LEN != UNLOAD_CHAN_MSG_MAX - sizeof(*w));
 	*result = -EINVAL;
 	if ((req->flags && !unload_req_inline(req)) || req->reserved || req->result ||
 	    req->iov_count > UNLOAD_MAX_IOV)
