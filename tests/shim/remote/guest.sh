@@ -99,6 +99,9 @@ if [ "$ME" = A ]; then
 		[ "$(stat "$WORK/par_remote.stats" why_not_refused)" -eq 1 ]
 	check "parity: the write after it saw the failure (why_not_qp_error 1)" \
 		[ "$(stat "$WORK/par_remote.stats" why_not_qp_error)" -eq 1 ]
+	# The switch: both immediates on the NIC, the plain write between them remote, after a fence.
+	check "parity: the switch's immediates took the NIC (why_not_with_imm 2), the remote write a fence" \
+		[ "$(stat "$WORK/par_remote.stats" why_not_with_imm)" -eq 2 -a "$(stat "$WORK/par_remote.stats" fences)" -ge 1 ]
 	sed 's/^/    /' "$WORK/remote.cli" "$WORK/remote.srv"
 fi
 finish

@@ -5,8 +5,10 @@
 // Each case gets a fresh RC QP pair, connected over a TCP side channel (port 18610). The
 // client posts the case's requests and prints, in order, every completion (wr_id, status,
 // and for a success its opcode and length) and its QP's state after them; the server then
-// prints its QP's state and a checksum of its region with the offsets of the bytes the
-// client wrote. Result lines start with "R "; the guest script runs the pair without the
+// prints the receive completions of the case's immediates, its QP's state, and a checksum
+// of its target bytes with how many are non-zero. Each write's source is its own, and
+// writes to the same target bytes carry different bytes, so an order the NIC would not
+// give shows. Result lines start with "R "; the guest script runs the pair without the
 // shim and with it (UNLOAD_PATH=remote) and compares them. The program's own checks are
 // only what it needs to go on (completions arrive, the side channel answers).
 #include <arpa/inet.h>
@@ -34,12 +36,14 @@ constexpr size_t kRegion = 256 * 1024;
 constexpr uint32_t kPsn = 0x2000;
 constexpr int kPort = 18610;
 
-// One write of a case: where in the target region, how long, signaled, and whether its
-// rkey is wrong (the responder must deny it).
+// One write of a case: where in the target region, how long, signaled, whether its rkey
+// is wrong (the responder must deny it), and whether it carries an immediate (the NIC's
+// alone: the responder's receive completion).
 struct Wr {
   size_t off, len;
   bool signaled;
   bool bad_rkey = false;
+  bool imm = false;
 };
 // A case: its posts, each a list of writes given to one ibv_post_send.
 struct Case {
@@ -59,11 +63,17 @@ std::vector<Case> cases() {
       // The NIC fails the denied write (REM_ACCESS_ERR), both QPs go to ERR, and the write
       // posted after it is flushed: the remote path must end the same.
       {"denied_rkey_then_next", {{{0, 64, true}}, {{128, 64, true, true}}, {{256, 64, true}}}},
+      // A path switch mid-list: NIC (immediate), remote, NIC. The remote write lands on the
+      // bytes the NIC's first write placed, so it must wait for it (the fence), and the
+      // last write, back on the NIC, must land after it.
+      {"switch_nic_remote_nic",
+       {{{0, 4096, false, false, true}, {0, 4096, false}, {2048, 4096, true, false, true}}}},
   };
 }
 
-uint8_t pattern(size_t c, size_t off) {
-  return static_cast<uint8_t>(c * 37 + off * 13 + (off >> 9) + 1);
+// The byte write k of case c puts at offset off: writes to the same bytes differ.
+uint8_t pattern(size_t c, size_t k, size_t off) {
+  return static_cast<uint8_t>(c * 37 + k * 101 + off * 13 + (off >> 9) + 1);
 }
 
 struct PeerInfo {
@@ -163,6 +173,15 @@ void run_case(size_t ci, const Case& c, bool server, t::Device& dev, ibv_pd* pd,
   ibv_port_attr pa{};
   if (ibv_query_port(dev.ctx, 1, &pa)) die("ibv_query_port");
   if (int e = unload::verbs::rc_to_init(qp, IBV_ACCESS_REMOTE_WRITE)) die("modify to INIT", -e);
+  size_t imms = 0;
+  for (const auto& p : c.posts)
+    for (const Wr& w : p) imms += w.imm;
+  if (server)  // every immediate's receive before the client may write
+    for (size_t i = 0; i < imms; ++i) {
+      ibv_recv_wr rw{}, *bad = nullptr;
+      rw.wr_id = 1000 + i;
+      if (ibv_post_recv(qp, &rw, &bad)) die("ibv_post_recv");
+    }
   t::RcPath path;
   path.dest_qpn = peer.qpn;
   std::memcpy(path.dgid.raw, peer.gid, 16);
@@ -178,17 +197,21 @@ void run_case(size_t ci, const Case& c, bool server, t::Device& dev, ibv_pd* pd,
 
   if (!server) {
     uint64_t id = ci * 100;
+    size_t src = 0;  // each write's source bytes apart, so they stay as written
     for (const auto& p : c.posts) {
       std::vector<ibv_send_wr> wrs(p.size());
       std::vector<ibv_sge> sges(p.size());
       for (size_t k = 0; k < p.size(); ++k) {
-        for (size_t j = 0; j < p[k].len; ++j) buf[p[k].off + j] = pattern(ci, p[k].off + j);
-        sges[k] = {reinterpret_cast<uintptr_t>(buf + p[k].off), static_cast<uint32_t>(p[k].len), mr->lkey};
+        const size_t from = kRegion / 2 + src;
+        src += p[k].len;
+        for (size_t j = 0; j < p[k].len; ++j) buf[from + j] = pattern(ci, id % 100, p[k].off + j);
+        sges[k] = {reinterpret_cast<uintptr_t>(buf + from), static_cast<uint32_t>(p[k].len), mr->lkey};
         ibv_send_wr& s = wrs[k];
         s.wr_id = id++;
         s.sg_list = &sges[k];
         s.num_sge = 1;
-        s.opcode = IBV_WR_RDMA_WRITE;
+        s.opcode = p[k].imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+        s.imm_data = htonl(0x5a000000u + static_cast<uint32_t>(k));
         s.send_flags = p[k].signaled ? IBV_SEND_SIGNALED : 0;
         s.wr.rdma.remote_addr = peer.addr + p[k].off;
         s.wr.rdma.rkey = p[k].bad_rkey ? peer.rkey ^ 0x5a5a00 : peer.rkey;
@@ -214,9 +237,13 @@ void run_case(size_t ci, const Case& c, bool server, t::Device& dev, ibv_pd* pd,
   }
   sync_peer(fd);  // the client has seen every completion: the server looks at its region
   if (server) {
-    uint64_t sum = 14695981039346656037ull;  // FNV-1a over the whole region
+    for (const ibv_wc& wc : collect(cq, imms, 30))
+      std::printf("R %s: server wc wr_id %llu %s opcode %d imm %#x byte_len %u\n", c.name,
+                  static_cast<unsigned long long>(wc.wr_id), ibv_wc_status_str(wc.status), wc.opcode,
+                  ntohl(wc.imm_data), wc.byte_len);
+    uint64_t sum = 14695981039346656037ull;  // FNV-1a over the target half of the region
     size_t nonzero = 0;
-    for (size_t i = 0; i < kRegion; ++i) {
+    for (size_t i = 0; i < kRegion / 2; ++i) {
       sum = (sum ^ buf[i]) * 1099511628211ull;
       nonzero += buf[i] != 0;
     }
