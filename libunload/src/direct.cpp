@@ -135,7 +135,10 @@ int fence_before_direct(QpRec* q, const WriteRequest& r, bool* waited) {
 }
 
 Why fence_why(int rc) {
-  return rc == -ETIMEDOUT ? Why::fence : rc == -EBUSY ? Why::queue : rc == -EIO ? Why::qp_error : Why::no_room;
+  return rc == -ETIMEDOUT ? Why::fence
+         : rc == -EBUSY   ? Why::queue
+         : rc == -EIO     ? Why::qp_error
+                          : Why::no_room;
 }
 
 // The module's request for write w; iov: room for its segment list when it has several

@@ -6,8 +6,8 @@
 #include "busy.hpp"
 #include "config.hpp"
 #include "direct.hpp"
-#include "remote.hpp"
 #include "registry.hpp"
+#include "remote.hpp"
 #include "stage.hpp"
 
 #include <atomic>

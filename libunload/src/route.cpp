@@ -245,9 +245,9 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
     // the NIC whatever staging could do.
     pc.stage_available = (!is_forced || forced == Path::unload_stage) && copy_ok && r.length != 0 &&
                          r.length <= q->sq.stage.size / 4 && stage_usable(q->sq.stage);
-    pc.sges_valid = (r.length <= pc.max_inline || pc.direct_available || pc.remote_available ||
-                     pc.stage_available) &&
-                    sges_valid(q, sg, r.sge_count, &out.translated);
+    pc.sges_valid =
+        (r.length <= pc.max_inline || pc.direct_available || pc.remote_available || pc.stage_available) &&
+        sges_valid(q, sg, r.sge_count, &out.translated);
   }
   if (out.translated) {  // the copies read process addresses: only direct and remote translate
     pc.max_inline = 0;

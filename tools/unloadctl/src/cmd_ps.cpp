@@ -50,8 +50,7 @@ int cmd_ps(Options o, const Args& args) {
               "REGIONS", "PINNED", "OFFLOAD", "INLINE", "STAGE", "DIRECT", "REMOTE");
   for (const auto& s : list)
     std::printf("%8u %6u %-16s %5u %7u %8llu %12llu %12llu %12llu %12llu %12llu\n", s.pid, s.uid,
-                comm_of(s).c_str(),
-                s.qps, s.regions, static_cast<unsigned long long>(s.pinned_pages),
+                comm_of(s).c_str(), s.qps, s.regions, static_cast<unsigned long long>(s.pinned_pages),
                 static_cast<unsigned long long>(s.writes[UNLOAD_PATH_OFFLOAD]),
                 static_cast<unsigned long long>(s.writes[UNLOAD_PATH_INLINE]),
                 static_cast<unsigned long long>(s.writes[UNLOAD_PATH_STAGE]),
