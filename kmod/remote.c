@@ -143,8 +143,9 @@ u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_re
 	union ib_gid dgid;
 	u8 *msg;
 
+	BUILD_BUG_ON(UNLOAD_REMOTE_MAX_LEN != UNLOAD_CHAN_MSG_MAX - sizeof(*w));
 	/* The whole write goes as one message, its header first. */
-	deny = unload_req_begin(req, UNLOAD_CHAN_MSG_MAX - sizeof(*w), list, inl, seg, &one, &src,
+	deny = unload_req_begin(req, UNLOAD_REMOTE_MAX_LEN, list, inl, seg, &one, &src,
 				&uiov, result);
 	if (deny)
 		return deny;

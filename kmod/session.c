@@ -43,7 +43,7 @@ static u64 unload_counter_read(struct unload_session *sess, unsigned int idx)
 		return READ_ONCE(c[UNLOAD_FOLD_WRITES + UNLOAD_PATH_DIRECT]);
 	if (idx == UNLOAD_FOLD_MAPPED_BYTES)
 		return READ_ONCE(c[UNLOAD_FOLD_BYTES + UNLOAD_PATH_DIRECT]);
-	/* writes[4], bytes[4], fences, why_not[] are laid out in fold order. */
+	/* writes[5], bytes[5], fences, why_not[] are laid out in fold order. */
 	BUILD_BUG_ON(UNLOAD_MAX_QPS > PAGE_SIZE);	/* a byte each in the busy page */
 	BUILD_BUG_ON(offsetof(struct unload_counters, why_not) != UNLOAD_FOLD_WHY * sizeof(u64));
 	return READ_ONCE(c[idx]);

@@ -173,10 +173,12 @@ UNLOAD_FOLD(writes_offload, UNLOAD_FOLD_WRITES + UNLOAD_PATH_OFFLOAD);
 UNLOAD_FOLD(writes_inline, UNLOAD_FOLD_WRITES + UNLOAD_PATH_INLINE);
 UNLOAD_FOLD(writes_stage, UNLOAD_FOLD_WRITES + UNLOAD_PATH_STAGE);
 UNLOAD_FOLD(writes_direct, UNLOAD_FOLD_WRITES + UNLOAD_PATH_DIRECT);
+UNLOAD_FOLD(writes_remote, UNLOAD_FOLD_WRITES + UNLOAD_PATH_REMOTE);
 UNLOAD_FOLD(bytes_offload, UNLOAD_FOLD_BYTES + UNLOAD_PATH_OFFLOAD);
 UNLOAD_FOLD(bytes_inline, UNLOAD_FOLD_BYTES + UNLOAD_PATH_INLINE);
 UNLOAD_FOLD(bytes_stage, UNLOAD_FOLD_BYTES + UNLOAD_PATH_STAGE);
 UNLOAD_FOLD(bytes_direct, UNLOAD_FOLD_BYTES + UNLOAD_PATH_DIRECT);
+UNLOAD_FOLD(bytes_remote, UNLOAD_FOLD_BYTES + UNLOAD_PATH_REMOTE);
 UNLOAD_FOLD(fences, UNLOAD_FOLD_FENCES);
 UNLOAD_FOLD(writes_mapped, UNLOAD_FOLD_MAPPED_WRITES);
 UNLOAD_FOLD(bytes_mapped, UNLOAD_FOLD_MAPPED_BYTES);
@@ -206,6 +208,8 @@ UNLOAD_FOLD(why_not_cold, UNLOAD_FOLD_WHY + UNLOAD_WHY_COLD);
 UNLOAD_FOLD(why_not_exploring, UNLOAD_FOLD_WHY + UNLOAD_WHY_EXPLORING);
 UNLOAD_FOLD(why_not_budget, UNLOAD_FOLD_WHY + UNLOAD_WHY_BUDGET);
 UNLOAD_FOLD(why_not_cost, UNLOAD_FOLD_WHY + UNLOAD_WHY_COST);
+UNLOAD_FOLD(why_not_local_peer, UNLOAD_FOLD_WHY + UNLOAD_WHY_LOCAL_PEER);
+UNLOAD_FOLD(why_not_no_channel, UNLOAD_FOLD_WHY + UNLOAD_WHY_NO_CHANNEL);
 
 /* A denial counter: its reason. Root only (0400): the reasons are what a peer must not
  * learn. */
@@ -326,9 +330,11 @@ static struct attribute *unload_reported_attrs[] = {
 	&unload_stat_writes_offload.kattr.attr,
 	&unload_stat_writes_inline.kattr.attr,
 	&unload_stat_writes_stage.kattr.attr,
+	&unload_stat_writes_remote.kattr.attr,
 	&unload_stat_bytes_offload.kattr.attr,
 	&unload_stat_bytes_inline.kattr.attr,
 	&unload_stat_bytes_stage.kattr.attr,
+	&unload_stat_bytes_remote.kattr.attr,
 	&unload_stat_writes_mapped.kattr.attr,
 	&unload_stat_bytes_mapped.kattr.attr,
 	&unload_stat_fences.kattr.attr,
@@ -356,6 +362,8 @@ static struct attribute *unload_reported_attrs[] = {
 	&unload_stat_why_not_exploring.kattr.attr,
 	&unload_stat_why_not_budget.kattr.attr,
 	&unload_stat_why_not_cost.kattr.attr,
+	&unload_stat_why_not_local_peer.kattr.attr,
+	&unload_stat_why_not_no_channel.kattr.attr,
 	NULL,
 };
 
@@ -458,7 +466,8 @@ int unload_sysfs_init(void)
 
 	BUILD_BUG_ON(sizeof(struct unload_control) > PAGE_SIZE);
 	BUILD_BUG_ON(sizeof(struct unload_counters) > PAGE_SIZE);
-	BUILD_BUG_ON(UNLOAD_WHY_COUNT != 24);	/* one why_not_* file each, above */
+	BUILD_BUG_ON(UNLOAD_WHY_COUNT != 26);	/* one why_not_* file each, above */
+	BUILD_BUG_ON(UNLOAD_PATH_COUNT != 5);	/* writes_ and bytes_ of each, above */
 	unload_ctl = (struct unload_control *)get_zeroed_page(GFP_KERNEL);
 	if (!unload_ctl)
 		return -ENOMEM;

@@ -23,7 +23,7 @@
 #include "unload.h"
 
 /*
- * The statistics folded from the counters pages: writes[4], bytes[4], fences,
+ * The statistics folded from the counters pages: writes[5], bytes[5], fences,
  * why_not[UNLOAD_WHY_COUNT], in the page's own order; then the page's writes and bytes of
  * the direct path, which are the mapped engine's claims (the module's own direct counts
  * stand at the direct indices).

@@ -32,7 +32,7 @@
 #include <linux/types.h>
 
 /* Bumped on every incompatible change of this file. */
-#define UNLOAD_ABI_VERSION 5
+#define UNLOAD_ABI_VERSION 6
 
 #define UNLOAD_DEVICE_PATH "/dev/unload"
 #define UNLOAD_SYSFS_ROOT "/sys/kernel/unload"
@@ -43,7 +43,8 @@ enum unload_path {
 	UNLOAD_PATH_INLINE = 1,		/* payload copied into the WR (IBV_SEND_INLINE) */
 	UNLOAD_PATH_STAGE = 2,		/* payload copied into a pinned staging slot */
 	UNLOAD_PATH_DIRECT = 3,		/* the module copies into the peer's region */
-	UNLOAD_PATH_COUNT = 4,
+	UNLOAD_PATH_REMOTE = 4,		/* the peer host's module places it (ABI 6) */
+	UNLOAD_PATH_COUNT = 5,
 };
 
 /* Values of the `mode` tunable; equal to unload::policy::Mode. */
@@ -186,12 +187,16 @@ enum unload_why {
 	UNLOAD_WHY_BUDGET = 22,		/* the CPU budget (cpu_budget_pct) was spent */
 	UNLOAD_WHY_COST = 23,		/* its estimates: another path is cheaper, or direct
 					 * not by enough to pay the hysteresis and the fence */
-	UNLOAD_WHY_COUNT = 24,
+	/* The remote path (taken only when UNLOAD_PATH=remote forces it): */
+	UNLOAD_WHY_LOCAL_PEER = 24,	/* the peer is on this host: direct's job */
+	UNLOAD_WHY_NO_CHANNEL = 25,	/* no channel to the peer host's module (it has
+					 * none, or it does not answer) */
+	UNLOAD_WHY_COUNT = 26,
 };
 
 /*
  * The counters page of a session: one page, mapped read-write by its session only.
- * Userspace adds to writes[]/bytes[] of the offload, inline and stage paths, to
+ * Userspace adds to writes[]/bytes[] of the offload, inline, stage and remote paths, to
  * fences and to why_not[] with relaxed atomic adds (__atomic_fetch_add(..,
  * __ATOMIC_RELAXED)). writes[UNLOAD_PATH_DIRECT] and bytes[UNLOAD_PATH_DIRECT] are the
  * direct writes the process placed itself, through mappings (UNLOAD_IOC_MAP), shown as
@@ -475,6 +480,8 @@ struct unload_submit {
  * completes a write to a peer that stopped answering); -EINVAL malformed.
  */
 #define UNLOAD_SUBMIT_REMOTE	(1U << 1)
+/* The longest remote request: one channel message (1 MiB) less its write header. */
+#define UNLOAD_REMOTE_MAX_LEN	((1U << 20) - 32)
 #define UNLOAD_SUBMIT_FLAGS	(UNLOAD_SUBMIT_STOP | UNLOAD_SUBMIT_REMOTE)
 
 /*
@@ -506,7 +513,7 @@ struct unload_uring_submit {
 
 /*
  * One live session as UNLOAD_IOC_LIST_SESSIONS reports it, for display (unloadctl ps).
- * writes[]/bytes[] of the offload, inline and stage paths and fences are what the
+ * writes[]/bytes[] of the offload, inline, stage and remote paths and fences are what the
  * session's process added to its counters page: its own report, which the module
  * never uses for anything but this display and the statistics; the direct path's are
  * the module's own count. pinned_pages: pages the module holds pinned for the session

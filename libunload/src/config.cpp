@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <new>
 
@@ -22,6 +23,10 @@
 
 namespace unload::rt {
 namespace {
+
+// Each path's name in UNLOAD_PATH, the statistics file and sysfs (writes_<name>).
+constexpr const char* kPathFileNames[] = {"offload", "inline", "stage", "direct", "remote"};
+static_assert(std::size(kPathFileNames) == policy::kPathCount);
 
 Tunables g_tunables = policy::kDefaultTunables;
 // Published with release once g_kmod is whole (a forked child opens its session later).
@@ -96,14 +101,13 @@ bool env_mode(Tunables& t) {
 bool env_path() {
   const char* s = std::getenv("UNLOAD_PATH");
   if (!s) return false;
-  static const char* const names[] = {"offload", "inline", "stage", "direct"};
   for (unsigned i = 0; i < policy::kPathCount; ++i)
-    if (std::strcmp(s, names[i]) == 0) {
+    if (std::strcmp(s, kPathFileNames[i]) == 0) {
       g_forced_path = static_cast<Path>(i);
       return true;
     }
   std::fprintf(stderr,
-               "unload: UNLOAD_PATH=\"%s\" is not one of offload, inline, stage, direct; "
+               "unload: UNLOAD_PATH=\"%s\" is not one of offload, inline, stage, direct, remote; "
                "ignored\n",
                s);
   return false;
@@ -116,12 +120,12 @@ void write_stats_file() {
   char buf[2048];
   int n = std::snprintf(buf, sizeof buf, "pid %d\n", static_cast<int>(getpid()));
   for (unsigned i = 0; i < policy::kPathCount; ++i) {
-    const char* name = i == 0 ? "offload" : i == 1 ? "inline" : i == 2 ? "stage" : "direct";
+    const char* name = kPathFileNames[i];
     n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "writes_%s %" PRIu64 "\n", name,
                        t.writes[i]);
   }
   for (unsigned i = 0; i < policy::kPathCount; ++i) {
-    const char* name = i == 0 ? "offload" : i == 1 ? "inline" : i == 2 ? "stage" : "direct";
+    const char* name = kPathFileNames[i];
     n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "bytes_%s %" PRIu64 "\n", name,
                        t.bytes[i]);
   }
@@ -214,7 +218,7 @@ const char* why_name(Why w) {
       "not_rc",   "program_inline", "path_off", "no_module", "remote_peer", "unregistered", "unpaired",
       "poisoned", "qp_error",       "cq",       "queue",     "fence",       "size",         "region",
       "no_room",  "refused",        "policy",   "with_imm",  "nic_memory",  "window",       "cold",
-      "exploring", "budget",       "cost"};
+      "exploring", "budget",       "cost",     "local_peer", "no_channel"};
   const unsigned i = static_cast<unsigned>(w);
   return i < UNLOAD_WHY_COUNT ? names[i] : "none";
 }

@@ -68,6 +68,8 @@ enum class Why : uint8_t {
   exploring = UNLOAD_WHY_EXPLORING,
   budget = UNLOAD_WHY_BUDGET,
   cost = UNLOAD_WHY_COST,
+  local_peer = UNLOAD_WHY_LOCAL_PEER,
+  no_channel = UNLOAD_WHY_NO_CHANNEL,
   none = UNLOAD_WHY_COUNT,
 };
 const char* why_name(Why w);
@@ -89,7 +91,7 @@ Totals stats_totals();
 // copy taken from the control page under its sequence counter (UNLOAD_MODE still wins).
 const Tunables& tunables();
 
-// UNLOAD_PATH=offload|inline|stage|direct: every write takes that path when it is
+// UNLOAD_PATH=offload|inline|stage|direct|remote: every write takes that path when it is
 // eligible, the NIC otherwise, whatever the mode (for benchmarks that compare paths).
 // Returns true and sets `p` when a path is forced.
 bool forced_path(Path& p);

@@ -91,6 +91,8 @@ bool fence_poll(CqRec* c) {
   return poll_provider_into_pending(c) > 0;
 }
 
+}  // namespace
+
 // The ordering rule: a direct write is placed only after every earlier request of its QP
 // executed at the responder. RC completes a QP's requests in order, and a request's
 // completion means the responder executed it (the ACK follows placement; reads and
@@ -130,6 +132,13 @@ int fence_before_direct(QpRec* q, const WriteRequest& r, bool* waited) {
   count_fence();
   *waited = true;
   return 0;
+}
+
+Why fence_why(int rc) {
+  return rc == -ETIMEDOUT ? Why::fence
+         : rc == -EBUSY   ? Why::queue
+         : rc == -EIO     ? Why::qp_error
+                          : Why::no_room;
 }
 
 // The module's request for write w; iov: room for its segment list when it has several
@@ -173,6 +182,8 @@ void wake_after_queueing(QpRec* q, const WriteRequest& last) {
   if (c->cq->channel && c->armed.load(std::memory_order_relaxed) && c->armed.exchange(false))
     if (post_marker(q, last.rkey, last.remote_addr) != 0) c->armed.store(true);
 }
+
+namespace {
 
 // When a run of direct writes was fenced and submitted, and its submission ended: read only
 // when a write of it is timed.
@@ -296,10 +307,7 @@ int run_mapped(QpRec* q, const DirectWrite* w, int n, const RunClock& clk) {
 int place_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
   bool waited = false;
   if (const int rc = fence_before_direct(q, w[0].rt.req, &waited)) {
-    *why = rc == -ETIMEDOUT ? Why::fence
-           : rc == -EBUSY   ? Why::queue
-           : rc == -EIO     ? Why::qp_error
-                            : Why::no_room;
+    *why = fence_why(rc);
     return 0;
   }
   RunClock clk{};

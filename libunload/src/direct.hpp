@@ -7,6 +7,9 @@
 
 #include <memory>
 
+struct unload_direct_req;
+struct unload_iov;
+
 namespace unload::rt {
 
 // One write routed direct: its local buffers, its wr_id, its route.
@@ -44,6 +47,18 @@ class DirectRun {
 // and the caller sends it and the rest to the NIC, which orders them by itself and reports
 // whatever error it finds. A write with several SGEs comes alone (n = 1).
 int place_direct(QpRec* q, const DirectWrite* w, int n, Why* why);
+
+// The parts the remote path (remote.cpp) shares with direct's:
+// The ordering fence: 0 when a write the CPU places may be placed now (every earlier
+// request of q executed at the responder; *waited when it had to wait); else -errno, which
+// fence_why names. Inside q's post gate.
+int fence_before_direct(QpRec* q, const WriteRequest& r, bool* waited);
+Why fence_why(int rc);
+// The module's request for w (iov: room for its segment list); false when it cannot take it.
+bool build_request(const QpRec* q, const DirectWrite& w, unload_direct_req& req, unload_iov* iov);
+// Completions were queued on q's send CQ: makes the CQ's event fire if it is armed.
+// `last`: a placed write of q, a valid marker target.
+void wake_after_queueing(QpRec* q, const WriteRequest& last);
 
 // Whether the shim asks for a completion of the unsignaled NIC request it is posting at
 // ring position `seq` (kHidden; its successful completion is never shown). The fence can

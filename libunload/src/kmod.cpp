@@ -202,13 +202,21 @@ int kmod_arena_free(uint32_t id) {
   return ioctl(g_kmod.fd, UNLOAD_IOC_ARENA_FREE, &a) != 0 ? -errno : 0;
 }
 
-int kmod_submit(unload_direct_req* reqs, uint32_t n) {
+int kmod_submit(unload_direct_req* reqs, uint32_t n, uint32_t flags) {
   unload_submit s{};
   s.reqs = reinterpret_cast<uintptr_t>(reqs);
   s.count = n;
-  s.flags = UNLOAD_SUBMIT_STOP;
+  s.flags = UNLOAD_SUBMIT_STOP | flags;
   if (ioctl(g_kmod.fd, UNLOAD_IOC_SUBMIT, &s) != 0) return -errno;
   return static_cast<int>(s.done);
+}
+
+int kmod_probe_channel(ibv_context* ctx, uint8_t port, const ibv_gid& dgid) {
+  unload_channel_probe p{};
+  std::memcpy(p.ibdev, ctx->device->name, strnlen(ctx->device->name, sizeof p.ibdev - 1));
+  p.port = port;
+  std::memcpy(p.peer_gid, dgid.raw, sizeof p.peer_gid);
+  return ioctl(g_kmod.fd, UNLOAD_IOC_CHANNEL_PROBE, &p) != 0 ? -errno : 0;
 }
 
 }  // namespace unload::rt

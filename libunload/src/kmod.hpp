@@ -73,6 +73,11 @@ void kmod_unmap(uint32_t slot, uint64_t cookie);
 // not place (UNLOAD_SUBMIT_STOP). Returns how many it processed (each request's result
 // says whether it was placed: -EACCES for every refusal, and the caller posts that one to
 // the NIC), or -errno when the submission itself failed (nothing placed).
-int kmod_submit(unload_direct_req* reqs, uint32_t n);
+// flags: UNLOAD_SUBMIT_* (UNLOAD_SUBMIT_STOP always; UNLOAD_SUBMIT_REMOTE for the remote path,
+// whose results add -ECOMM: sent and unanswered, maybe placed).
+int kmod_submit(unload_direct_req* reqs, uint32_t n, uint32_t flags = 0);
+// An empty echo through the module's channel to the host whose GID is `dgid`, from `port`
+// of ctx's device: 0 when the peer host's module answered, else -errno.
+int kmod_probe_channel(ibv_context* ctx, uint8_t port, const ibv_gid& dgid);
 
 }  // namespace unload::rt

@@ -435,6 +435,7 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
       // after 32, 64, ... writes.
       q->peer.countdown = 1;
       q->peer.backoff = 16;
+      q->peer.channel = 0;  // the remote path probes its channel again
     }
   }
   if ((mask & IBV_QP_AV) && attr->ah_attr.is_global && g_real.query_gid) {
@@ -446,6 +447,8 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
       local = std::memcmp(&gid, &attr->ah_attr.grh.dgid, sizeof gid) == 0;
     }
     q->peer.local = local;
+    q->peer.port = attr->ah_attr.port_num;
+    q->peer.dgid = attr->ah_attr.grh.dgid;
   }
   return rc;
 }

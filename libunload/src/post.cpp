@@ -7,6 +7,7 @@
 #include "config.hpp"
 #include "direct.hpp"
 #include "registry.hpp"
+#include "remote.hpp"
 #include "stage.hpp"
 
 #include <atomic>
@@ -182,9 +183,16 @@ bool list_fits(const QpRec* q, const ibv_send_wr* wr) {
   return true;
 }
 
-// What keeps the writes of list `wr` from going direct, none when nothing does.
+// Whether UNLOAD_PATH=remote forces the remote path: then the CPU's placements are remote's.
+bool remote_forced() {
+  Path p;
+  return forced_path(p) && p == Path::unload_remote;
+}
+
+// What keeps the writes of list `wr` from going direct (or remote, when forced), none when
+// nothing does.
 Why list_direct_why(QpRec* q, ibv_send_wr* wr, const Tunables& t) {
-  const Why why = direct_blocker(q, t);
+  const Why why = remote_forced() ? remote_blocker(q, t) : direct_blocker(q, t);
   if (why != Why::none) return why;
   if (!list_fits(q, wr)) return Why::queue;
   return wr->next && !list_locally_valid(q, wr) ? Why::region : Why::none;
@@ -237,7 +245,8 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
     }
     if (!routed) rt = route(q, *w, t, direct_why);
     routed = false;
-    if (rt.path != Path::unload_direct) {
+    const Path placing = rt.path;  // direct or remote: the CPU places the run
+    if (placing != Path::unload_direct && placing != Path::unload_remote) {
       if (int rc = to_nic(b, w, rt, Why::none, bad)) return rc;
       w = w->next;
       continue;
@@ -247,7 +256,7 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
     origin[n++] = w;
     for (w = w->next; w && run[0].rt.req.sge_count <= 1 && n < kDirectRunMax; w = w->next) {
       rt = route(q, *w, t, direct_why);
-      if (rt.path != Path::unload_direct || rt.req.sge_count > 1) {
+      if (rt.path != placing || rt.req.sge_count > 1) {
         routed = true;
         break;
       }
@@ -257,7 +266,9 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
     if (int rc = b.flush(bad)) return rc;  // the requests before the run go first
     Why fallback = Why::none;
     // Not placed: the NIC takes them as built, and reports what it finds.
-    for (int i = place_direct(q, run.data(), n, &fallback); i < n; ++i) {
+    const int done = placing == Path::unload_remote ? place_remote(q, run.data(), n, &fallback)
+                                                    : place_direct(q, run.data(), n, &fallback);
+    for (int i = done; i < n; ++i) {
       run[i].rt.path = Path::offload;
       if (int rc = to_nic(b, origin[i], run[i].rt, fallback, bad)) return rc;
     }

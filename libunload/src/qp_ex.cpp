@@ -237,7 +237,12 @@ void write_payload(QpRec* q, ibv_qp_ex* qp, size_t n, const ibv_sge* sg) {
   const Tunables& t = tunables();
   // Only a batch's first write can be held back for the direct path.
   const Why direct_why = !h.first ? Why::queue : n > kHeldMaxSge ? Why::size : direct_blocker(q, t);
-  const Route rt = route(q, held_request(q, h, n, sg), sg, t, direct_why);
+  Route rt = route(q, held_request(q, h, n, sg), sg, t, direct_why);
+  // Not the remote path yet (its engine runs from ibv_post_send only): the NIC, with a reason.
+  if (rt.path == Path::unload_remote) [[unlikely]] {
+    rt.path = Path::offload;
+    rt.why = Why::queue;
+  }
   if (rt.path == Path::unload_direct) {
     h.nsge = static_cast<uint32_t>(n);
     for (size_t i = 0; i < n; ++i) h.sge[i] = sg[i];  // the program's list is theirs again on return

@@ -71,6 +71,12 @@ struct PeerLink {
   uint32_t session = 0;     // ... by this session of the process's (Kmod::session)
   uint32_t handle = 0;      // the registration's handle: names the QP in direct requests
   bool local = false;       // destination GID is one of this host's
+  // The remote path: the AV's port and destination GID (the module's channel goes there),
+  // and what a probe of the channel said (0 not asked since the last registration, 1 up,
+  // 2 none: the peer host runs no module or does not answer).
+  uint8_t port = 0;
+  uint8_t channel = 0;
+  ibv_gid dgid{};
   uint32_t flags = 0;       // UNLOAD_PEER_*
   uint32_t countdown = 0;   // writes until the pairing is asked for again
   uint32_t backoff = 0;

@@ -56,6 +56,17 @@ bool fence_blocks_copy(const QpRec* q, const WriteRequest& r) {
   return r.fence && q->sq.last_ordering > q->sq.ring.head();
 }
 
+// The peer QP is on this host (the AV or the module says so): direct's, never remote's.
+bool peer_here(const QpRec* q) {
+  return q->peer.local || (q->peer.flags & UNLOAD_PEER_LOCAL);
+}
+
+// Within direct_max (the module's cap for both), one channel message and the module's SGEs.
+bool remote_size_ok(const WriteRequest& r, const Tunables& t) {
+  return r.length != 0 && r.length <= t.direct_max && r.length <= UNLOAD_REMOTE_MAX_LEN &&
+         r.sge_count <= UNLOAD_MAX_IOV;
+}
+
 }  // namespace
 
 Why sges_why(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated) {
@@ -147,6 +158,12 @@ Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, co
       if (direct_why != Why::none) return direct_why;
       if (r.length == 0 || r.length > t.direct_max || r.sge_count > UNLOAD_MAX_IOV) return Why::size;
       break;
+    case Path::unload_remote:
+      if (r.with_imm) return Why::with_imm;
+      if (direct_why != Why::none) return direct_why;
+      if (peer_here(q)) return Why::local_peer;
+      if (!remote_size_ok(r, t)) return Why::size;
+      break;
     default:
       return Why::none;
   }
@@ -154,7 +171,7 @@ Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, co
   bool translated = false;
   if (r.length != 0)
     if (const Why w = sges_why(q, sg, r.sge_count, &translated); w != Why::none) return w;
-  return translated && p != Path::unload_direct ? Why::region : Why::policy;
+  return translated && p != Path::unload_direct && p != Path::unload_remote ? Why::region : Why::policy;
 }
 
 // A sample a thread without a policy measured (observe()): this poster's policy learns it.
@@ -209,22 +226,30 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
     return out;
   }
   const bool copy_ok = !fence_blocks_copy(q, r);
+  // Forced remote: `direct_why` is what keeps the caller from running a remote write (the
+  // post list's remote_blocker); direct is not offered (its peer would be on this host).
+  const bool want_remote = is_forced && forced == Path::unload_remote;
+  const bool placeable = direct_why == Why::none && (!want_remote || !peer_here(q));
   PathContext pc;
   if (r.user_inline) {
     // One buffer the provider would accept inline, read by the module at post time.
-    pc.direct_available = direct_why == Why::none && r.sge_count == 1 && r.length != 0 &&
-                          r.length <= q->sq.max_inline && r.length <= UNLOAD_MAX_INLINE;
+    const bool fits = placeable && r.sge_count == 1 && r.length != 0 && r.length <= q->sq.max_inline &&
+                      r.length <= UNLOAD_MAX_INLINE;
+    pc.direct_available = fits && !want_remote;
+    pc.remote_available = fits && want_remote && remote_size_ok(r, t);
   } else {
     pc.max_inline = copy_ok ? q->sq.max_inline : 0;
-    pc.direct_available = direct_why == Why::none && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
+    pc.direct_available = placeable && !want_remote && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
+    pc.remote_available = placeable && want_remote && remote_size_ok(r, t);
     // Asked only where the choice may take it: a path forced elsewhere is taken or falls to
     // the NIC whatever staging could do.
     pc.stage_available = (!is_forced || forced == Path::unload_stage) && copy_ok && r.length != 0 &&
                          r.length <= q->sq.stage.size / 4 && stage_usable(q->sq.stage);
-    pc.sges_valid = (r.length <= pc.max_inline || pc.direct_available || pc.stage_available) &&
-                    sges_valid(q, sg, r.sge_count, &out.translated);
+    pc.sges_valid =
+        (r.length <= pc.max_inline || pc.direct_available || pc.remote_available || pc.stage_available) &&
+        sges_valid(q, sg, r.sge_count, &out.translated);
   }
-  if (out.translated) {  // the copies read process addresses: only direct translates
+  if (out.translated) {  // the copies read process addresses: only direct and remote translate
     pc.max_inline = 0;
     pc.stage_available = false;
   }

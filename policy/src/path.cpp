@@ -12,6 +12,8 @@ const char* name_of(Path p) {
       return "unload.stage";
     case Path::unload_direct:
       return "unload.direct";
+    case Path::unload_remote:
+      return "unload.remote";
   }
   return "?";
 }
@@ -20,7 +22,7 @@ PathSet effective_eligible(const WriteFeatures& f, const Tunables& t) {
   // A cap of 0 turns its path off rather than allowing only empty writes: that is what an
   // administrator writing 0 to inline_max means.
   const auto within = [&f](uint32_t cap) { return cap != 0 && f.length <= cap; };
-  PathSet e = f.eligible.with(Path::offload);
+  PathSet e = f.eligible.with(Path::offload).without(Path::unload_remote);  // not ranked (is_ranked)
   if (!within(t.inline_max)) e = e.without(Path::unload_inline);
   if (!within(t.stage_max)) e = e.without(Path::unload_stage);
   if (!within(t.direct_max)) e = e.without(Path::unload_direct);

@@ -65,7 +65,7 @@ TEST(libunload_classify, EligibilityFollowsPreconditions) {
   c.max_inline = 256;
   c.sges_valid = false;  // unknown lkey or out of bounds: the NIC reports it
   EXPECT_EQ(eligible_paths(r, c), PathSet(Path::offload));
-  c = {256, true, true, true};
+  c = {256, true, true, true, true};
   EXPECT_EQ(eligible_paths(r, c), PathSet::all());
 }
 
@@ -78,13 +78,21 @@ TEST(libunload_classify, ProgramInlineTakesDirectOnly) {
   EXPECT_EQ(eligible_paths(classify(inl, false), c), PathSet(Path::offload));
 }
 
-TEST(libunload_classify, ImmediateNeverDirect) {
+TEST(libunload_classify, ProgramInlineMayGoRemoteWhenRemoteIsAvailable) {
   ibv_sge sg{0x10, 64, 1};
-  PathContext c{256, true, true, true};
+  ibv_send_wr inl = write_wr(&sg, 1, IBV_WR_RDMA_WRITE, IBV_SEND_INLINE);
+  const PathContext c{256, false, true, false, true};
+  EXPECT_EQ(eligible_paths(classify(inl, false), c), PathSet(Path::offload).with(Path::unload_remote));
+}
+
+TEST(libunload_classify, ImmediateNeverDirectNorRemote) {
+  ibv_sge sg{0x10, 64, 1};
+  PathContext c{256, true, true, true, true};
   ibv_send_wr imm = write_wr(&sg, 1, IBV_WR_RDMA_WRITE_WITH_IMM);
   const WriteRequest r = classify(imm, false);
   EXPECT_TRUE(r.with_imm);
   EXPECT_FALSE(eligible_paths(r, c).contains(Path::unload_direct));
+  EXPECT_FALSE(eligible_paths(r, c).contains(Path::unload_remote));
   EXPECT_TRUE(eligible_paths(r, c).contains(Path::unload_inline));
   EXPECT_TRUE(eligible_paths(r, c).contains(Path::unload_stage));
 }

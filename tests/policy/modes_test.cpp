@@ -86,5 +86,30 @@ TEST(policy_modes, ThresholdUnloadsUpToThresholdBytes) {
   EXPECT_EQ(policy.decide(write_of(1, remote), t), Path::offload);
 }
 
+TEST(policy_modes, NoModeRanksRemoteEvenWhenItIsTheOnlyCpuPath) {
+  for (Mode m : {Mode::unload, Mode::threshold, Mode::adaptive}) {
+    Policy policy;
+    const Tunables t = tunables_in(m);
+    for (int i = 0; i < 1000; ++i) {
+      WriteFeatures f = write_of(64, PathSet(Path::unload_remote));
+      f.now_ns = static_cast<uint64_t>(i) * 1000;
+      ASSERT_EQ(policy.decide(f, t), Path::offload) << static_cast<int>(m);
+      policy.observe(Path::offload, f, 10'000);
+    }
+  }
+}
+
+TEST(policy_modes, AdaptiveNeverTriesRemoteHoweverCheapItWouldBe) {
+  Policy policy;
+  const Tunables t = tunables_in(Mode::adaptive);
+  for (int i = 0; i < 20'000; ++i) {
+    WriteFeatures f = write_of(64, PathSet::all(), true);
+    f.now_ns = static_cast<uint64_t>(i) * 1000;
+    const Path p = policy.decide(f, t);
+    ASSERT_NE(p, Path::unload_remote) << i;
+    policy.observe(p, f, p == Path::offload ? 10'000 : 5'000);
+  }
+}
+
 }  // namespace
 }  // namespace unload::policy

@@ -10,6 +10,8 @@ namespace {
 
 using testing::write_of;
 
+constexpr PathSet kRanked = PathSet::all().without(Path::unload_remote);
+
 TEST(policy_path_set, Algebra) {
   constexpr PathSet none;
   EXPECT_TRUE(none.empty());
@@ -17,7 +19,7 @@ TEST(policy_path_set, Algebra) {
   static_assert(s.contains(Path::offload) && s.contains(Path::unload_stage));
   static_assert(!s.contains(Path::unload_inline));
   EXPECT_EQ(s.without(Path::offload), PathSet(Path::unload_stage));
-  EXPECT_EQ(PathSet::all().bits(), 0x0F);
+  EXPECT_EQ(PathSet::all().bits(), 0x1F);
   EXPECT_EQ(PathSet::from_bits(0xFF), PathSet::all());
   EXPECT_FALSE(PathSet::cpu_paths().contains(Path::offload));
   EXPECT_EQ((PathSet::cpu_paths() | Path::offload), PathSet::all());
@@ -29,10 +31,12 @@ TEST(policy_path, NamesMatchTheDesign) {
   EXPECT_STREQ(name_of(Path::unload_inline), "unload.inline");
   EXPECT_STREQ(name_of(Path::unload_stage), "unload.stage");
   EXPECT_STREQ(name_of(Path::unload_direct), "unload.direct");
+  EXPECT_STREQ(name_of(Path::unload_remote), "unload.remote");
 }
 
-TEST(policy_path, OnlyDirectNeedsAFence) {
+TEST(policy_path, OnlyDirectAndRemoteNeedAFence) {
   EXPECT_TRUE(needs_fence_after_nic(Path::unload_direct));
+  EXPECT_TRUE(needs_fence_after_nic(Path::unload_remote));
   EXPECT_FALSE(needs_fence_after_nic(Path::unload_inline));
   EXPECT_FALSE(needs_fence_after_nic(Path::unload_stage));
   EXPECT_FALSE(needs_fence_after_nic(Path::offload));
@@ -47,9 +51,9 @@ TEST(policy_eligibility, CapsBoundEachCpuPath) {
   t.inline_max = 256;
   t.stage_max = 4096;
   t.direct_max = 65536;
-  const auto at = [&](uint32_t len) { return effective_eligible(write_of(len, PathSet::all()), t); };
-  EXPECT_EQ(at(256), PathSet::all());
-  EXPECT_EQ(at(257), PathSet::all().without(Path::unload_inline));
+  const auto at = [&](uint32_t len) { return effective_eligible(write_of(len, kRanked), t); };
+  EXPECT_EQ(at(256), kRanked);
+  EXPECT_EQ(at(257), kRanked.without(Path::unload_inline));
   EXPECT_EQ(at(4097), PathSet(Path::offload).with(Path::unload_direct));
   EXPECT_EQ(at(65537), PathSet(Path::offload));
 }

@@ -30,12 +30,13 @@ put() {
 }
 
 # listening PROGRAM PID: until the server listens (18515 for perftest and
-# ibv_rc_pingpong, 18600 for wire_workload, 7174 for rping), or exits.
+# ibv_rc_pingpong, 18600 for wire_workload, 18610 for remote_parity, 7174 for rping), or exits.
 listening() {
 	local port=18515
 	case "$1" in
 	rping) port=7174 ;;
 	*wire_workload) port=18600 ;;
+	*remote_parity) port=18610 ;;
 	esac
 	wait_listen "$port" "$2"
 }
@@ -44,7 +45,8 @@ listening() {
 # the server on SERVER_HOST (A or B), the client on the other. SHIM_ENV (words of
 # VAR=value, or -) is the environment of host A's side, which runs under the shim with
 # statistics in $WORK/NAME.stats (SHIM_ENV "noshim": no preload on A either); host B's
-# side runs with no preload at all.
+# side runs with no preload at all, unless STEP_ENV_B (words of VAR=value) is set: then it
+# runs under the shim too, with that environment.
 # On host A returns 0 when both sides exited 0 (logs in $WORK/NAME.{srv,cli}); a run
 # that failed only because perftest could not measure the clock runs again (twice at
 # most). On host B always returns 0.
@@ -64,6 +66,11 @@ step() {
 			read -r -a extra <<<"$shimenv"
 			envs+=("${extra[@]}")
 		fi
+	fi
+	if [ "$ME" = B ] && [ -n "${STEP_ENV_B:-}" ]; then
+		local extra_b
+		read -r -a extra_b <<<"$STEP_ENV_B"
+		envs=(LD_PRELOAD="$SHIM" "${extra_b[@]}")
 	fi
 	if [ "$ME" = "$srv_host" ]; then role=srv cmd=("${srv[@]}"); else role=cli cmd=("${cli[@]}"); fi
 	for attempt in 1 2 3; do

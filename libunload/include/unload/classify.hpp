@@ -45,6 +45,7 @@ struct PathContext {
   bool sges_valid = false;        // every SGE lies in a region this process registered on the QP's PD
   bool stage_available = false;   // the kmod gave a staging arena with a free slot
   bool direct_available = false;  // the kmod can place on this QP's peer (local, registered)
+  bool remote_available = false;  // the peer host's kmod can place it (forced remote only)
 };
 
 // The paths a request may take; offload always. A write the program inlined itself may
@@ -52,15 +53,21 @@ struct PathContext {
 // is free when the post returns); no lkey is checked, as the NIC checks none. A CPU path whose precondition
 // fails is simply not offered, so the request goes to the NIC, which reports whatever error it finds
 // (docs/design.md, section 3, "Errors"). WRITE_WITH_IMM: inline and stage put exactly the offload path's
-// packets on the wire, so the peer's receive completion is the same; direct cannot reproduce it.
+// packets on the wire, so the peer's receive completion is the same; direct and remote cannot
+// reproduce it (no module consumes the responder's receive or makes its completion).
 inline policy::PathSet eligible_paths(const WriteRequest& r, const PathContext& c) {
   policy::PathSet s(policy::Path::offload);
   if (!r.is_write) return s;
-  if (r.user_inline) return c.direct_available && !r.with_imm ? s.with(policy::Path::unload_direct) : s;
+  if (r.with_imm && r.user_inline) return s;
+  if (r.user_inline) {
+    if (c.direct_available) s = s.with(policy::Path::unload_direct);
+    return c.remote_available ? s.with(policy::Path::unload_remote) : s;
+  }
   if (!c.sges_valid && r.length != 0) return s;
   if (r.length <= c.max_inline) s = s.with(policy::Path::unload_inline);
   if (c.stage_available) s = s.with(policy::Path::unload_stage);
   if (c.direct_available && !r.with_imm) s = s.with(policy::Path::unload_direct);
+  if (c.remote_available && !r.with_imm) s = s.with(policy::Path::unload_remote);
   return s;
 }
 

@@ -44,7 +44,8 @@ struct PolicyStats {
 };
 
 // The paths the tunables' length caps allow for this write, plus offload, which is always
-// eligible.
+// eligible; never remote, which no mode ranks yet (is_ranked): it is taken only when
+// UNLOAD_PATH=remote forces it, and a forced path bypasses the policy.
 PathSet effective_eligible(const WriteFeatures& f, const Tunables& t);
 
 // The cheapest eligible CPU path by construction, or offload if none is eligible. Direct

@@ -46,15 +46,16 @@ int cmd_ps(Options o, const Args& args) {
     std::printf("%s\n", j.text().c_str());
     return 0;
   }
-  std::printf("%8s %6s %-16s %5s %7s %8s %12s %12s %12s %12s\n", "PID", "UID", "COMMAND", "QPS", "REGIONS",
-              "PINNED", "OFFLOAD", "INLINE", "STAGE", "DIRECT");
+  std::printf("%8s %6s %-16s %5s %7s %8s %12s %12s %12s %12s %12s\n", "PID", "UID", "COMMAND", "QPS",
+              "REGIONS", "PINNED", "OFFLOAD", "INLINE", "STAGE", "DIRECT", "REMOTE");
   for (const auto& s : list)
-    std::printf("%8u %6u %-16s %5u %7u %8llu %12llu %12llu %12llu %12llu\n", s.pid, s.uid, comm_of(s).c_str(),
-                s.qps, s.regions, static_cast<unsigned long long>(s.pinned_pages),
+    std::printf("%8u %6u %-16s %5u %7u %8llu %12llu %12llu %12llu %12llu %12llu\n", s.pid, s.uid,
+                comm_of(s).c_str(), s.qps, s.regions, static_cast<unsigned long long>(s.pinned_pages),
                 static_cast<unsigned long long>(s.writes[UNLOAD_PATH_OFFLOAD]),
                 static_cast<unsigned long long>(s.writes[UNLOAD_PATH_INLINE]),
                 static_cast<unsigned long long>(s.writes[UNLOAD_PATH_STAGE]),
-                static_cast<unsigned long long>(s.writes[UNLOAD_PATH_DIRECT]));
+                static_cast<unsigned long long>(s.writes[UNLOAD_PATH_DIRECT]),
+                static_cast<unsigned long long>(s.writes[UNLOAD_PATH_REMOTE]));
   return 0;
 }
 

@@ -66,7 +66,7 @@ std::string path_counter(const std::string& what, const std::string& path) {
 }
 
 const std::vector<std::string>& path_names() {
-  static const std::vector<std::string> names = {"offload", "inline", "stage", "direct"};
+  static const std::vector<std::string> names = {"offload", "inline", "stage", "direct", "remote"};
   return names;
 }
 

@@ -11,9 +11,10 @@ enum class Path : uint8_t {
   unload_inline = 1,  // CPU copies the payload into the work request (IBV_SEND_INLINE)
   unload_stage = 2,   // CPU copies into a pinned staging slot; the NIC sends from it
   unload_direct = 3,  // the kmod copies straight into a same-host peer's region
+  unload_remote = 4,  // the peer host's kmod places it, sent over the modules' channel
 };
 
-inline constexpr unsigned kPathCount = 4;
+inline constexpr unsigned kPathCount = 5;
 
 constexpr unsigned index_of(Path p) {
   return static_cast<unsigned>(p);
@@ -24,10 +25,16 @@ constexpr bool is_cpu_path(Path p) {
   return p != Path::offload;
 }
 
-// Only the direct path leaves the QP's send queue, so only it needs the ordering fence
-// against NIC requests still outstanding on the QP (docs/design.md, section 3).
+// Only the direct and remote paths leave the QP's send queue, so only they need the
+// ordering fence against NIC requests still outstanding on the QP (docs/design.md, section 3).
 constexpr bool needs_fence_after_nic(Path p) {
-  return p == Path::unload_direct;
+  return p == Path::unload_direct || p == Path::unload_remote;
+}
+
+// Whether the modes that choose (unload, threshold, adaptive) may rank the path. Remote is
+// not ranked yet: it is taken only when UNLOAD_PATH=remote forces it (policy/README.md).
+constexpr bool is_ranked(Path p) {
+  return p != Path::unload_remote;
 }
 
 const char* name_of(Path p);

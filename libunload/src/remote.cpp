@@ -1,0 +1,117 @@
+// The remote path (unload.remote): a run of writes sent by this host's module to the host
+// their QP is connected to, whose module places them under the responder's checks
+// (docs/design.md, "A remote write's walk"). Direct's fence and request building serve it
+// (direct.hpp); what differs is here: the channel's probe, the submission's flag, and the
+// answer a sender gets when the target host stopped answering.
+#include "remote.hpp"
+
+#include "config.hpp"
+#include "kmod.hpp"
+#include "registry.hpp"
+#include "unload.h"
+
+#include <cerrno>
+
+namespace unload::rt {
+
+Why remote_blocker(QpRec* q, const Tunables& t) {
+  if (q->qp->qp_type != IBV_QPT_RC) return Why::not_rc;
+  if (!t.enabled || t.direct_max == 0) return Why::path_off;
+  if (!kmod_present()) return Why::no_module;
+  if (!q->peer.registered || q->peer.session != g_kmod.session) return Why::unregistered;
+  PeerLink& p = q->peer;
+  // Read from the AV at the program's modify and from the module's report: either says the
+  // peer QP is on this host, where direct places it without a network.
+  if (p.local || (p.flags & UNLOAD_PEER_LOCAL)) return Why::local_peer;
+  if (q->failed.load(std::memory_order_relaxed)) return Why::qp_error;
+  if (q->sq.ring.head() < p.stuck_below) return Why::queue;
+  const CqRec* c = q->scq;
+  if (!c || c->cqx) return Why::cq;  // an ibv_cq_ex's poll sequence is not the fence's to drive
+  // Once per registration: does the peer host's module answer? A host without one would
+  // refuse every write after a connect attempt each; the probe asks once.
+  if (p.channel == 0) p.channel = kmod_probe_channel(q->qp->context, p.port, p.dgid) == 0 ? 1 : 2;
+  return p.channel == 1 ? Why::none : Why::no_channel;
+}
+
+namespace {
+
+// The NIC's outcome for a write to a peer that stopped answering: the write completes with
+// IBV_WC_RETRY_EXC_ERR and the QP goes to ERR, so what follows is flushed. The module may
+// have placed it (-ECOMM), so it is never sent again: the QP is moved to ERR through the
+// provider, and the requests after it, given to the NIC, flush as they would there.
+void fail_unanswered(QpRec* q, const DirectWrite& w, uint64_t ticket) {
+  ibv_wc wc{};
+  wc.wr_id = w.wr_id;
+  wc.status = IBV_WC_RETRY_EXC_ERR;
+  wc.opcode = IBV_WC_RDMA_WRITE;
+  wc.qp_num = q->qp_num;
+  q->scq->pending.fill(ticket, wc);
+  q->failed.store(true, std::memory_order_release);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  if (g_real.modify_qp(q->qp, &a, IBV_QP_STATE) == 0) q->state.store(IBV_QPS_ERR, std::memory_order_release);
+}
+
+}  // namespace
+
+int place_remote(QpRec* q, const DirectWrite* w, int n, Why* why) {
+  bool waited = false;
+  if (const int rc = fence_before_direct(q, w[0].rt.req, &waited)) {
+    *why = fence_why(rc);
+    return 0;
+  }
+  CqRec* c = q->scq;
+  unload_direct_req reqs[kDirectRunMax];
+  uint64_t tickets[kDirectRunMax];
+  unload_iov iov[UNLOAD_MAX_IOV];
+  int m = 0;
+  // A cell for every write, signaled or not: an unanswered one completes in error whatever
+  // the program asked for, as on the NIC. A full queue sends the rest to the NIC.
+  for (; m < n; ++m) {
+    if (!build_request(q, w[m], reqs[m], iov)) {
+      *why = Why::refused;
+      break;
+    }
+    if (!c->pending.claim(tickets[m])) {
+      *why = Why::no_room;
+      break;
+    }
+  }
+  const int done = m ? kmod_submit(reqs, static_cast<uint32_t>(m), UNLOAD_SUBMIT_REMOTE) : 0;
+  int placed = 0;
+  bool queued = false;
+  for (; placed < done && reqs[placed].result == 0; ++placed) {
+    const WriteRequest& r = w[placed].rt.req;
+    count_writes(Path::unload_remote, 1, r.length);
+    q->peer.last_rkey = r.rkey;
+    q->peer.last_addr = r.remote_addr;
+    q->peer.has_last = true;
+    if (!r.signaled) {
+      c->pending.cancel(tickets[placed]);
+      continue;
+    }
+    ibv_wc wc{};
+    wc.wr_id = w[placed].wr_id;
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = IBV_WC_RDMA_WRITE;
+    wc.qp_num = q->qp_num;
+    wc.byte_len = r.length;
+    c->pending.fill(tickets[placed], wc);
+    queued = true;
+  }
+  int consumed = placed;
+  if (placed < done && reqs[placed].result == -ECOMM) {
+    count_writes(Path::unload_remote, 1, w[placed].rt.req.length);
+    fail_unanswered(q, w[placed], tickets[placed]);
+    queued = true;
+    *why = Why::qp_error;  // the rest flush on the NIC, behind it
+    consumed = placed + 1;
+  } else if (placed < m) {
+    *why = Why::refused;  // -EACCES: the NIC gives the responder's own verdict
+  }
+  for (int i = consumed; i < m; ++i) c->pending.cancel(tickets[i]);
+  if (queued) wake_after_queueing(q, w[consumed - 1].rt.req);
+  return consumed;
+}
+
+}  // namespace unload::rt

@@ -1,0 +1,107 @@
+#!/bin/bash
+# Guest half of shim_remote: host A under the shim with UNLOAD_PATH=remote against host B, module on both: perftest's writes go remote, and the same requests give the same outcome on the NIC and on the remote path.
+. "$(dirname "$0")/../../wire/lib.sh"
+RP=$BIN/remote_parity
+[ -x "$RP" ] || skip "no remote_parity at $RP"
+[ -e "$SHIM" ] || skip "no shim at $SHIM"
+[ -e /dev/unload ] || skip "no module on host $ME"
+S=/sys/kernel/unload
+
+# mark NAME: host B's stats/remote_placed_writes after step NAME (B publishes, A reads).
+mark() {
+	if [ "$ME" = B ]; then
+		put "$P/$1.placed" "$(cat "$S/stats/remote_placed_writes")"
+		echo 0
+		return
+	fi
+	wait_file "$P/$1.placed" 300 >/dev/null && cat "$P/$1.placed"
+}
+# rep NAME: this host's reported/NAME (the sessions' claims, folded at their close).
+rep() { cat "$S/reported/$1"; }
+all_writes() {
+	echo $(($(stat "$1" writes_offload) + $(stat "$1" writes_inline) + $(stat "$1" writes_stage) + \
+		$(stat "$1" writes_direct) + $(stat "$1" writes_remote)))
+}
+
+# perf NAME: A's writes of step NAME went remote (most of them), B's module placed each
+# of them, and A's reported/writes_remote counted them. $1 step, $2 B's count before, $3
+# after, $4 A's reported/writes_remote before.
+perf() {
+	[ "$ME" = A ] || return 0
+	local f=$WORK/$1.stats w t rep_now
+	w=$(stat "$f" writes_remote)
+	t=$(all_writes "$f")
+	rep_now=$(rep writes_remote)
+	show_stats "$1"
+	check "$1: most of A's writes went remote ($w of $t)" [ "$w" -gt 0 -a $((w * 10)) -ge $((t * 9)) ]
+	check "$1: B's module placed them (stats/remote_placed_writes +$(($3 - $2)), A's writes_remote $w)" \
+		[ $(($3 - $2)) -eq "$w" ]
+	check "$1: A's reported/writes_remote counted them (+$((rep_now - $4)))" [ $((rep_now - $4)) -eq "$w" ]
+}
+
+env=UNLOAD_PATH=remote
+lat=(ib_write_lat -d "$DEV" -x "$GIDX" -n 300 -s 64)
+bw=(ib_write_bw -d "$DEV" -x "$GIDX" -n 300 -s 4096)
+bwl=(ib_write_bw -d "$DEV" -x "$GIDX" -n 304 -s 1024 -l 8)
+
+p0=$(mark start)
+r0=$(rep writes_remote)
+# B runs under the shim too, its writes on the NIC: a remote target must be registered
+# with its module (docs/design.md, "A remote write's walk").
+STEP_ENV_B=UNLOAD_PATH=offload check "ib_write_lat 64 B, shim client A (remote), server B" \
+	step lat B "$env" -- "${lat[@]}" -- "${lat[@]}" "$PEER_ADDR"
+p1=$(mark lat)
+[ "$ME" = A ] && check "ib_write_lat: its usual result line (64 B, 300 iterations)" grep -Eq '^ +64 +300 ' "$WORK/lat.cli"
+perf lat "$p0" "$p1" "$r0"
+
+r1=$(rep writes_remote)
+STEP_ENV_B=UNLOAD_PATH=offload check "ib_write_bw 4 KiB, shim client A (remote), server B" \
+	step bw B "$env" -- "${bw[@]}" -- "${bw[@]}" "$PEER_ADDR"
+p2=$(mark bw)
+[ "$ME" = A ] && check "ib_write_bw: its usual result line (4096 B, 300 iterations)" grep -Eq '^ +4096 +300 ' "$WORK/bw.cli"
+perf bw "$p1" "$p2" "$r1"
+
+r2=$(rep writes_remote)
+STEP_ENV_B=UNLOAD_PATH=offload check "ib_write_bw -l 8, shim client A (remote), server B" \
+	step bwl B "$env" -- "${bwl[@]}" -- "${bwl[@]}" "$PEER_ADDR"
+p3=$(mark bwl)
+[ "$ME" = A ] && check "ib_write_bw -l 8: its usual result line (1024 B, 304 iterations)" grep -Eq '^ +1024 +304 ' "$WORK/bwl.cli"
+perf bwl "$p2" "$p3" "$r2"
+
+# The same requests twice: neither host under the shim (the NIC's outcome), then both
+# (A's writes remote, B's QP and region registered with its module).
+check "remote_parity without the shim (the NIC's reference)" \
+	step par_nic B noshim -- "$RP" server -- "$RP" client "$PEER_ADDR"
+p4=$(mark par_nic)
+STEP_ENV_B=UNLOAD_PATH=remote check "remote_parity under the shim on both hosts, UNLOAD_PATH=remote" \
+	step par_remote B "$env" -- "$RP" server -- "$RP" client "$PEER_ADDR"
+p5=$(mark par_remote)
+if [ "$ME" = A ]; then
+	for side in cli srv; do
+		grep '^R ' "$WORK/par_nic.$side" >"$WORK/nic.$side"
+		grep '^R ' "$WORK/par_remote.$side" >"$WORK/remote.$side"
+	done
+	who() { [ "$1" = cli ] && echo "client A: completions, statuses, wr_ids, QP states" ||
+		echo "server B: target bytes and QP states"; }
+	for side in cli srv; do
+		check "parity, $(who $side): $(wc -l <"$WORK/nic.$side") lines, identical on the NIC and remote" \
+			diff -u "$WORK/nic.$side" "$WORK/remote.$side"
+	done
+	check "parity: the reference has the denied write, and the write after it flushed" \
+		grep -Pzq 'wr_id 501 remote access error\n.*\n.*wr_id 502 Work Request Flushed Error' "$WORK/nic.cli"
+	w=$(stat "$WORK/par_remote.stats" writes_remote)
+	show_stats par_remote
+	check "parity: A's writes went remote ($w), B's module placed them (+$((p5 - p4)))" \
+		[ "$w" -gt 0 -a $((p5 - p4)) -eq "$w" ]
+	# The denied write was sent remote, refused there, and posted to the NIC; the next one
+	# saw the failure and went to the NIC to be flushed.
+	check "parity: the denied write went remote, was refused and took the NIC (why_not_refused 1)" \
+		[ "$(stat "$WORK/par_remote.stats" why_not_refused)" -eq 1 ]
+	check "parity: the write after it saw the failure (why_not_qp_error 1)" \
+		[ "$(stat "$WORK/par_remote.stats" why_not_qp_error)" -eq 1 ]
+	# The switch: both immediates on the NIC, the plain write between them remote, after a fence.
+	check "parity: the switch's immediates took the NIC (why_not_with_imm 2), the remote write a fence" \
+		[ "$(stat "$WORK/par_remote.stats" why_not_with_imm)" -eq 2 -a "$(stat "$WORK/par_remote.stats" fences)" -ge 1 ]
+	sed 's/^/    /' "$WORK/remote.cli" "$WORK/remote.srv"
+fi
+finish
