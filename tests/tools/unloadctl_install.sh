@@ -188,7 +188,7 @@ assert sorted(s["pid"] for s in ps) == sorted([spid, cpid]), ps
 for s in ps:
     assert s["comm"] == "ib_write_lat" and s["uid"] == 0, s
     assert s["qps"] >= 1 and s["regions"] >= 1, s
-    assert set(s["writes"]) == {"offload", "inline", "stage", "direct"}, s
+    assert set(s["writes"]) == {"offload", "inline", "stage", "direct", "remote"}, s
     # Two counters read one after the other while copies go on: equal up to a few.
     assert abs(s["bytes"]["direct"] // 64 - s["writes"]["direct"]) <= max(2, s["writes"]["direct"] // 100), s
 assert d0 <= sum(s["writes"]["direct"] for s in ps) <= d1, (d0, d1, ps)
