@@ -64,7 +64,8 @@ cm_unheard() { grep -Eq "RDMA_CM_EVENT_REJECTED(;|,) error:? 8\b" "$@" 2>/dev/nu
 # $WORK/NAME.{srv,cli}.
 # A pair that failed only because perftest could not measure the clock, or because an
 # rdma_cm client came before the server listened, runs again (twice at most, said on a
-# line of its own); any other failure stands.
+# line of its own); any other failure stands. A retried attempt's statistics are kept in
+# $WORK/NAME.stats.retried: its writes reached the module's counters too.
 run_pair() {
 	local name=$1 mode=$2; shift 2
 	local srv=() cli=()
@@ -74,7 +75,9 @@ run_pair() {
 	local attempt crc src envs=(LD_PRELOAD="$SHIM" UNLOAD_STATS_FILE="$WORK/$name.stats")
 	[ "$mode" = none ] && envs=()
 	[ "$mode" != - ] && [ "$mode" != none ] && envs+=(UNLOAD_MODE="$mode")
+	rm -f "$WORK/$name.stats.retried"
 	for attempt in 1 2 3; do
+		[ -r "$WORK/$name.stats" ] && cat "$WORK/$name.stats" >>"$WORK/$name.stats.retried"
 		rm -f "$WORK/$name.stats"
 		env "${envs[@]}" timeout 120 "${srv[@]}" >"$WORK/$name.srv" 2>&1 &
 		local spid=$!
