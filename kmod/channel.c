@@ -432,6 +432,34 @@ static void unload_chans_close(struct ib_device *dev, int err)
 }
 
 /*
+ * Before the module goes, each peer learns which of its requests were handled: none of
+ * its callers is then left with a write that may or may not have landed (-ECOMM), which
+ * it could only fail as a lost peer. Stop serving everywhere, let the responders answer
+ * what they hold, then say goodbye on each channel still up. Nothing is held while
+ * sending: the channels are referenced, the list lock dropped.
+ */
+static void unload_chans_goodbye(void)
+{
+	struct unload_chan *up[UNLOAD_CHAN_MAX], *chan;
+	int n = 0, i;
+
+	mutex_lock(&unload_chans_lock);
+	list_for_each_entry(chan, &unload_chans, node) {
+		unload_chan_stop_serving(chan);
+		if (n < UNLOAD_CHAN_MAX) {
+			kref_get(&chan->ref);
+			up[n++] = chan;
+		}
+	}
+	mutex_unlock(&unload_chans_lock);
+	flush_workqueue(unload_chan_wq);	/* the requests queued before: answered */
+	for (i = 0; i < n; i++) {
+		unload_chan_say_goodbye(up[i]);
+		unload_chan_put(up[i]);
+	}
+}
+
+/*
  * The ib_client's removal, which the RDMA core runs before rdma_cm's own: our channels on
  * dev go first. One still resolving, not yet on dev, gets rdma_cm's DEVICE_REMOVAL.
  */
@@ -485,6 +513,7 @@ void unload_channel_exit(void)
 	mutex_lock(&unload_chans_lock);
 	unload_chans_exiting = true;
 	mutex_unlock(&unload_chans_lock);
+	unload_chans_goodbye();
 	unload_chans_close(NULL, -ESHUTDOWN);
 	if (!list_empty(&unload_chans))
 		pr_err("unload: channels left at exit\n");

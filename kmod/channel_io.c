@@ -86,7 +86,9 @@ static void __unload_chan_fail(struct unload_chan *chan, int err, bool only_conn
 		list_del_init(&req->node);
 		unload_chan_req_put(req);	/* the pending list's */
 	}
-	if (err != -ESHUTDOWN)
+	if (err == -ECONNABORTED)
+		unload_chan_count(UNLOAD_CHAN_STAT_GOODBYES, 1);
+	else if (err != -ESHUTDOWN)
 		unload_chan_count(UNLOAD_CHAN_STAT_ERRORS, 1);
 	wake_up_all(&chan->wq);
 	kref_get(&chan->ref);			/* the teardown's */
@@ -211,14 +213,26 @@ static int unload_chan_take_slot(struct unload_chan *chan, struct unload_chan_bu
 	return ret;
 }
 
+void unload_chan_share_return(struct unload_chan *chan, struct unload_chan_share *share)
+{
+	if (!share->held)
+		return;
+	spin_lock(&chan->lock);
+	chan->in_reqs--;
+	chan->in_bytes -= share->bytes;
+	spin_unlock(&chan->lock);
+	share->held = false;
+}
+
 /*
- * One message, segmented, its segments contiguous on the wire (tx_mutex). With held, it
+ * One message, segmented, its segments contiguous on the wire (tx_mutex). With share, it
  * is the ack of a peer's request whose share we give back just before the last segment
  * goes: the peer sends its next request only after that segment, so it never finds us
  * over the bound it keeps to.
  */
 int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
-			 const void *payload, u32 len, bool *held, u32 *segments)
+			 const void *payload, u32 len, struct unload_chan_share *share,
+			 u32 *segments)
 {
 	struct unload_chan_buf *slot;
 	u32 off = 0, n = 0, seg;
@@ -251,13 +265,8 @@ int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
 		unload_chan_hdr_fill(slot->data, type, credits, id, len, off, seg, status);
 		if (seg)
 			memcpy(slot->data + UNLOAD_CHAN_HDR_LEN, payload + off, seg);
-		if (held && *held && off + seg == len) {
-			spin_lock(&chan->lock);
-			chan->in_reqs--;
-			chan->in_bytes -= len;
-			spin_unlock(&chan->lock);
-			*held = false;
-		}
+		if (share && off + seg == len)
+			unload_chan_share_return(chan, share);
 		ret = unload_chan_post_send(chan, slot, UNLOAD_CHAN_HDR_LEN + seg);
 		if (ret) {
 			spin_lock(&chan->lock);
@@ -275,6 +284,24 @@ int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
 	if (segments)
 		*segments = n;
 	return ret;
+}
+
+/*
+ * The goodbye (channel_wire.h, UNLOAD_CHAN_BYE), once unload_chan_stop_serving and a
+ * flush of the responders have answered every request the peer will get an answer to.
+ * Then we wait for the peer to disconnect, which it does once it has read the goodbye:
+ * had we disconnected first, its rdma_cm could tell it before its receive queue did, and
+ * its pending requests would fail as unanswered. A peer that does not disconnect in time
+ * is left to that, as without a goodbye.
+ */
+void unload_chan_say_goodbye(struct unload_chan *chan)
+{
+	if (unload_chan_state(chan, NULL) != UNLOAD_CHAN_UP)
+		return;
+	if (unload_chan_send_msg(chan, UNLOAD_CHAN_BYE, 0, 0, NULL, 0, NULL, NULL))
+		return;
+	wait_event_timeout(chan->wq, unload_chan_state(chan, NULL) == UNLOAD_CHAN_DOWN,
+			   msecs_to_jiffies(UNLOAD_CHAN_CONNECT_MS));
 }
 
 /* Room for one more request of ours: -EAGAIN to wait. */

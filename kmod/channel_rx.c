@@ -156,7 +156,7 @@ static int unload_chan_rx_finish(struct unload_chan *chan)
 	struct unload_chan_rx *rxm = &chan->rxm;
 	struct unload_chan_req *req = rxm->req;
 	struct unload_chan_job *job;
-	bool unlisted = false;
+	bool unlisted = false, closing;
 
 	if (unload_chan_is_request(rxm->type)) {
 		job = kmalloc(sizeof(*job), GFP_KERNEL);
@@ -169,8 +169,23 @@ static int unload_chan_rx_finish(struct unload_chan *chan)
 		job->id = rxm->id;
 		job->buf = rxm->buf;
 		job->len = rxm->total;
+		/*
+		 * Queued under the lock that unload_chan_stop_serving sets `closing` under:
+		 * a job is either queued before it, and the goodbye's flush waits for its
+		 * ack, or never, so no ack can follow the goodbye.
+		 */
+		spin_lock(&chan->lock);
+		closing = chan->closing;
+		if (!closing)
+			queue_work(unload_chan_wq, &job->work);
+		spin_unlock(&chan->lock);
+		if (closing) {
+			kfree(job);
+			unload_chan_put(chan);
+			unload_chan_rx_reset(chan);	/* dropped unanswered: the peer knows */
+			return 0;
+		}
 		memset(rxm, 0, sizeof(*rxm));	/* the job holds the buffer and its share */
-		queue_work(unload_chan_wq, &job->work);
 		return 0;
 	}
 	spin_lock(&chan->lock);
@@ -218,6 +233,11 @@ static int unload_chan_receive(struct unload_chan *chan, const void *data, u32 l
 	switch (h->type) {
 	case UNLOAD_CHAN_CREDIT:
 		return id || total || off || seg || status ? -EBADMSG : 0;
+	case UNLOAD_CHAN_BYE:
+		/* Between a message's segments it would cut one short: the peer's fault. */
+		if (id || total || off || seg || status || rxm->active)
+			return -EBADMSG;
+		return -ECONNABORTED;	/* our pending requests were never handled */
 	case UNLOAD_CHAN_ECHO:
 	case UNLOAD_CHAN_WRITE:
 		if (status)
@@ -316,28 +336,36 @@ static u32 unload_chan_write_place(struct unload_chan *chan, const u8 *buf, u32 
 	return unload_target_place(&t);
 }
 
+/*
+ * From now on the peer's requests are dropped unanswered (unload_chan_rx_finish); those
+ * already queued are still served. The module's exit calls this on every channel, then
+ * flushes the responders, then says goodbye (unload_chan_say_goodbye).
+ */
+void unload_chan_stop_serving(struct unload_chan *chan)
+{
+	spin_lock(&chan->lock);
+	chan->closing = true;
+	spin_unlock(&chan->lock);
+}
+
 /* Answer one of the peer's requests, in process context: a placement may sleep. */
 static void unload_chan_serve_work(struct work_struct *work)
 {
 	struct unload_chan_job *job = container_of(work, struct unload_chan_job, work);
 	struct unload_chan *chan = job->chan;
+	struct unload_chan_share share = { .bytes = job->len, .held = true };
 	struct unload_chan_write_ack ack = {};
-	bool held = true;
 
+	/* A write's ack is 8 bytes: its share is its request's length, not the ack's. */
 	if (job->type == UNLOAD_CHAN_WRITE) {
 		ack.deny = cpu_to_le32(unload_chan_write_place(chan, job->buf, job->len));
-		unload_chan_send_msg(chan, UNLOAD_CHAN_ACK, job->id, 0, &ack, sizeof(ack), &held,
+		unload_chan_send_msg(chan, UNLOAD_CHAN_ACK, job->id, 0, &ack, sizeof(ack), &share,
 				     NULL);
 	} else {
-		unload_chan_send_msg(chan, UNLOAD_CHAN_ACK, job->id, 0, job->buf, job->len, &held,
+		unload_chan_send_msg(chan, UNLOAD_CHAN_ACK, job->id, 0, job->buf, job->len, &share,
 				     NULL);
 	}
-	if (held) {
-		spin_lock(&chan->lock);
-		chan->in_reqs--;
-		chan->in_bytes -= job->len;
-		spin_unlock(&chan->lock);
-	}
+	unload_chan_share_return(chan, &share);	/* an ack that never went */
 	kvfree(job->buf);
 	kfree(job);
 	unload_chan_put(chan);

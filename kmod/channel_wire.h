@@ -17,7 +17,7 @@
 #include <linux/types.h>
 
 #define UNLOAD_CHAN_MAGIC	0x4c55		/* "UL" */
-#define UNLOAD_CHAN_VERSION	1
+#define UNLOAD_CHAN_VERSION	2	/* 2: the goodbye */
 
 /* Receive buffers each side posts, and their size: the same on both sides in version 1. */
 #define UNLOAD_CHAN_RING	32
@@ -40,6 +40,10 @@ enum unload_chan_type {
 	UNLOAD_CHAN_WRITE = 4,	/* a request: place an RDMA WRITE (struct unload_chan_write
 				 * and its bytes); the ack carries struct
 				 * unload_chan_write_ack */
+	UNLOAD_CHAN_BYE = 5,	/* the sender's module is going: every request of yours it
+				 * received before this was answered before it, and none
+				 * after it will be (so none still pending was handled);
+				 * no id, no payload */
 };
 
 /*

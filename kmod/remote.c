@@ -107,9 +107,9 @@ static u32 unload_remote_send(const char *devname, u32 port, const union ib_gid 
 		/*
 		 * The target places a message only once it has all of it: one not wholly
 		 * posted was never placed (its channel went down with it). A whole one may
-		 * have been.
+		 * have been, unless the target's goodbye said it was not handled.
 		 */
-		if (segments == DIV_ROUND_UP(len, UNLOAD_CHAN_SEG_MAX))
+		if (ret != -ECONNABORTED && segments == DIV_ROUND_UP(len, UNLOAD_CHAN_SEG_MAX))
 			*result = -ECOMM;
 		return UNLOAD_DENY_PEER_UNKNOWN;
 	}

@@ -107,6 +107,7 @@ struct unload_chan {
 	u32 credits;			/* sends the peer has receive buffers for */
 	u32 to_return;			/* receives posted again, not yet advertised */
 	bool credit_busy;		/* the credit slot is on the wire */
+	bool closing;			/* saying goodbye: the peer's requests are dropped */
 	struct list_head tx_free;	/* free send slots */
 	struct list_head reqs;		/* our pending requests */
 	u64 next_id;
@@ -125,6 +126,7 @@ enum unload_chan_stat {
 	UNLOAD_CHAN_STAT_BYTES_RX,
 	UNLOAD_CHAN_STAT_ERRORS,	/* channels that went down for an error */
 	UNLOAD_CHAN_STAT_BAD_MSGS,	/* messages refused as malformed (the peer's fault) */
+	UNLOAD_CHAN_STAT_GOODBYES,	/* channels the peer closed with a goodbye */
 	UNLOAD_CHAN_STAT_COUNT,
 };
 extern atomic64_t unload_chan_stats[UNLOAD_CHAN_STAT_COUNT];
@@ -143,8 +145,17 @@ int unload_chan_state(struct unload_chan *chan, int *err);
 void unload_chan_mark_up(struct unload_chan *chan);
 void unload_chan_send_done(struct ib_cq *cq, struct ib_wc *wc);
 void unload_chan_return_credits(struct unload_chan *chan);
+void unload_chan_stop_serving(struct unload_chan *chan);	/* channel_rx.c */
+void unload_chan_say_goodbye(struct unload_chan *chan);
+/* A peer's request we hold: its share of the bound we keep the peer to (in_reqs, in_bytes). */
+struct unload_chan_share {
+	u32 bytes;			/* the request's payload, not its ack's */
+	bool held;			/* not given back yet */
+};
+void unload_chan_share_return(struct unload_chan *chan, struct unload_chan_share *share);
 int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
-			 const void *payload, u32 len, bool *held, u32 *segments);
+			 const void *payload, u32 len, struct unload_chan_share *share,
+			 u32 *segments);
 int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32 len,
 		     void **resp, u32 resp_len, u32 *segments);
 
