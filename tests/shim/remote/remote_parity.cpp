@@ -81,9 +81,11 @@ std::vector<Case> cases() {
       {"responder_without_remote_write", {{{0, 64, true}}, {{128, 64, true}}}, 0},
       // An RDMA READ of target bytes (the NIC's), then a write over them (remote), in one
       // list and then in two posts (the read unsignaled: the fence needs its marker): each
-      // read must return the bytes from before its write, and the write land after it.
+      // read must return the bytes from before its write, and the write land after it. The
+      // list's read is 64 KiB and its write the last 4 KiB of them: the responder reads as
+      // it sends, so a write placed without waiting for the read has a window to show in.
       {"fence_after_read",
-       {{{0, 512, true, false, false, true}, {0, 512, true}},
+       {{{0, 65536, true, false, false, true}, {61440, 4096, true}},
         {{4096, 512, false, false, false, true}},
         {{4096, 512, true}}},
        IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
