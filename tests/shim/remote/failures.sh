@@ -24,7 +24,7 @@ LINK=$(ip -o -4 addr show | awk -v a="${UNLOAD_HOST_ADDR:-}/" 'index($4, a) == 1
 # fail_run NAME ACTION nic|remote: one stream, B acting mid-stream (ACTION: kill, rmmod,
 # link). On A returns 0 when the client ran to its end; the checks are fail_case's.
 fail_run() {
-	local name=$1 act=$2 mode=$3 envs=() s rc=0 p0 p1 gone=0
+	local name=$1 act=$2 mode=$3 envs=() s rc=0 p0 p1 gone=0 refused=-
 	if [ "$mode" = remote ]; then
 		envs=(LD_PRELOAD="$SHIM" UNLOAD_PATH=remote)
 		[ "$ME" = A ] && envs+=(UNLOAD_STATS_FILE="$WORK/$name.stats")
@@ -49,11 +49,16 @@ fail_run() {
 	case $act in
 	kill) kill -KILL "$s" ;;
 	rmmod)
+		# rmmod is refused while a process has /dev/unload open (its session holds the
+		# module): the remote run's server, under the shim, has it open.
+		if [ "$mode" = remote ]; then
+			refused=1
+			rmmod unload 2>/dev/null && refused=0
+		fi
 		kill -KILL "$s"
-		wait "$s"
+		wait "$s" 2>/dev/null  # (no "Killed" from the shell)
 		p1=$(cat "$S/stats/remote_placed_writes")
-		# rmmod is refused while a process has /dev/unload open (a session holds the
-		# module): only now that the server is gone can it go. A reap leaves nothing
+		# Only now that the server is gone can the module go. A reap leaves nothing
 		# open, so this is at most a short wait for the last fput.
 		for _ in $(seq 50); do
 			rmmod unload 2>/dev/null && { gone=1; break; }
@@ -62,7 +67,7 @@ fail_run() {
 		;;
 	link) ip link set "$LINK" down ;;
 	esac
-	wait_file "$P/$name.cdone" 300
+	wait_file "$P/$name.cdone" 300 2>/dev/null  # (no "Killed" from the shell)
 	case $act in
 	rmmod)
 		# shellcheck disable=SC2086
@@ -70,17 +75,17 @@ fail_run() {
 		;;
 	link) ip link set "$LINK" up ;;
 	esac
-	wait "$s"
+	wait "$s" 2>/dev/null
 	rc=$?
 	[ "$act" = rmmod ] || p1=$(cat "$S/stats/remote_placed_writes")
 	cp "$WORK/$name.srv" "$P/$name.srv"
-	put "$P/$name.B" "$rc $((p1 - p0)) $gone"
+	put "$P/$name.B" "$rc $((p1 - p0)) $gone $refused"
 	return 0
 }
 
 # fail_case ACTION: the stream on the NIC, then remote; on A, the checks.
 fail_case() {
-	local act=$1 nic=fail_$1_nic rem=fail_$1_remote b placed gone succ w held=0
+	local act=$1 nic=fail_$1_nic rem=fail_$1_remote b placed gone refused succ w held=0
 	check "failure $act, on the NIC (the reference): the client ran to its end" fail_run "$nic" "$act" nic
 	check "failure $act, remote: the client ran to its end" fail_run "$rem" "$act" remote
 	[ "$ME" = A ] || return 0
@@ -99,7 +104,7 @@ fail_case() {
 	grep -q 'every wr_id completed once, in order' "$WORK/$nic.r" || echo "    (the reference lost or doubled a completion)"
 	check "failure $act: the client's completions, wr_ids and QP state identical on the NIC and remote" \
 		diff -u "$WORK/$nic.r" "$WORK/$rem.r"
-	read -r _ placed gone <"$P/$rem.B"
+	read -r _ placed gone refused <"$P/$rem.B"
 	succ=$(sed -n 's/.* \([0-9]*\) successes,.*/\1/p' "$WORK/$rem.cli")
 	w=$(stat "$WORK/$rem.stats" writes_remote)
 	check "failure $act: A's writes went remote ($w)" [ "$w" -gt 0 ]
@@ -110,6 +115,7 @@ fail_case() {
 		[ "$placed" -le $((succ + 1)) ] && held=1
 	expect "failure $act: B's module placed $placed, A sent $w remote and saw ${succ:-?} succeed: none lost, none twice" "$held"
 	if [ "$act" = rmmod ]; then
+		check "failure rmmod: B's rmmod refused while the server had /dev/unload open" [ "$refused" = 1 ]
 		check "failure rmmod: B's module went once its process was gone, and came back" [ "$gone" = 2 ]
 	fi
 	if [ "$act" = link ]; then
