@@ -1,6 +1,8 @@
-// The same writes between two hosts, printed so that a run on the NIC and a run on the remote path can be compared line by line.
+// The same writes between two hosts, printed so that a run on the NIC and a run on the remote path can be
+// compared line by line.
 //
 //   remote_parity server|client [ADDR]      (server on host B, client on host A)
+//   remote_parity stream-server NAME DONE | stream-client ADDR NAME MID   (a failure stream, below)
 //
 // Each case gets a fresh RC QP pair, connected over a TCP side channel (port 18610). The
 // client posts the case's requests and prints, in order, every completion (wr_id, status,
@@ -36,19 +38,24 @@ constexpr size_t kRegion = 256 * 1024;
 constexpr uint32_t kPsn = 0x2000;
 constexpr int kPort = 18610;
 
-// One write of a case: where in the target region, how long, signaled, whether its rkey
-// is wrong (the responder must deny it), and whether it carries an immediate (the NIC's
-// alone: the responder's receive completion).
+// One request of a case: where in the target region, how long, signaled, whether its rkey
+// is wrong (the responder must deny it), whether it carries an immediate (the NIC's
+// alone: the responder's receive completion), and whether it is an RDMA READ of those
+// bytes instead of a write (the NIC's alone: the client prints what it read).
 struct Wr {
   size_t off, len;
   bool signaled;
   bool bad_rkey = false;
   bool imm = false;
+  bool read = false;
 };
-// A case: its posts, each a list of writes given to one ibv_post_send.
+// A case: its posts, each a list of requests given to one ibv_post_send; the server QP's
+// access flags; whether the server fills its target bytes before (so a read shows them).
 struct Case {
   const char* name;
   std::vector<std::vector<Wr>> posts;
+  int server_access = IBV_ACCESS_REMOTE_WRITE;
+  bool prefill = false;
 };
 
 std::vector<Case> cases() {
@@ -68,12 +75,37 @@ std::vector<Case> cases() {
       // last write, back on the NIC, must land after it.
       {"switch_nic_remote_nic",
        {{{0, 4096, false, false, true}, {0, 4096, false}, {2048, 4096, true, false, true}}}},
+      // The server's QP without REMOTE_WRITE (its MR has it): the NIC fails the write (the
+      // responder's invalid request), both QPs go to ERR and the next write is flushed. The
+      // target's module must refuse it on the QP's access, and the NIC give its verdict.
+      {"responder_without_remote_write", {{{0, 64, true}}, {{128, 64, true}}}, 0},
+      // An RDMA READ of target bytes (the NIC's), then a write over them (remote), in one
+      // list and then in two posts (the read unsignaled: the fence needs its marker): each
+      // read must return the bytes from before its write, and the write land after it. The
+      // list's read is 64 KiB and its write the last 4 KiB of them: the responder reads as
+      // it sends, so a write placed without waiting for the read has a window to show in.
+      {"fence_after_read",
+       {{{0, 65536, true, false, false, true}, {61440, 4096, true}},
+        {{4096, 512, false, false, false, true}},
+        {{4096, 512, true}}},
+       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+       true},
   };
 }
 
 // The byte write k of case c puts at offset off: writes to the same bytes differ.
 uint8_t pattern(size_t c, size_t k, size_t off) {
   return static_cast<uint8_t>(c * 37 + k * 101 + off * 13 + (off >> 9) + 1);
+}
+// What a case with `prefill` holds at offset off before any write (no write's k is 77).
+uint8_t prefilled(size_t c, size_t off) {
+  return pattern(c, 77, off);
+}
+
+uint64_t fnv1a(const uint8_t* p, size_t n) {
+  uint64_t sum = 14695981039346656037ull;
+  for (size_t i = 0; i < n; ++i) sum = (sum ^ p[i]) * 1099511628211ull;
+  return sum;
 }
 
 struct PeerInfo {
@@ -173,14 +205,18 @@ void run_case(size_t ci, const Case& c, bool server, t::Device& dev, ibv_pd* pd,
   ibv_qp* qp = t::make_rc_qp(pd, cq, cq);
   static uint8_t* buf = t::map_zeroed(kRegion);
   std::memset(buf, 0, kRegion);
-  ibv_mr* mr = t::make_mr(pd, buf, kRegion, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (server && c.prefill)
+    for (size_t i = 0; i < kRegion / 2; ++i) buf[i] = prefilled(ci, i);
+  ibv_mr* mr =
+      t::make_mr(pd, buf, kRegion, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   PeerInfo me{qp->qp_num, mr->rkey, reinterpret_cast<uintptr_t>(buf), {}}, peer{};
   std::memcpy(me.gid, dev.gid.raw, 16);
   full_io(fd, &me, sizeof me, true);
   full_io(fd, &peer, sizeof peer, false);
   ibv_port_attr pa{};
   if (ibv_query_port(dev.ctx, 1, &pa)) die("ibv_query_port");
-  if (int e = unload::verbs::rc_to_init(qp, IBV_ACCESS_REMOTE_WRITE)) die("modify to INIT", -e);
+  if (int e = unload::verbs::rc_to_init(qp, server ? c.server_access : IBV_ACCESS_REMOTE_WRITE))
+    die("modify to INIT", -e);
   size_t imms = 0;
   for (const auto& p : c.posts)
     for (const Wr& w : p) imms += w.imm;
@@ -205,20 +241,28 @@ void run_case(size_t ci, const Case& c, bool server, t::Device& dev, ibv_pd* pd,
 
   if (!server) {
     uint64_t id = ci * 100;
-    size_t src = 0;  // each write's source bytes apart, so they stay as written
+    size_t src = 0;  // each write's source (each read's destination) apart, so they stay as written
+    struct Read {
+      uint64_t wr_id;
+      size_t at, off, len;
+    };
+    std::vector<Read> reads;
     for (const auto& p : c.posts) {
       std::vector<ibv_send_wr> wrs(p.size());
       std::vector<ibv_sge> sges(p.size());
       for (size_t k = 0; k < p.size(); ++k) {
         const size_t from = kRegion / 2 + src;
         src += p[k].len;
-        for (size_t j = 0; j < p[k].len; ++j) buf[from + j] = pattern(ci, id % 100, p[k].off + j);
+        if (p[k].read)
+          reads.push_back({id, from, p[k].off, p[k].len});
+        else
+          for (size_t j = 0; j < p[k].len; ++j) buf[from + j] = pattern(ci, id % 100, p[k].off + j);
         sges[k] = {reinterpret_cast<uintptr_t>(buf + from), static_cast<uint32_t>(p[k].len), mr->lkey};
         ibv_send_wr& s = wrs[k];
         s.wr_id = id++;
         s.sg_list = &sges[k];
         s.num_sge = 1;
-        s.opcode = p[k].imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+        s.opcode = p[k].read ? IBV_WR_RDMA_READ : p[k].imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
         s.imm_data = htonl(0x5a000000u + static_cast<uint32_t>(k));
         s.send_flags = p[k].signaled ? IBV_SEND_SIGNALED : 0;
         s.wr.rdma.remote_addr = peer.addr + p[k].off;
@@ -241,6 +285,14 @@ void run_case(size_t ci, const Case& c, bool server, t::Device& dev, ibv_pd* pd,
                       ibv_wc_status_str(wc.status));
       }
     }
+    // What each read returned: the bytes from before the write after it, all of them.
+    for (const Read& r : reads) {
+      size_t before = 0;
+      for (size_t j = 0; j < r.len; ++j) before += buf[r.at + j] == prefilled(ci, r.off + j);
+      std::printf("R %s: read wr_id %llu fnv1a %llu, %zu of %zu bytes from before the write\n", c.name,
+                  static_cast<unsigned long long>(r.wr_id),
+                  static_cast<unsigned long long>(fnv1a(buf + r.at, r.len)), before, r.len);
+    }
     std::printf("R %s: client QP %s\n", c.name, state_name(qp));
   }
   sync_peer(fd);  // the client has seen every completion: the server looks at its region
@@ -249,12 +301,9 @@ void run_case(size_t ci, const Case& c, bool server, t::Device& dev, ibv_pd* pd,
       std::printf("R %s: server wc wr_id %llu %s opcode %d imm %#x byte_len %u\n", c.name,
                   static_cast<unsigned long long>(wc.wr_id), ibv_wc_status_str(wc.status), wc.opcode,
                   ntohl(wc.imm_data), wc.byte_len);
-    uint64_t sum = 14695981039346656037ull;  // FNV-1a over the target half of the region
+    const uint64_t sum = fnv1a(buf, kRegion / 2);  // the target half of the region
     size_t nonzero = 0;
-    for (size_t i = 0; i < kRegion / 2; ++i) {
-      sum = (sum ^ buf[i]) * 1099511628211ull;
-      nonzero += buf[i] != 0;
-    }
+    for (size_t i = 0; i < kRegion / 2; ++i) nonzero += buf[i] != 0;
     std::printf("R %s: server QP %s, region fnv1a %llu, %zu bytes written\n", c.name, state_name(qp),
                 static_cast<unsigned long long>(sum), nonzero);
   }
@@ -265,13 +314,166 @@ void run_case(size_t ci, const Case& c, bool server, t::Device& dev, ibv_pd* pd,
   ibv_destroy_cq(cq);
 }
 
+// The failure streams (tests/shim/remote/failures.sh): one QP pair, the client writing 64 B,
+// signaled, each to its own slot, up to kDepth outstanding, while host B kills the server,
+// removes its module or cuts its link. The client stops posting at its first completion in
+// error, waits for every write it posted, then posts one more (the next request's fate)
+// and prints the shape, not the counts (how many succeed first is timing): the statuses in
+// the order they came (each run of one status named once), whether every wr_id completed
+// exactly once and in order, and its QP's state. A short retry (timeout 16: 268 ms, retry
+// count 2) lets the NIC give up in about a second.
+constexpr uint64_t kDepth = 16;
+constexpr uint64_t kMid = 64;  // successes before the client says "mid-stream"
+
+bool exists(const char* path) {
+  return access(path, F_OK) == 0;
+}
+
+void touch(const char* path) {
+  if (FILE* f = std::fopen(path, "w")) std::fclose(f);
+}
+
+void stream(bool server, const char* addr, const char* name, const char* file) {
+  t::Device dev = t::open_device();
+  ibv_pd* pd = t::make_pd(dev.ctx);
+  const int fd = side_channel(server, addr);
+  ibv_cq* cq = t::make_cq(dev.ctx, 64);
+  ibv_qp* qp = t::make_rc_qp(pd, cq, cq);
+  uint8_t* buf = t::map_zeroed(kRegion);
+  ibv_mr* mr = t::make_mr(pd, buf, kRegion, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  PeerInfo me{qp->qp_num, mr->rkey, reinterpret_cast<uintptr_t>(buf), {}}, peer{};
+  std::memcpy(me.gid, dev.gid.raw, 16);
+  full_io(fd, &me, sizeof me, true);
+  full_io(fd, &peer, sizeof peer, false);
+  ibv_port_attr pa{};
+  if (ibv_query_port(dev.ctx, 1, &pa)) die("ibv_query_port");
+  if (int e = unload::verbs::rc_to_init(qp, IBV_ACCESS_REMOTE_WRITE)) die("modify to INIT", -e);
+  t::RcPath path;
+  path.dest_qpn = peer.qpn;
+  std::memcpy(path.dgid.raw, peer.gid, 16);
+  path.sgid_index = dev.gid_index;
+  path.mtu = pa.active_mtu;
+  path.rq_psn = kPsn;
+  path.sq_psn = kPsn;
+  path.hop_limit = 64;
+  if (int e = unload::verbs::rc_to_rtr(qp, path)) die("modify to RTR", -e);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 16;
+  a.retry_cnt = 2;
+  a.rnr_retry = 7;
+  a.sq_psn = kPsn;
+  a.max_rd_atomic = 1;
+  if (int e = ibv_modify_qp(qp, &a,
+                            IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+    die("modify to RTS", -e);
+  sync_peer(fd);  // both QPs at RTS; the side channel is not used again (the link may go)
+
+  if (server) {  // until the client is done (`file`, written by the guest script)
+    while (!exists(file)) usleep(100000);
+    std::printf("R %s: server QP %s\n", name, state_name(qp));
+    std::fflush(stdout);
+    return;
+  }
+  uint64_t posted = 0, completed = 0, successes = 0, extra = 0;
+  bool failed = false, in_order = true, mid = false;
+  std::vector<std::string> runs;
+  auto take = [&](const ibv_wc& wc) {
+    if (wc.wr_id != completed) in_order = false;
+    ++completed;
+    if (wc.status == IBV_WC_SUCCESS)
+      ++successes;
+    else
+      failed = true;
+    const char* st = wc.status == IBV_WC_SUCCESS ? "success" : ibv_wc_status_str(wc.status);
+    if (runs.empty() || runs.back() != st) runs.push_back(st);
+  };
+  auto poll = [&]() {
+    ibv_wc wc[16];
+    const int n = ibv_poll_cq(cq, 16, wc);
+    if (n < 0) die("ibv_poll_cq");
+    for (int i = 0; i < n; ++i) take(wc[i]);
+    return n;
+  };
+  auto post = [&](uint64_t id) {
+    const size_t off = id % (kRegion / 2 / 64) * 64;
+    std::memset(buf + kRegion / 2 + off, static_cast<int>(id % 255 + 1), 64);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf + kRegion / 2 + off), 64, mr->lkey};
+    ibv_send_wr w{}, *bad = nullptr;
+    w.wr_id = id;
+    w.sg_list = &sge;
+    w.num_sge = 1;
+    w.opcode = IBV_WR_RDMA_WRITE;
+    w.send_flags = IBV_SEND_SIGNALED;
+    w.wr.rdma.remote_addr = peer.addr + off;
+    w.wr.rdma.rkey = peer.rkey;
+    return ibv_post_send(qp, &w, &bad);
+  };
+  using clock = std::chrono::steady_clock;
+  const auto end = clock::now() + std::chrono::seconds(60);
+  int post_rc = 0;
+  while (!failed && clock::now() < end) {
+    if (posted - completed < kDepth) {
+      if ((post_rc = post(posted)) != 0) break;
+      ++posted;
+    }
+    if (!poll()) usleep(200);
+    if (!mid && successes >= kMid) {
+      touch(file);  // host B acts now, the client writing on
+      mid = true;
+    }
+  }
+  if (!mid) touch(file);  // B waits for it whatever happened
+  const auto drain = clock::now() + std::chrono::seconds(30);
+  while (completed < posted && clock::now() < drain)
+    if (!poll()) usleep(1000);
+  const uint64_t streamed = completed;
+  // The next request's fate (flushed on the NIC, behind the failure).
+  const int next_rc = post_rc ? post_rc : post(posted);
+  if (!next_rc) ++posted;
+  const auto wait = clock::now() + std::chrono::seconds(30);
+  while (completed < posted && clock::now() < wait)
+    if (!poll()) usleep(1000);
+  const auto linger = clock::now() + std::chrono::milliseconds(300);
+  while (clock::now() < linger) {
+    ibv_wc wc[16];
+    const int n = ibv_poll_cq(cq, 16, wc);
+    if (n < 0) die("ibv_poll_cq");
+    extra += static_cast<uint64_t>(n);
+  }
+  std::printf("%s: %llu posted, %llu successes, %llu completed before the next, post rc %d\n", name,
+              static_cast<unsigned long long>(posted), static_cast<unsigned long long>(successes),
+              static_cast<unsigned long long>(streamed), post_rc);
+  std::string shape;
+  for (const std::string& r : runs) shape += (shape.empty() ? "" : ", ") + r;
+  std::printf("R %s: statuses in order: %s\n", name, shape.c_str());
+  if (in_order && completed == posted && !extra)
+    std::printf("R %s: every wr_id completed once, in order\n", name);
+  else
+    std::printf("R %s: wr_ids: %llu posted, %llu completed, %s, %llu more\n", name,
+                static_cast<unsigned long long>(posted), static_cast<unsigned long long>(completed),
+                in_order ? "in order" : "out of order", static_cast<unsigned long long>(extra));
+  std::printf("R %s: the next write's post rc %d\n", name, next_rc);
+  std::printf("R %s: client QP %s\n", name, state_name(qp));
+  std::fflush(stdout);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) die("usage: remote_parity server|client [ADDR]");
+  if (argc < 2)
+    die("usage: remote_parity server|client [ADDR] | stream-server NAME FILE | stream-client ADDR NAME FILE");
+  t::watchdog(500, "remote_parity");
+  if (std::strcmp(argv[1], "stream-server") == 0 || std::strcmp(argv[1], "stream-client") == 0) {
+    const bool server = argv[1][7] == 's';
+    if (argc < (server ? 4 : 5)) die("stream-server NAME FILE | stream-client ADDR NAME FILE");
+    stream(server, server ? nullptr : argv[2], argv[server ? 2 : 3], argv[server ? 3 : 4]);
+    t::ok(server ? "stream server: done" : "stream client: done");
+    t::stop_watchdogs();
+    t::finish();
+  }
   const bool server = std::strcmp(argv[1], "server") == 0;
   if (!server && argc < 3) die("the client needs the server's address");
-  t::watchdog(500, "remote_parity");
   t::Device dev = t::open_device();
   ibv_pd* pd = t::make_pd(dev.ctx);
   const int fd = side_channel(server, server ? nullptr : argv[2]);
