@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The failure cases of shim_remote (issue 27), sourced by guest.sh after its steps: a
+# The failure cases of shim_remote_failures (issue 27), sourced by failures_guest.sh: a
 # stream of writes from A (remote_parity stream-client) with writes outstanding when host B
 #   kill:  SIGKILLs the server,
 #   rmmod: SIGKILLs it and removes B's module (then loads it again),
@@ -10,7 +10,7 @@
 # write's fate, the QP's state; NIC and remote must print the same. On the remote run, B's
 # module must have placed at least the client's successes and at most one more (the one
 # that may have been placed unanswered): none lost, none placed twice.
-# Uses guest.sh's RP and S; cost: about 30 s on the NIC, 45 s remote (15 s of it the
+# Uses failures_guest.sh's RP and S; cost: about 30 s on the NIC, 45 s remote (15 s of it the
 # channel's wait for the ack the cut link never brings).
 
 # The module's path in this guest (scripts/lib/guest/sandbox-guest's config).

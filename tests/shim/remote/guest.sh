@@ -119,5 +119,5 @@ if [ "$ME" = A ]; then
 		[ "$(stat "$WORK/par_remote.stats" why_not_with_imm)" -eq 2 -a "$(stat "$WORK/par_remote.stats" fences)" -ge 1 ]
 	sed 's/^/    /' "$WORK/remote.cli" "$WORK/remote.srv"
 fi
-. "$(dirname "$0")/failures.sh"
+
 finish

@@ -1,0 +1,20 @@
+#!/bin/bash
+# Host B's side of the reload step: a perftest server, and this host's module removed and loaded again twice while it serves.
+#
+#   reload_server.sh SECONDS_BEFORE_EACH CMD...
+# The server runs without the shim, so nothing here holds /dev/unload and rmmod may go.
+# Exits with the server's status, or 3 when a reload failed.
+wait_s=${1:?seconds}
+shift
+"$@" &
+srv=$!
+rc=0
+for round in 1 2; do
+	sleep "$wait_s"
+	if ! rmmod unload; then echo "reload $round: rmmod failed"; rc=3; break; fi
+	sleep 2
+	if ! insmod "${UNLOAD_KMOD:?the sandbox names the module}"; then echo "reload $round: insmod failed"; rc=3; break; fi
+	echo "reload $round: done"
+done
+wait $srv || exit $?
+exit $rc
