@@ -166,13 +166,14 @@ struct WireHdr {
 };
 static_assert(sizeof(WireHello) == 16 && sizeof(WireHdr) == 40, "the documented wire layout");
 constexpr uint16_t kMagic = 0x4c55;
-enum : uint8_t { kCredit = 1, kEcho = 2, kAck = 3 };
+constexpr uint8_t kVersion = 2;
+enum : uint8_t { kCredit = 1, kEcho = 2, kAck = 3, kBye = 5 };
 
 WireHello good_hello() {
-  return WireHello{kMagic, 1, 0, 32, 4096, {0, 0}};
+  return WireHello{kMagic, kVersion, 0, 32, 4096, {0, 0}};
 }
 WireHdr hdr(uint8_t type, uint64_t id, uint32_t total, uint32_t off, uint32_t seg) {
-  return WireHdr{kMagic, 1, type, 0, 0, id, total, off, seg, 0, 0};
+  return WireHdr{kMagic, kVersion, type, 0, 0, id, total, off, seg, 0, 0};
 }
 
 struct Forged {
@@ -259,7 +260,7 @@ bool forge_send(Forged* f, const WireHdr& h, const void* payload, uint32_t len) 
   return false;
 }
 
-constexpr int kForgedBad = 7;
+constexpr int kForgedBad = 8;
 
 void forge(const char* peer) {
   // A well-formed echo from a program is answered as the format says.
@@ -302,8 +303,9 @@ void forge(const char* peer) {
       {"forge.segment_out_of_order", hdr(kEcho, 1, 8000, UNLOAD_CHANNEL_SEGMENT, 16), 56},
       {"forge.credits_past_ring", hdr(kCredit, 0, 0, 0, 0), 40},
       {"forge.over_max_length", hdr(kEcho, 1, UNLOAD_PROBE_MAX_LEN + 1, 0, 16), 56},
+      {"forge.bye_with_id", hdr(kBye, 7, 0, 0, 0), 40},  // a goodbye carries no id
   };
-  cases[0].h.version = 2;
+  cases[0].h.version = kVersion + 1;
   cases[1].h.reserved1 = 1;
   cases[5].h.credits = 1;
   static const uint8_t zeros[64] = {};
