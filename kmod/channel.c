@@ -412,6 +412,24 @@ struct unload_chan *unload_chan_get(const char *devname, u32 port, const u8 *pee
 	return chan;
 }
 
+/*
+ * The channel to peer_gid from (devname, port) if one is up now: a reference, or
+ * -ENOTCONN. Never connects, so it puts nothing on the wire.
+ */
+struct unload_chan *unload_chan_get_up(const char *devname, u32 port, const u8 *peer_gid)
+{
+	struct unload_chan *chan;
+
+	mutex_lock(&unload_chans_lock);
+	chan = unload_chan_find(devname, port, peer_gid);
+	mutex_unlock(&unload_chans_lock);
+	if (chan && unload_chan_state(chan, NULL) != UNLOAD_CHAN_UP) {
+		unload_chan_put(chan);
+		chan = NULL;
+	}
+	return chan ?: ERR_PTR(-ENOTCONN);
+}
+
 /* Down with every channel that matches (all if dev is NULL), and wait for their teardown. */
 static void unload_chans_close(struct ib_device *dev, int err)
 {

@@ -28,7 +28,7 @@ long unload_ioctl_channel_probe(struct unload_session *sess, void __user *arg)
 
 	if (copy_from_user(&p, arg, sizeof(p)))
 		return -EFAULT;
-	if (p.flags || p.reserved[0] || p.reserved[1] || p.reserved[2] || p.reserved[3] ||
+	if ((p.flags & ~UNLOAD_PROBE_EXISTING) || p.reserved[0] || p.reserved[1] || p.reserved[2] || p.reserved[3] ||
 	    p.length > UNLOAD_PROBE_MAX_LEN || !memchr(p.ibdev, 0, sizeof(p.ibdev)))
 		return -EINVAL;
 	p.state = UNLOAD_CHANNEL_NONE;
@@ -37,7 +37,8 @@ long unload_ioctl_channel_probe(struct unload_session *sess, void __user *arg)
 	p.segments = 0;
 	p.passive = 0;
 
-	chan = unload_chan_get(p.ibdev, p.port, p.peer_gid);
+	chan = p.flags & UNLOAD_PROBE_EXISTING ? unload_chan_get_up(p.ibdev, p.port, p.peer_gid) :
+						 unload_chan_get(p.ibdev, p.port, p.peer_gid);
 	if (IS_ERR(chan)) {
 		ret = PTR_ERR(chan);
 		goto out_copy;

@@ -168,5 +168,6 @@ int unload_channel_init(void);
 void unload_channel_exit(void);
 void unload_channel_device_removed(struct ib_device *dev);
 struct unload_chan *unload_chan_get(const char *devname, u32 port, const u8 *peer_gid);
+struct unload_chan *unload_chan_get_up(const char *devname, u32 port, const u8 *peer_gid);
 
 #endif /* UNLOAD_CHANNEL_KMOD_H */

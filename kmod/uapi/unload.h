@@ -692,16 +692,21 @@ enum unload_channel_state {
  * or an answer that did not come in time: seconds, never a hang), -ECONNRESET (the peer
  * went away), -ENETUNREACH (the route to the peer leaves by another device or port than
  * ibdev/port), -EAFNOSUPPORT (peer_gid is not an IPv4-mapped GID), -EBADMSG (bytes came
- * back wrong), -EINVAL (length over UNLOAD_PROBE_MAX_LEN, flags or reserved fields not
- * zero, ibdev not NUL-terminated). Any user of /dev/unload may probe (docs/security.md).
+ * back wrong), -EINVAL (length over UNLOAD_PROBE_MAX_LEN, an unknown flag, reserved
+ * fields not zero, ibdev not NUL-terminated). Any user of /dev/unload may probe
+ * (docs/security.md). With UNLOAD_PROBE_EXISTING it only asks a channel that is up
+ * already, and never connects: -ENOTCONN when there is none, and nothing on the wire (what
+ * the shim asks before ranking the remote path, so a peer without unload sees no change).
  */
+#define UNLOAD_PROBE_EXISTING	(1U << 0)
+
 struct unload_channel_probe {
 	char ibdev[UNLOAD_IBDEV_NAME_MAX];	/* in: local device name, NUL-terminated */
 	__u32 port;		/* in: its port (1..) */
 	__u32 length;		/* in: payload bytes, 0 .. UNLOAD_PROBE_MAX_LEN */
 	__u8 peer_gid[16];	/* in: the peer's GID: IPv4-mapped (::ffff:a.b.c.d), as RoCE
 				 * v2 GIDs of IPv4 addresses are */
-	__u32 flags;		/* in: zero */
+	__u32 flags;		/* in: UNLOAD_PROBE_EXISTING or zero */
 	__u32 state;		/* out: enum unload_channel_state of the channel after it */
 	__u64 rtt_ns;		/* out: send of the request to the check of its answer */
 	__u64 channel_id;	/* out: the channel that carried it (unique per module load) */

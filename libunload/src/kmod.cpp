@@ -211,8 +211,9 @@ int kmod_submit(unload_direct_req* reqs, uint32_t n, uint32_t flags) {
   return static_cast<int>(s.done);
 }
 
-int kmod_probe_channel(ibv_context* ctx, uint8_t port, const ibv_gid& dgid) {
+int kmod_probe_channel(ibv_context* ctx, uint8_t port, const ibv_gid& dgid, bool existing_only) {
   unload_channel_probe p{};
+  p.flags = existing_only ? UNLOAD_PROBE_EXISTING : 0;
   std::memcpy(p.ibdev, ctx->device->name, strnlen(ctx->device->name, sizeof p.ibdev - 1));
   p.port = port;
   std::memcpy(p.peer_gid, dgid.raw, sizeof p.peer_gid);

@@ -77,7 +77,8 @@ void kmod_unmap(uint32_t slot, uint64_t cookie);
 // whose results add -ECOMM: sent and unanswered, maybe placed).
 int kmod_submit(unload_direct_req* reqs, uint32_t n, uint32_t flags = 0);
 // An empty echo through the module's channel to the host whose GID is `dgid`, from `port`
-// of ctx's device: 0 when the peer host's module answered, else -errno.
-int kmod_probe_channel(ibv_context* ctx, uint8_t port, const ibv_gid& dgid);
+// of ctx's device: 0 when the peer host's module answered, else -errno. `existing_only`:
+// through a channel already up, never a connect (-ENOTCONN when there is none).
+int kmod_probe_channel(ibv_context* ctx, uint8_t port, const ibv_gid& dgid, bool existing_only);
 
 }  // namespace unload::rt

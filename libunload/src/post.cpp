@@ -183,16 +183,10 @@ bool list_fits(const QpRec* q, const ibv_send_wr* wr) {
   return true;
 }
 
-// Whether UNLOAD_PATH=remote forces the remote path: then the CPU's placements are remote's.
-bool remote_forced() {
-  Path p;
-  return forced_path(p) && p == Path::unload_remote;
-}
-
-// What keeps the writes of list `wr` from going direct (or remote, when forced), none when
-// nothing does.
+// What keeps the writes of list `wr` from going direct (or remote: places_remote), none
+// when nothing does.
 Why list_direct_why(QpRec* q, ibv_send_wr* wr, const Tunables& t) {
-  const Why why = remote_forced() ? remote_blocker(q, t) : direct_blocker(q, t);
+  const Why why = places_remote(q) ? remote_blocker(q, t) : direct_blocker(q, t);
   if (why != Why::none) return why;
   if (!list_fits(q, wr)) return Why::queue;
   return wr->next && !list_locally_valid(q, wr) ? Why::region : Why::none;

@@ -8,6 +8,7 @@
 #include "config.hpp"
 #include "kmod.hpp"
 #include "registry.hpp"
+#include "route.hpp"
 #include "unload.h"
 
 #include <cerrno>
@@ -18,6 +19,9 @@ Why remote_blocker(QpRec* q, const Tunables& t) {
   if (q->qp->qp_type != IBV_QPT_RC) return Why::not_rc;
   if (!t.enabled || t.direct_max == 0) return Why::path_off;
   if (!kmod_present()) return Why::no_module;
+  Path forced;
+  const bool is_forced = forced_path(forced);
+  if (!is_forced && t.mode == static_cast<uint32_t>(policy::Mode::offload)) return Why::policy;
   if (!q->peer.registered || q->peer.session != g_kmod.session) return Why::unregistered;
   PeerLink& p = q->peer;
   // Read from the AV at the program's modify and from the module's report: either says the
@@ -28,8 +32,11 @@ Why remote_blocker(QpRec* q, const Tunables& t) {
   const CqRec* c = q->scq;
   if (!c || c->cqx) return Why::cq;  // an ibv_cq_ex's poll sequence is not the fence's to drive
   // Once per registration: does the peer host's module answer? A host without one would
-  // refuse every write after a connect attempt each; the probe asks once.
-  if (p.channel == 0) p.channel = kmod_probe_channel(q->qp->context, p.port, p.dgid) == 0 ? 1 : 2;
+  // refuse every write after a connect attempt each; the probe asks once. Unforced, only a
+  // channel already up counts (opened by `unloadctl probe`, a forced run, or the peer):
+  // the probe then puts nothing on the wire, so a peer without unload sees no change.
+  if (p.channel == 0)
+    p.channel = kmod_probe_channel(q->qp->context, p.port, p.dgid, !is_forced) == 0 ? 1 : 2;
   return p.channel == 1 ? Why::none : Why::no_channel;
 }
 
@@ -78,11 +85,15 @@ int place_remote(QpRec* q, const DirectWrite* w, int n, Why* why) {
     }
   }
   const int done = m ? kmod_submit(reqs, static_cast<uint32_t>(m), UNLOAD_SUBMIT_REMOTE) : 0;
+  bool timed = false;  // a sampled write's cost: its share of the submission, from its route
+  for (int i = 0; i < m; ++i) timed |= w[i].rt.t0 != 0;
+  const uint64_t end_ns = timed ? now_ns() : 0;
   int placed = 0;
   bool queued = false;
   for (; placed < done && reqs[placed].result == 0; ++placed) {
     const WriteRequest& r = w[placed].rt.req;
     count_writes(Path::unload_remote, 1, r.length);
+    if (const uint64_t t0 = w[placed].rt.t0) observe_remote(q, r, (end_ns - t0) / static_cast<uint64_t>(m));
     q->peer.last_rkey = r.rkey;
     q->peer.last_addr = r.remote_addr;
     q->peer.has_last = true;

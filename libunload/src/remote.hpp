@@ -1,5 +1,6 @@
 // The remote path (unload.remote): writes placed by the peer host's module, sent by ours
-// over the modules' channel. Taken only when UNLOAD_PATH=remote forces it.
+// over the modules' channel. Forced by UNLOAD_PATH=remote, or ranked by the modes for a
+// peer on another host once a channel to it is up (places_remote).
 #pragma once
 
 #include "direct.hpp"

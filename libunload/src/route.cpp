@@ -207,13 +207,23 @@ Why adaptive_why(policy::Policy::Reason reason) {
 
 }  // namespace
 
+bool places_remote(const QpRec* q) {
+  Path forced;
+  if (forced_path(forced)) return forced == Path::unload_remote;
+  return q->peer.registered && !peer_here(q);
+}
+
 Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t, Why direct_why) {
   Route out;
   out.req = r;
   Path forced;
   const bool is_forced = forced_path(forced);
   if (!t.enabled || !r.is_write || (!is_forced && t.mode == static_cast<uint32_t>(Mode::offload))) return out;
-  out.preferred = is_forced ? forced : Path::unload_direct;
+  // Forced remote, or a ranking mode's peer on another host: `direct_why` is what keeps
+  // the caller from a remote write (remote_blocker); direct is not offered (its peer would
+  // be on this host).
+  const bool want_remote = places_remote(q);
+  out.preferred = is_forced ? forced : want_remote ? Path::unload_remote : Path::unload_direct;
   if (out.preferred == Path::offload) return out;
   // A window's binding is the NIC's to check, in the order of the QP's requests.
   if (window_rkey(q, r.rkey)) {
@@ -226,9 +236,6 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
     return out;
   }
   const bool copy_ok = !fence_blocks_copy(q, r);
-  // Forced remote: `direct_why` is what keeps the caller from running a remote write (the
-  // post list's remote_blocker); direct is not offered (its peer would be on this host).
-  const bool want_remote = is_forced && forced == Path::unload_remote;
   const bool placeable = direct_why == Why::none && (!want_remote || !peer_here(q));
   PathContext pc;
   if (r.user_inline) {
@@ -345,6 +352,10 @@ void observe(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rke
 
 void observe_direct(QpRec* q, const WriteRequest& r, uint64_t cost_ns) {
   learn(q, Path::unload_direct, r.length, r.sge_count, r.rkey, r.remote_addr, cost_ns, cost_ns, 0);
+}
+
+void observe_remote(QpRec* q, const WriteRequest& r, uint64_t cost_ns) {
+  learn(q, Path::unload_remote, r.length, r.sge_count, r.rkey, r.remote_addr, cost_ns, 0, 0);
 }
 
 void note_poll(int got) {

@@ -30,6 +30,11 @@ inline bool direct_possible(QpRec* q, const Tunables& t) {
   return direct_blocker(q, t) == Why::none;
 }
 
+// Whether the CPU places q's writes through the remote path rather than direct: forced by
+// UNLOAD_PATH=remote, or, in the modes that rank, a registered peer on another host (direct
+// is for one on this host). The caller's `direct_why` is then remote_blocker's.
+bool places_remote(const QpRec* q);
+
 // The route of one request whose local buffers are `sg[0..n)`. `direct_why`: what keeps
 // the caller from running a direct write at this point (direct_blocker, or the request's
 // position), none when it can.
@@ -70,6 +75,9 @@ void observe(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rke
 // As observe(), for a direct write whose cost the caller measured (its share of a
 // submission of several), all of it CPU time.
 void observe_direct(QpRec* q, const WriteRequest& r, uint64_t cost_ns);
+// As observe_direct, for a remote write: none of it this host's CPU (the thread sleeps
+// while the peer's module places it), so the CPU budget is not charged.
+void observe_remote(QpRec* q, const WriteRequest& r, uint64_t cost_ns);
 
 // What the program's ibv_poll_cq returned (after the merge): a run of empty polls is a
 // wait for the NIC, which observe() reports to the policy.

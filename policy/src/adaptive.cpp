@@ -20,6 +20,15 @@ unsigned first_path_from(PathSet set, unsigned from) {
   return (from + static_cast<unsigned>(std::countr_zero(rotated))) % kPathCount;
 }
 
+// The paths adaptive weighs for a write of a class with this hotness. The target-page
+// hint: a hot page's translation stays in the target NIC's cache, so the NIC places its
+// writes as cheaply as the target's CPU would (the origin paper keeps heavy hitters on the
+// NIC); remote is for the cold ones.
+PathSet class_eligible(const WriteFeatures& f, const Tunables& t, bool hot) {
+  const PathSet e = effective_eligible(f, t);
+  return hot ? e.without(Path::unload_remote) : e;
+}
+
 }  // namespace
 
 Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
@@ -36,7 +45,7 @@ Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot
   settled_.live = false;
   steady_ = false;
   reason_ = Reason::cost;
-  const PathSet eligible = effective_eligible(f, t);
+  const PathSet eligible = class_eligible(f, t, hot);
   if (eligible == PathSet(Path::offload)) {
     steady_ = true;
     if (reuse_ == Reuse::on) settle(f, t, hot, false, Path::offload, 0);
@@ -113,7 +122,7 @@ bool Policy::settled_still_holds() {
   WriteFeatures f{};
   f.length = s.length;
   f.eligible = s.eligible;
-  const PathSet eligible = effective_eligible(f, t);
+  const PathSet eligible = class_eligible(f, t, s.hot);
   const PathSet explorable = eligible;
   const WriteClass& wc = *s.cls;
   uint64_t best_ns = 0;

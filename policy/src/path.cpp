@@ -22,15 +22,17 @@ PathSet effective_eligible(const WriteFeatures& f, const Tunables& t) {
   // A cap of 0 turns its path off rather than allowing only empty writes: that is what an
   // administrator writing 0 to inline_max means.
   const auto within = [&f](uint32_t cap) { return cap != 0 && f.length <= cap; };
-  PathSet e = f.eligible.with(Path::offload).without(Path::unload_remote);  // not ranked (is_ranked)
+  PathSet e = f.eligible.with(Path::offload);
+  if (f.peer_local) e = e.without(Path::unload_remote);  // direct reaches it, not the channel
   if (!within(t.inline_max)) e = e.without(Path::unload_inline);
   if (!within(t.stage_max)) e = e.without(Path::unload_stage);
-  if (!within(t.direct_max)) e = e.without(Path::unload_direct);
+  if (!within(t.direct_max)) e = e.without(Path::unload_direct).without(Path::unload_remote);
   return e;
 }
 
 Path cheapest_cpu_path(PathSet eligible) {
   if (eligible.contains(Path::unload_direct)) return Path::unload_direct;
+  if (eligible.contains(Path::unload_remote)) return Path::unload_remote;
   if (eligible.contains(Path::unload_inline)) return Path::unload_inline;
   if (eligible.contains(Path::unload_stage)) return Path::unload_stage;
   return Path::offload;

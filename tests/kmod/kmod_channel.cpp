@@ -103,9 +103,9 @@ void bad_args(int fd, const char* peer) {
   int r = uioctl(fd, UNLOAD_IOC_CHANNEL_PROBE, &p);
   expect(r == -EINVAL, "args.reserved_set", "rc %d", r);
   p = probe_args(peer, 1);
-  p.flags = 1;
+  p.flags = UNLOAD_PROBE_EXISTING << 1;
   r = uioctl(fd, UNLOAD_IOC_CHANNEL_PROBE, &p);
-  expect(r == -EINVAL, "args.flags_set", "rc %d", r);
+  expect(r == -EINVAL, "args.unknown_flag", "rc %d", r);
   p = probe_args(peer, UNLOAD_PROBE_MAX_LEN + 1);
   r = uioctl(fd, UNLOAD_IOC_CHANNEL_PROBE, &p);
   expect(r == -EINVAL, "args.length_over_max", "rc %d", r);
@@ -346,11 +346,32 @@ void killed_mid_probe(int fd, const char* peer, uint64_t chan) {
          (unsigned long long)p.channel_id, (unsigned long long)chan);
 }
 
+// UNLOAD_PROBE_EXISTING asks only a channel already up: none to a host no channel goes to
+// (192.0.2.99: the link's range, no such host), and no connect to it (the channels open and
+// opened stay as they were); the one the probes use to the peer.
+void existing_only(int fd, const char* peer, uint64_t chan) {
+  unload_channel_probe p = probe_args(chan ? peer : "192.0.2.99", 8);
+  p.flags = UNLOAD_PROBE_EXISTING;
+  const long long opened = chan_stat("opened"), open = chan_stat("open");
+  int r = uioctl(fd, UNLOAD_IOC_CHANNEL_PROBE, &p);
+  if (!chan) {
+    expect(r == -ENOTCONN && chan_stat("opened") == opened && chan_stat("open") == open, "a.existing_none",
+           "rc %d, opened %lld -> %lld, open %lld -> %lld", r, opened, chan_stat("opened"), open,
+           chan_stat("open"));
+    return;
+  }
+  expect(r == 0 && p.channel_id == chan && p.state == UNLOAD_CHANNEL_UP, "a.existing_up",
+         "rc %d, channel %llu (the probes' %llu), state %u", r, (unsigned long long)p.channel_id,
+         (unsigned long long)chan, p.state);
+}
+
 int host_a(const char* peer) {
   await("B.ready");
   int fd = unload_open();
   uint64_t chan = 0;
+  existing_only(fd, peer, 0);
   sizes(fd, peer, "a_to_b", &chan);
+  existing_only(fd, peer, chan);
   bad_args(fd, peer);
   concurrent(fd, peer);
   expect(chan_stat("open") >= 1 && chan_stat("bad_messages") == 0 && chan_stat("opened") >= 1,

@@ -10,8 +10,6 @@ namespace {
 
 using testing::write_of;
 
-constexpr PathSet kRanked = PathSet::all().without(Path::unload_remote);
-
 TEST(policy_path_set, Algebra) {
   constexpr PathSet none;
   EXPECT_TRUE(none.empty());
@@ -51,10 +49,11 @@ TEST(policy_eligibility, CapsBoundEachCpuPath) {
   t.inline_max = 256;
   t.stage_max = 4096;
   t.direct_max = 65536;
-  const auto at = [&](uint32_t len) { return effective_eligible(write_of(len, kRanked), t); };
-  EXPECT_EQ(at(256), kRanked);
-  EXPECT_EQ(at(257), kRanked.without(Path::unload_inline));
-  EXPECT_EQ(at(4097), PathSet(Path::offload).with(Path::unload_direct));
+  const auto at = [&](uint32_t len) { return effective_eligible(write_of(len, PathSet::all()), t); };
+  EXPECT_EQ(at(256), PathSet::all());
+  EXPECT_EQ(at(257), PathSet::all().without(Path::unload_inline));
+  // Remote shares direct's cap: the module places both.
+  EXPECT_EQ(at(4097), PathSet(Path::offload).with(Path::unload_direct).with(Path::unload_remote));
   EXPECT_EQ(at(65537), PathSet(Path::offload));
 }
 
@@ -69,9 +68,11 @@ TEST(policy_eligibility, CapsNeverAddAPathTheRuntimeRuledOut) {
             PathSet(Path::offload).with(Path::unload_stage));
 }
 
-TEST(policy_cheapest_cpu_path, PrefersDirectThenInlineThenStage) {
+TEST(policy_cheapest_cpu_path, PrefersDirectThenRemoteThenInlineThenStage) {
   EXPECT_EQ(cheapest_cpu_path(PathSet::all()), Path::unload_direct);
-  EXPECT_EQ(cheapest_cpu_path(PathSet::all().without(Path::unload_direct)), Path::unload_inline);
+  EXPECT_EQ(cheapest_cpu_path(PathSet::all().without(Path::unload_direct)), Path::unload_remote);
+  EXPECT_EQ(cheapest_cpu_path(PathSet::all().without(Path::unload_direct).without(Path::unload_remote)),
+            Path::unload_inline);
   EXPECT_EQ(cheapest_cpu_path(PathSet(Path::unload_stage).with(Path::offload)), Path::unload_stage);
   EXPECT_EQ(cheapest_cpu_path(PathSet(Path::offload)), Path::offload);
 }

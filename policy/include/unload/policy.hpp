@@ -44,14 +44,16 @@ struct PolicyStats {
 };
 
 // The paths the tunables' length caps allow for this write, plus offload, which is always
-// eligible; never remote, which no mode ranks yet (is_ranked): it is taken only when
-// UNLOAD_PATH=remote forces it, and a forced path bypasses the policy.
+// eligible. Direct and remote share direct_max (the module's cap for its placements);
+// remote is never eligible for a peer on this host.
 PathSet effective_eligible(const WriteFeatures& f, const Tunables& t);
 
 // The cheapest eligible CPU path by construction, or offload if none is eligible. Direct
-// first: one CPU copy and no NIC or wire at all. Inline next: one copy into the work
-// request, and the NIC skips the payload fetch and local translation. Stage last: the
-// same copy plus the NIC's DMA read of the staging slot.
+// first: one CPU copy and no NIC or wire at all. Remote next (never eligible with direct:
+// one is for a peer on this host, the other for one on another): both halves on CPUs, no
+// NIC translation at either end, one message on the modules' channel. Inline next: one
+// copy into the work request, and the NIC skips the payload fetch and local translation.
+// Stage last: the same copy plus the NIC's DMA read of the staging slot.
 Path cheapest_cpu_path(PathSet eligible);
 
 class Policy {

@@ -80,6 +80,24 @@ chan() { cat "$S/channel/$1"; }
 check "256 QPs: one channel on host $ME, opened once in the run (open $(chan open), opened $(chan opened))" \
 	[ "$(chan open)" -eq 1 -a "$(chan opened)" -eq 1 ]
 
+# Unforced, the modes that rank remote take it for a peer on another host once a channel
+# to it is up (the steps before opened it): unload mode ranks it first there. The default
+# mode (adaptive) keeps a hot target page (perftest writes one buffer) on the NIC's side:
+# its share is printed, not checked (timings decide adaptive's warm-up).
+r4=$(rep writes_remote)
+STEP_ENV_B=UNLOAD_PATH=offload check "ib_write_bw 4 KiB in unload mode (no path forced), shim client A, server B" \
+	step bw_unload B UNLOAD_MODE=unload -- "${bw[@]}" -- "${bw[@]}" "$PEER_ADDR"
+p4u=$(mark bw_unload)
+perf bw_unload "$p3q" "$p4u" "$r4"
+STEP_ENV_B=UNLOAD_PATH=offload check "ib_write_bw 4 KiB in the default mode, shim client A, server B" \
+	step bw_default B - -- "${bw[@]}" -- "${bw[@]}" "$PEER_ADDR"
+p4d=$(mark bw_default)
+if [ "$ME" = A ]; then
+	show_stats bw_default
+	echo "measured: default mode, one hot target page: $(stat "$WORK/bw_default.stats" writes_remote) of" \
+		"$(all_writes "$WORK/bw_default.stats") writes remote (B placed $((p4d - p4u)))"
+fi
+
 # The same requests twice: neither host under the shim (the NIC's outcome), then both
 # (A's writes remote, B's QP and region registered with its module).
 check "remote_parity without the shim (the NIC's reference)" \

@@ -31,12 +31,6 @@ constexpr bool needs_fence_after_nic(Path p) {
   return p == Path::unload_direct || p == Path::unload_remote;
 }
 
-// Whether the modes that choose (unload, threshold, adaptive) may rank the path. Remote is
-// not ranked yet: it is taken only when UNLOAD_PATH=remote forces it (policy/README.md).
-constexpr bool is_ranked(Path p) {
-  return p != Path::unload_remote;
-}
-
 const char* name_of(Path p);
 
 // A bitmask of paths, one bit per Path value.
