@@ -35,8 +35,7 @@ Why remote_blocker(QpRec* q, const Tunables& t) {
   // refuse every write after a connect attempt each; the probe asks once. Unforced, only a
   // channel already up counts (opened by `unloadctl probe`, a forced run, or the peer):
   // the probe then puts nothing on the wire, so a peer without unload sees no change.
-  if (p.channel == 0)
-    p.channel = kmod_probe_channel(q->qp->context, p.port, p.dgid, !is_forced) == 0 ? 1 : 2;
+  if (p.channel == 0) p.channel = kmod_probe_channel(q->qp->context, p.port, p.dgid, !is_forced) == 0 ? 1 : 2;
   return p.channel == 1 ? Why::none : Why::no_channel;
 }
 
