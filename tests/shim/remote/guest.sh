@@ -1,11 +1,6 @@
 #!/bin/bash
 # Guest half of shim_remote: host A under the shim with UNLOAD_PATH=remote against host B, module on both: perftest's writes go remote, and the same requests give the same outcome on the NIC and on the remote path.
-. "$(dirname "$0")/../../wire/lib.sh"
-RP=$BIN/remote_parity
-[ -x "$RP" ] || skip "no remote_parity at $RP"
-[ -e "$SHIM" ] || skip "no shim at $SHIM"
-[ -e /dev/unload ] || skip "no module on host $ME"
-S=/sys/kernel/unload
+. "$(dirname "$0")/lib.sh"
 
 # mark NAME: host B's stats/remote_placed_writes after step NAME (B publishes, A reads).
 mark() {

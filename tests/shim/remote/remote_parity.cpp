@@ -155,6 +155,19 @@ int side_channel(bool server, const char* addr) {
   die("connect to the server");
 }
 
+// The RC path to the peer's QP (its QPN and GID), from this device's GID and port MTU.
+t::RcPath path_to(const PeerInfo& peer, const t::Device& dev, const ibv_port_attr& pa) {
+  t::RcPath path;
+  path.dest_qpn = peer.qpn;
+  std::memcpy(path.dgid.raw, peer.gid, 16);
+  path.sgid_index = dev.gid_index;
+  path.mtu = pa.active_mtu;
+  path.rq_psn = kPsn;
+  path.sq_psn = kPsn;
+  path.hop_limit = 64;
+  return path;
+}
+
 const char* state_name(ibv_qp* qp) {
   ibv_qp_attr a{};
   ibv_qp_init_attr ia{};
@@ -226,14 +239,7 @@ void run_case(size_t ci, const Case& c, bool server, t::Device& dev, ibv_pd* pd,
       rw.wr_id = 1000 + i;
       if (ibv_post_recv(qp, &rw, &bad)) die("ibv_post_recv");
     }
-  t::RcPath path;
-  path.dest_qpn = peer.qpn;
-  std::memcpy(path.dgid.raw, peer.gid, 16);
-  path.sgid_index = dev.gid_index;
-  path.mtu = pa.active_mtu;
-  path.rq_psn = kPsn;
-  path.sq_psn = kPsn;
-  path.hop_limit = 64;
+  t::RcPath path = path_to(peer, dev, pa);
   path.timeout = 20;  // 4.3 s: a slow TCG guest is not a lost peer
   if (int e = unload::verbs::rc_to_rtr(qp, path)) die("modify to RTR", -e);
   if (int e = unload::verbs::rc_to_rts(qp, path)) die("modify to RTS", -e);
@@ -348,14 +354,7 @@ void stream(bool server, const char* addr, const char* name, const char* file) {
   ibv_port_attr pa{};
   if (ibv_query_port(dev.ctx, 1, &pa)) die("ibv_query_port");
   if (int e = unload::verbs::rc_to_init(qp, IBV_ACCESS_REMOTE_WRITE)) die("modify to INIT", -e);
-  t::RcPath path;
-  path.dest_qpn = peer.qpn;
-  std::memcpy(path.dgid.raw, peer.gid, 16);
-  path.sgid_index = dev.gid_index;
-  path.mtu = pa.active_mtu;
-  path.rq_psn = kPsn;
-  path.sq_psn = kPsn;
-  path.hop_limit = 64;
+  const t::RcPath path = path_to(peer, dev, pa);
   if (int e = unload::verbs::rc_to_rtr(qp, path)) die("modify to RTR", -e);
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTS;
