@@ -207,10 +207,19 @@ Why adaptive_why(policy::Policy::Reason reason) {
 
 }  // namespace
 
+namespace {
+
+// places_remote, for a caller that has read the forced path already.
+bool places_remote(const QpRec* q, bool is_forced, Path forced) {
+  return is_forced ? forced == Path::unload_remote : q->peer.registered && !peer_here(q);
+}
+
+}  // namespace
+
 bool places_remote(const QpRec* q) {
   Path forced;
-  if (forced_path(forced)) return forced == Path::unload_remote;
-  return q->peer.registered && !peer_here(q);
+  const bool is_forced = forced_path(forced);
+  return places_remote(q, is_forced, forced);
 }
 
 Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t, Why direct_why) {
@@ -222,7 +231,7 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
   // Forced remote, or a ranking mode's peer on another host: `direct_why` is what keeps
   // the caller from a remote write (remote_blocker); direct is not offered (its peer would
   // be on this host).
-  const bool want_remote = places_remote(q);
+  const bool want_remote = places_remote(q, is_forced, forced);
   out.preferred = is_forced ? forced : want_remote ? Path::unload_remote : Path::unload_direct;
   if (out.preferred == Path::offload) return out;
   // A window's binding is the NIC's to check, in the order of the QP's requests.

@@ -155,8 +155,19 @@ int side_channel(bool server, const char* addr) {
   die("connect to the server");
 }
 
+// This side's QP, rkey, region and GID sent over the side channel; the peer's received.
+PeerInfo swap_info(int fd, const t::Device& dev, const ibv_qp* qp, const ibv_mr* mr, const void* buf) {
+  PeerInfo me{qp->qp_num, mr->rkey, reinterpret_cast<uintptr_t>(buf), {}}, peer{};
+  std::memcpy(me.gid, dev.gid.raw, 16);
+  full_io(fd, &me, sizeof me, true);
+  full_io(fd, &peer, sizeof peer, false);
+  return peer;
+}
+
 // The RC path to the peer's QP (its QPN and GID), from this device's GID and port MTU.
-t::RcPath path_to(const PeerInfo& peer, const t::Device& dev, const ibv_port_attr& pa) {
+t::RcPath path_to(const PeerInfo& peer, const t::Device& dev) {
+  ibv_port_attr pa{};
+  if (ibv_query_port(dev.ctx, 1, &pa)) die("ibv_query_port");
   t::RcPath path;
   path.dest_qpn = peer.qpn;
   std::memcpy(path.dgid.raw, peer.gid, 16);
@@ -222,12 +233,7 @@ void run_case(size_t ci, const Case& c, bool server, t::Device& dev, ibv_pd* pd,
     for (size_t i = 0; i < kRegion / 2; ++i) buf[i] = prefilled(ci, i);
   ibv_mr* mr =
       t::make_mr(pd, buf, kRegion, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-  PeerInfo me{qp->qp_num, mr->rkey, reinterpret_cast<uintptr_t>(buf), {}}, peer{};
-  std::memcpy(me.gid, dev.gid.raw, 16);
-  full_io(fd, &me, sizeof me, true);
-  full_io(fd, &peer, sizeof peer, false);
-  ibv_port_attr pa{};
-  if (ibv_query_port(dev.ctx, 1, &pa)) die("ibv_query_port");
+  const PeerInfo peer = swap_info(fd, dev, qp, mr, buf);
   if (int e = unload::verbs::rc_to_init(qp, server ? c.server_access : IBV_ACCESS_REMOTE_WRITE))
     die("modify to INIT", -e);
   size_t imms = 0;
@@ -239,7 +245,7 @@ void run_case(size_t ci, const Case& c, bool server, t::Device& dev, ibv_pd* pd,
       rw.wr_id = 1000 + i;
       if (ibv_post_recv(qp, &rw, &bad)) die("ibv_post_recv");
     }
-  t::RcPath path = path_to(peer, dev, pa);
+  t::RcPath path = path_to(peer, dev);
   path.timeout = 20;  // 4.3 s: a slow TCG guest is not a lost peer
   if (int e = unload::verbs::rc_to_rtr(qp, path)) die("modify to RTR", -e);
   if (int e = unload::verbs::rc_to_rts(qp, path)) die("modify to RTS", -e);
@@ -347,14 +353,9 @@ void stream(bool server, const char* addr, const char* name, const char* file) {
   ibv_qp* qp = t::make_rc_qp(pd, cq, cq);
   uint8_t* buf = t::map_zeroed(kRegion);
   ibv_mr* mr = t::make_mr(pd, buf, kRegion, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  PeerInfo me{qp->qp_num, mr->rkey, reinterpret_cast<uintptr_t>(buf), {}}, peer{};
-  std::memcpy(me.gid, dev.gid.raw, 16);
-  full_io(fd, &me, sizeof me, true);
-  full_io(fd, &peer, sizeof peer, false);
-  ibv_port_attr pa{};
-  if (ibv_query_port(dev.ctx, 1, &pa)) die("ibv_query_port");
+  const PeerInfo peer = swap_info(fd, dev, qp, mr, buf);
   if (int e = unload::verbs::rc_to_init(qp, IBV_ACCESS_REMOTE_WRITE)) die("modify to INIT", -e);
-  const t::RcPath path = path_to(peer, dev, pa);
+  const t::RcPath path = path_to(peer, dev);
   if (int e = unload::verbs::rc_to_rtr(qp, path)) die("modify to RTR", -e);
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTS;
