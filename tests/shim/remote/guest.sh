@@ -101,13 +101,24 @@ p4=$(mark par_nic)
 STEP_ENV_B=UNLOAD_PATH=remote check "remote_parity under the shim on both hosts, UNLOAD_PATH=remote" \
 	step par_remote B "$env" -- "$RP" server -- "$RP" client "$PEER_ADDR"
 p5=$(mark par_remote)
+# Unforced too: A in unload mode ranks remote over the channel the steps before opened.
+STEP_ENV_B=UNLOAD_PATH=offload check "remote_parity, A in unload mode (no path forced), B under the shim" \
+	step par_unload B UNLOAD_MODE=unload -- "$RP" server -- "$RP" client "$PEER_ADDR"
 if [ "$ME" = A ]; then
 	for side in cli srv; do
 		grep '^R ' "$WORK/par_nic.$side" >"$WORK/nic.$side"
 		grep '^R ' "$WORK/par_remote.$side" >"$WORK/remote.$side"
+		grep '^R ' "$WORK/par_unload.$side" >"$WORK/unload.$side"
 	done
 	who() { [ "$1" = cli ] && echo "client A: completions, statuses, wr_ids, QP states" ||
 		echo "server B: target bytes and QP states"; }
+	for side in cli srv; do
+		check "parity, unload mode, $(who $side): identical on the NIC and unforced" \
+			diff -u "$WORK/nic.$side" "$WORK/unload.$side"
+	done
+	show_stats par_unload
+	check "parity, unload mode: A's writes went remote unforced ($(stat "$WORK/par_unload.stats" writes_remote))" \
+		[ "$(stat "$WORK/par_unload.stats" writes_remote)" -gt 0 ]
 	for side in cli srv; do
 		check "parity, $(who $side): $(wc -l <"$WORK/nic.$side") lines, identical on the NIC and remote" \
 			diff -u "$WORK/nic.$side" "$WORK/remote.$side"
