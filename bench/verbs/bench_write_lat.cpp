@@ -13,7 +13,9 @@
 #include "unload.h"
 
 #include <benchmark/benchmark.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -110,13 +112,11 @@ struct Drain {
 };
 
 // Writes per path so far, from the module's statistics (all -1 without the module): direct
-// from stats/ (its own count), the others from reported/ (what the sessions claim; this
-// benchmark's own processes are the only writers). The share each path took in a benchmark
-// shows what the adaptive policy chose.
-// Writes per path: the module's own direct count (the writes it placed) and, apart, the
-// direct writes the mapped engine placed (the module never sees them, the shim claims them).
-constexpr int kPathNames = 5;
-const char* const kPathName[kPathNames] = {"offload", "inline", "stage", "direct", "mapped"};
+// from stats/ (the writes the module itself placed), the others from reported/ (what the
+// sessions claim; this benchmark's own processes are the only writers), mapped apart (the
+// module never sees those). The share each path took shows what the adaptive policy chose.
+constexpr int kPathNames = 6;
+const char* const kPathName[kPathNames] = {"offload", "inline", "stage", "direct", "mapped", "remote"};
 
 struct PathCounts {
   double n[kPathNames] = {-1, -1, -1, -1, -1};
@@ -131,6 +131,7 @@ PathCounts path_counts() {
     if (f >> v) c.n[i] = v;
   }
   if (c.n[4] < 0) c.n[4] = 0;  // a module without the mapped path
+  if (c.n[5] < 0) c.n[5] = 0;  // or without the remote path
   return c;
 }
 
@@ -528,6 +529,53 @@ int serve(const ub::LinkOptions& opt, int sock) {
   return 0;
 }
 
+// The control socket of a two-host run: the one client accepted on PORT (--serve), or the
+// connection to ADDR:PORT (--peer). -1 with the reason printed.
+int tcp_accept_one(uint16_t port) {
+  int ls = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  if (ls < 0 || setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+      bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof(a)) || listen(ls, 1)) {
+    perror("bench: listen");
+    if (ls >= 0) close(ls);
+    return -1;
+  }
+  int fd = accept(ls, nullptr, nullptr);
+  if (fd < 0) perror("bench: accept");
+  close(ls);
+  return fd;
+}
+
+int tcp_connect(const std::string& addr, uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  if (inet_pton(AF_INET, addr.c_str(), &a.sin_addr) != 1) {
+    fprintf(stderr, "bench: --peer wants an IPv4 address, not '%s'\n", addr.c_str());
+    return -1;
+  }
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a))) {
+    perror("bench: connect to --peer");
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// "1..65535" into *port; false otherwise.
+bool parse_port(const std::string& v, uint16_t* port) {
+  char* end = nullptr;
+  unsigned long n = strtoul(v.c_str(), &end, 10);
+  if (v.empty() || *end || n < 1 || n > 65535) return false;
+  *port = static_cast<uint16_t>(n);
+  return true;
+}
+
 bool take_flag(const char* arg, const char* name, std::string& value) {
   size_t n = strlen(name);
   if (strncmp(arg, name, n) || arg[n] != '=') return false;
@@ -540,6 +588,8 @@ bool take_flag(const char* arg, const char* name, std::string& value) {
 int main(int argc, char** argv) {
   ub::LinkOptions opt;
   std::string spin_yield = "auto";
+  std::string peer_addr;
+  uint16_t serve_port = 0, peer_port = 0;
   std::vector<char*> rest{argv[0]};
   for (int i = 1; i < argc; i++) {
     std::string v;
@@ -565,6 +615,18 @@ int main(int argc, char** argv) {
         return 2;
       }
       spin_yield = v;
+    } else if (take_flag(argv[i], "--serve", v)) {
+      if (!parse_port(v, &serve_port)) {
+        fprintf(stderr, "bench: --serve wants a TCP port, not '%s'\n", v.c_str());
+        return 2;
+      }
+    } else if (take_flag(argv[i], "--peer", v)) {
+      size_t colon = v.rfind(':');
+      if (colon == std::string::npos || !parse_port(v.substr(colon + 1), &peer_port)) {
+        fprintf(stderr, "bench: --peer wants ADDR:PORT, not '%s'\n", v.c_str());
+        return 2;
+      }
+      peer_addr = v.substr(0, colon);
     } else if (take_flag(argv[i], "--iters_scale", v)) {
       g_iters_scale = strtod(v.c_str(), &end);
       if (v.empty() || *end || !(g_iters_scale > 0 && g_iters_scale <= 100)) {
@@ -579,41 +641,71 @@ int main(int argc, char** argv) {
   // Two spinning processes and the device need more than 2 CPUs to spin freely.
   g_spin_yield = spin_yield == "1" || (spin_yield == "auto" && sysconf(_SC_NPROCESSORS_ONLN) < 4);
 
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
-    perror("bench: socketpair");
-    return 1;
+  if (serve_port && peer_port) {
+    fprintf(stderr, "bench: --serve and --peer are the two ends: give one\n");
+    return 2;
   }
-  pid_t server = fork();
-  if (server < 0) {
-    perror("bench: fork");
-    return 1;
+  if (serve_port) {
+    int fd = tcp_accept_one(serve_port);
+    if (fd < 0) return 1;
+    int rc = serve(opt, fd);
+    close(fd);
+    return rc;
   }
-  if (server == 0) {
-    close(sv[0]);
-    _exit(serve(opt, sv[1]));
+  pid_t server = -1;
+  if (peer_port) {
+    g_sock = tcp_connect(peer_addr, peer_port);
+    if (g_sock < 0) return 1;
+  } else {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+      perror("bench: socketpair");
+      return 1;
+    }
+    server = fork();
+    if (server < 0) {
+      perror("bench: fork");
+      return 1;
+    }
+    if (server == 0) {
+      close(sv[0]);
+      _exit(serve(opt, sv[1]));
+    }
+    close(sv[1]);
+    g_sock = sv[0];
   }
-  close(sv[1]);
-  g_sock = sv[0];
 
   std::string err;
   int rc = g_link.connect(opt, g_sock, err);
   if (rc) {
     fprintf(stderr, "bench: %s: %s\n", err.c_str(), strerror(-rc));
     close(g_sock);
-    waitpid(server, nullptr, 0);
+    if (server > 0) waitpid(server, nullptr, 0);
+    return 1;
+  }
+  if (g_link.peer.length < opt.buffer_bytes) {
+    fprintf(stderr, "bench: the peer's buffer is %llu bytes, ours %zu: give both --footprint_mib=%zu\n",
+            static_cast<unsigned long long>(g_link.peer.length), opt.buffer_bytes, g_footprint >> 20);
+    close(g_sock);
+    if (server > 0) waitpid(server, nullptr, 0);
     return 1;
   }
   int bargc = static_cast<int>(rest.size());
   benchmark::Initialize(&bargc, rest.data());
   register_all();
   add_context();
+  benchmark::AddCustomContext("peer", peer_port ? peer_addr : "forked");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
 
   Command stop{Op::stop, 0, 0};
   ub::sock_send(g_sock, &stop, sizeof(stop));
+  char eof;
+  // The server's exit (its end closing) before ours: its MR is gone before the next run.
+  while (peer_port && ub::sock_recv(g_sock, &eof, 1) == 0) {
+  }
   close(g_sock);
+  if (server < 0) return 0;
   int status = 0;
   waitpid(server, &status, 0);
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/lib/python/nic_model_report.py: a table per workload labelled as the NIC model's,
 each cell the median over repetitions, the model's effect on the NIC path and adaptive
-against the better path; a missing cell shown as such; no rows an error.
+against the better path; a missing cell shown as such; the remote path and the target's
+misses for two hosts; no rows an error.
 
   nic_model_report_test.py SOURCE_DIR
 """
@@ -21,11 +22,11 @@ def check(ok, what):
     fails += not ok
 
 
-def report(rows):
+def report(rows, *args):
     with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
         f.write("".join("\t".join(str(x) for x in r) + "\n" for r in rows))
     try:
-        p = subprocess.run([sys.executable, script, f.name], capture_output=True, text=True)
+        p = subprocess.run([sys.executable, script, *args, f.name], capture_output=True, text=True)
     finally:
         os.unlink(f.name)
     return p.returncode, p.stdout
@@ -45,11 +46,28 @@ lines = out.splitlines()
 check(rc == 0, f"a table from the rows (exit {rc})")
 check(sum(l.startswith("UNDER THE NIC MODEL") for l in lines) == 2, "one table per workload, each labelled as the model's")
 row16 = next((l.split() for l in lines if l.split()[:1] == ["16"]), [])
-# MiB, offload/direct/adaptive off, offload/direct/adaptive on, on/off, adaptive/best, share
-want = ["16", "20.0", "5.0", "-", "30.0", "5.0", "6.0", "1.50", "1.20", "0.98"]
+# MiB, offload/direct/adaptive off, offload/direct/adaptive on, on/off, adaptive/best off
+# (no adaptive run with the model off) and on, share
+want = ["16", "20.0", "5.0", "-", "30.0", "5.0", "6.0", "1.50", "-", "1.20", "0.98"]
 check(row16 == want, f"the 16 MiB row is the medians and their ratios: {row16}")
 row1 = next((l.split() for l in lines if l.split()[:1] == ["1"]), [])
-check(row1[-3:] == ["-", "-", "-"], f"a footprint missing a cell has no ratios: {row1}")
+check(row1[-4:] == ["-", "-", "-", "-"], f"a footprint missing a cell has no ratios: {row1}")
+
+# Two hosts: remote the CPU path, the target's misses a write in a ninth column.
+hosts = []
+for m, (nic, rem, ad, miss) in {"off": (200000, 600000, 210000, "0.00"), "on": (900000, 600000, 610000, "0.93")}.items():
+    hosts += [(1, m, 64, "offload", "RandomTarget", nic, nic * 2, "0.00", miss),
+              (1, m, 64, "remote", "RandomTarget", rem, rem * 2, "1.00", "0.00"),
+              (1, m, 64, "adaptive", "RandomTarget", ad, ad * 2, "0.97", "0.03")]
+rc, out = report(hosts, "--cpu", "remote")
+lines = out.splitlines()
+head = next((l for l in lines if "MiB" in l), "")
+check(rc == 0 and "remote on" in head and "NIC misses/write on" in head, f"two hosts: remote's columns ({head})")
+row64 = next((l.split() for l in lines if l.split()[:1] == ["64"]), [])
+want = ["64", "200.0", "600.0", "210.0", "900.0", "600.0", "610.0", "4.50", "1.05", "1.02", "0.97", "0.93"]
+check(row64 == want, f"two hosts: adaptive against the better path each way, the target's misses: {row64}")
+rc, _ = report(hosts, "--cpu", "mapped")
+check(rc != 0, f"an unknown CPU path: an error (exit {rc})")
 rc, out = report([])
 check(rc == 1, f"no rows: an error (exit {rc})")
 sys.exit(1 if fails else 0)

@@ -8,7 +8,7 @@ BIN=$UNLOAD_BUILD_DIR/tests/nicmodel/nicmodel_xlate_writes
 [ -x "$BIN" ] || die "no $BIN"
 
 # A refused write leaves the value as it was.
-for bad in "xlate_entries 5" "xlate_entries 2000000" "xlate_entries abc" "xlate_miss_ns 100001" "xlate_miss_ns -1"; do
+for bad in "xlate_entries 5" "xlate_entries 2000000" "xlate_entries abc" "xlate_miss_ns 2000001" "xlate_miss_ns -1"; do
 	set -- $bad
 	before=$(cat "$P/$1")
 	if echo "$2" >"$P/$1" 2>/dev/null; then

@@ -30,13 +30,15 @@ put() {
 }
 
 # listening PROGRAM PID: until the server listens (18515 for perftest and
-# ibv_rc_pingpong, 18600 for wire_workload, 18610 for remote_parity, 7174 for rping), or exits.
+# ibv_rc_pingpong, 18600 for wire_workload, 18610 for remote_parity, 18620 for
+# bench_write_lat --serve, 7174 for rping), or exits.
 listening() {
 	local port=18515
 	case "$1" in
 	rping) port=7174 ;;
 	*wire_workload) port=18600 ;;
 	*remote_parity) port=18610 ;;
+	*bench_write_lat) port=18620 ;;
 	esac
 	wait_listen "$port" "$2"
 }

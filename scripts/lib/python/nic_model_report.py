@@ -1,59 +1,81 @@
 #!/usr/bin/env python3
-"""The NIC model's rows (scripts/lib/guest/bench-nic-model) as one table per workload.
+"""The NIC model's rows (scripts/lib/guest/bench-nic-model, bench-nic-model-hosts) as one
+table per workload.
 
-    nic_model_report.py nic_model.tsv
+    nic_model_report.py [--cpu direct|remote] TSV
 
 Each cell is the median over the repetitions of a run's median latency, in microseconds;
 "NIC on/off" is the NIC path's with the model on over with it off (the model's effect),
-"adaptive/best" adaptive's over the faster of the NIC and direct with the model on.
-Every figure is labelled as measured under the model: it is rxe with a modelled
-translation cache, not a NIC.
+"adaptive/best" adaptive's over the faster of the NIC and the CPU path (--cpu: direct on
+one host, remote across two) with the model off and on, "adaptive CPU share" the share of
+adaptive's writes that took the CPU path. A TSV of two hosts also gives the target NIC's
+translation misses a write on the NIC path. Every figure is labelled as measured under the
+model: it is rxe with a modelled translation cache, not a NIC.
 """
 import statistics
 import sys
 from collections import defaultdict
 
-PATHS = ("offload", "direct", "adaptive")
 
-
-def main(path):
+def main(argv):
+    cpu = "direct"
+    if len(argv) == 3 and argv[0] == "--cpu" and argv[1] in ("direct", "remote"):
+        cpu, argv = argv[1], argv[2:]
+    if len(argv) != 1:
+        sys.exit(__doc__)
+    paths = ("offload", cpu, "adaptive")
     cells = defaultdict(list)
     share = defaultdict(list)
-    for line in open(path):
+    misses = defaultdict(list)
+    for line in open(argv[0]):
         f = line.rstrip("\n").split("\t")
         if len(f) < 8:
             continue
-        rep, model, fp, p, work, med, _p99, direct = f[:8]
-        cells[(work, model, int(fp), p)].append(int(med) / 1000)
-        share[(work, model, int(fp), p)].append(float(direct))
+        _rep, model, fp, p, work, med, _p99, cpu_share = f[:8]
+        key = (work, model, int(fp), p)
+        cells[key].append(int(med) / 1000)
+        share[key].append(float(cpu_share))
+        if len(f) > 8:
+            misses[key].append(float(f[8]))
     if not cells:
-        print("nic_model_report: no rows in", path)
+        print("nic_model_report: no rows in", argv[0])
         return 1
     med = {k: statistics.median(v) for k, v in cells.items()}
     reps = max(len(v) for v in cells.values())
+
+    def ratio_to_best(work, m, fp):
+        best = min(med[(work, m, fp, "offload")], med[(work, m, fp, cpu)])
+        return f"{med[(work, m, fp, 'adaptive')] / best:.2f}"
+
+    def cell(figure):
+        """A derived figure, or "-" when a cell it needs is missing."""
+        try:
+            return figure()
+        except (KeyError, statistics.StatisticsError):
+            return "-"
+
     for work in sorted({k[0] for k in cells}):
         print(f"UNDER THE NIC MODEL (rxe with a modelled translation cache, not a NIC): {work}, 64 B,"
               f" median of {reps} runs' medians, us")
-        head = ["MiB"] + [f"{p} {m}" for m in ("off", "on") for p in PATHS] + \
-               ["NIC on/off", "adaptive/best on", "adaptive direct share on"]
+        head = ["MiB"] + [f"{p} {m}" for m in ("off", "on") for p in paths] + \
+               ["NIC on/off", "adaptive/best off", "adaptive/best on", f"adaptive {cpu} share on"]
+        if misses:
+            head.append("NIC misses/write on")
         print("  ".join(f"{h:>14}" for h in head))
         for fp in sorted({k[2] for k in cells if k[0] == work}):
             row = [str(fp)]
             for m in ("off", "on"):
-                row += [f"{med[(work, m, fp, p)]:.1f}" if (work, m, fp, p) in med else "-" for p in PATHS]
-            try:
-                on, off = med[(work, "on", fp, "offload")], med[(work, "off", fp, "offload")]
-                best = min(on, med[(work, "on", fp, "direct")])
-                row += [f"{on / off:.2f}", f"{med[(work, 'on', fp, 'adaptive')] / best:.2f}",
-                        f"{statistics.median(share[(work, 'on', fp, 'adaptive')]):.2f}"]
-            except KeyError:
-                row += ["-", "-", "-"]
+                row += [f"{med[(work, m, fp, p)]:.1f}" if (work, m, fp, p) in med else "-" for p in paths]
+            row += [cell(lambda: f"{med[(work, 'on', fp, 'offload')] / med[(work, 'off', fp, 'offload')]:.2f}"),
+                    cell(lambda: ratio_to_best(work, "off", fp)),
+                    cell(lambda: ratio_to_best(work, "on", fp)),
+                    cell(lambda: f"{statistics.median(share[(work, 'on', fp, 'adaptive')]):.2f}")]
+            if misses:
+                row.append(cell(lambda: f"{statistics.median(misses[(work, 'on', fp, 'offload')]):.2f}"))
             print("  ".join(f"{c:>14}" for c in row))
         print()
     return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# nicmodel_hosts' guest half, on both hosts: bench-nic-model-hosts at one footprint and one repetition; host A judges its rows.
+set -uo pipefail
+# shellcheck source=tests/support/check.sh
+. "$UNLOAD_SOURCE_DIR/tests/support/check.sh"
+# Both hosts write their raw logs into the pair's shared directory; A writes the rows.
+out=${UNLOAD_PAIR_DIR:?not in a two-host sandbox}/rows
+mkdir -p "$out"
+"$UNLOAD_SOURCE_DIR/scripts/lib/guest/bench-nic-model-hosts" --out "$out" --build "$UNLOAD_BUILD_DIR" \
+	--reps 1 --footprints 1 >"$out/log.$UNLOAD_HOST" 2>&1
+rc=$?
+[ "$UNLOAD_HOST" = A ] || exit $rc
+if [ "$rc" -ne 0 ]; then
+	fail "bench-nic-model-hosts" "exit $rc"
+	tail -5 "$out/log.A" | sed 's/^/    /'
+	finish
+fi
+tsv=$out/nic_model_hosts.tsv
+rows=$(wc -l <"$tsv")
+expect "a row per model state, path and workload" "$([ "$rows" -eq 12 ] && echo 1)" "$rows of 12"
+# Columns: rep model MiB path workload median p99 remote-share B's-misses-a-write.
+awk_rows() { awk -F'\t' "$1" "$tsv"; }
+expect "remote: every write remote" "$(awk_rows '$4 == "remote" && $8 != "1.00" {bad++} END {if (!bad) print 1}')"
+expect "remote: no write translated by the target's NIC" \
+	"$(awk_rows '$4 == "remote" && $9 != "0.00" {bad++} END {if (!bad) print 1}')"
+expect "NIC, model off: nothing counted" \
+	"$(awk_rows '$4 == "offload" && $2 == "off" && $9 != "0.00" {bad++} END {if (!bad) print 1}')"
+expect "NIC, model on: the target's NIC misses (each page's first write)" \
+	"$(awk_rows '$4 == "offload" && $2 == "on" && $9 + 0 > 0 {n++} END {if (n == 2) print 1}')"
+expect "its table labelled as the model's" "$(grep -q '^UNDER THE NIC MODEL' "$out/nic_model_hosts.txt" && echo 1)"
+finish
