@@ -53,18 +53,20 @@ check(row16 == want, f"the 16 MiB row is the medians and their ratios: {row16}")
 row1 = next((l.split() for l in lines if l.split()[:1] == ["1"]), [])
 check(row1[-4:] == ["-", "-", "-", "-"], f"a footprint missing a cell has no ratios: {row1}")
 
-# Two hosts: remote the CPU path, the target's misses a write in a ninth column.
+# Two hosts: remote the CPU path, the target's misses a write in a ninth column, the mean
+# in a tenth (here the NIC's mean 1000 us, remote's 650, adaptive's 715).
 hosts = []
 for m, (nic, rem, ad, miss) in {"off": (200000, 600000, 210000, "0.00"), "on": (900000, 600000, 610000, "0.93")}.items():
-    hosts += [(1, m, 64, "offload", "RandomTarget", nic, nic * 2, "0.00", miss),
-              (1, m, 64, "remote", "RandomTarget", rem, rem * 2, "1.00", "0.00"),
-              (1, m, 64, "adaptive", "RandomTarget", ad, ad * 2, "0.97", "0.03")]
+    hosts += [(1, m, 64, "offload", "RandomTarget", nic, nic * 2, "0.00", miss, 1000000),
+              (1, m, 64, "remote", "RandomTarget", rem, rem * 2, "1.00", "0.00", 650000),
+              (1, m, 64, "adaptive", "RandomTarget", ad, ad * 2, "0.97", "0.03", 715000)]
 rc, out = report(hosts, "--cpu", "remote")
 lines = out.splitlines()
 head = next((l for l in lines if "MiB" in l), "")
-check(rc == 0 and "remote on" in head and "NIC misses/write on" in head, f"two hosts: remote's columns ({head})")
+check(rc == 0 and "remote on" in head and "NIC misses/write on" in head and "means" in head,
+      f"two hosts: remote's columns ({head})")
 row64 = next((l.split() for l in lines if l.split()[:1] == ["64"]), [])
-want = ["64", "200.0", "600.0", "210.0", "900.0", "600.0", "610.0", "4.50", "1.05", "1.02", "0.97", "0.93"]
+want = ["64", "200.0", "600.0", "210.0", "900.0", "600.0", "610.0", "4.50", "1.05", "1.02", "0.97", "0.93", "1.10"]
 check(row64 == want, f"two hosts: adaptive against the better path each way, the target's misses: {row64}")
 rc, _ = report(hosts, "--cpu", "mapped")
 check(rc != 0, f"an unknown CPU path: an error (exit {rc})")

@@ -9,7 +9,8 @@ Each cell is the median over the repetitions of a run's median latency, in micro
 "adaptive/best" adaptive's over the faster of the NIC and the CPU path (--cpu: direct on
 one host, remote across two) with the model off and on, "adaptive CPU share" the share of
 adaptive's writes that took the CPU path. A TSV of two hosts also gives the target NIC's
-translation misses a write on the NIC path. Every figure is labelled as measured under the
+translation misses a write on the NIC path and adaptive against the better path by the
+means (which adaptive weighs by: it learns from each write's cost). Every figure is labelled as measured under the
 model: it is rxe with a modelled translation cache, not a NIC.
 """
 import statistics
@@ -27,6 +28,7 @@ def main(argv):
     cells = defaultdict(list)
     share = defaultdict(list)
     misses = defaultdict(list)
+    means = defaultdict(list)
     for line in open(argv[0]):
         f = line.rstrip("\n").split("\t")
         if len(f) < 8:
@@ -37,15 +39,18 @@ def main(argv):
         share[key].append(float(cpu_share))
         if len(f) > 8:
             misses[key].append(float(f[8]))
+        if len(f) > 9:
+            means[key].append(int(f[9]) / 1000)
     if not cells:
         print("nic_model_report: no rows in", argv[0])
         return 1
     med = {k: statistics.median(v) for k, v in cells.items()}
+    mean = {k: statistics.median(v) for k, v in means.items()}
     reps = max(len(v) for v in cells.values())
 
-    def ratio_to_best(work, m, fp):
-        best = min(med[(work, m, fp, "offload")], med[(work, m, fp, cpu)])
-        return f"{med[(work, m, fp, 'adaptive')] / best:.2f}"
+    def ratio_to_best(work, m, fp, of=med):
+        best = min(of[(work, m, fp, "offload")], of[(work, m, fp, cpu)])
+        return f"{of[(work, m, fp, 'adaptive')] / best:.2f}"
 
     def cell(figure):
         """A derived figure, or "-" when a cell it needs is missing."""
@@ -61,6 +66,8 @@ def main(argv):
                ["NIC on/off", "adaptive/best off", "adaptive/best on", f"adaptive {cpu} share on"]
         if misses:
             head.append("NIC misses/write on")
+        if means:
+            head.append("adaptive/best on, means")
         print("  ".join(f"{h:>14}" for h in head))
         for fp in sorted({k[2] for k in cells if k[0] == work}):
             row = [str(fp)]
@@ -72,6 +79,8 @@ def main(argv):
                     cell(lambda: f"{statistics.median(share[(work, 'on', fp, 'adaptive')]):.2f}")]
             if misses:
                 row.append(cell(lambda: f"{statistics.median(misses[(work, 'on', fp, 'offload')]):.2f}"))
+            if means:
+                row.append(cell(lambda: ratio_to_best(work, "on", fp, mean)))
             print("  ".join(f"{c:>14}" for c in row))
         print()
     return 0
