@@ -144,4 +144,29 @@ if [ "$ME" = A ]; then
 	sed 's/^/    /' "$WORK/remote.cli" "$WORK/remote.srv"
 fi
 
+# Threads on one channel: four client threads, each its own QP and CQ, post at once; the
+# NIC's run and the remote run must print the same completions and target bytes.
+check "remote_parity threads without the shim (the NIC's reference)" \
+	step thr_nic B noshim -- "$RP" threads-server -- "$RP" threads-client "$PEER_ADDR"
+p6=$(mark thr_nic)
+STEP_ENV_B=UNLOAD_PATH=offload check "remote_parity threads, A under the shim (UNLOAD_PATH=remote), B too" \
+	step thr_remote B "$env" -- "$RP" threads-server -- "$RP" threads-client "$PEER_ADDR"
+p7=$(mark thr_remote)
+if [ "$ME" = A ]; then
+	# A line per thread, in the order the threads ended: compared sorted.
+	for side in cli srv; do
+		grep '^R ' "$WORK/thr_nic.$side" | sort >"$WORK/thr_nic.R.$side"
+		grep '^R ' "$WORK/thr_remote.$side" | sort >"$WORK/thr_remote.R.$side"
+	done
+	check "threads: the reference completed every write, in order (4 x 120)" \
+		[ "$(grep -c ': 120 of 120 completions, 120 in post order, 120 succeeded' "$WORK/thr_nic.R.cli")" -eq 4 ]
+	for side in cli srv; do
+		check "threads, $([ $side = cli ] && echo "client A's completions" || echo "server B's slices"): identical on the NIC and remote" \
+			diff -u "$WORK/thr_nic.R.$side" "$WORK/thr_remote.R.$side"
+	done
+	w=$(stat "$WORK/thr_remote.stats" writes_remote)
+	check "threads: every write went remote ($w of 480), B's module placed them (+$((p7 - p6)))" \
+		[ "$w" -eq 480 -a $((p7 - p6)) -eq 480 ]
+fi
+
 finish

@@ -3,6 +3,7 @@
 //
 //   remote_parity server|client [ADDR]      (server on host B, client on host A)
 //   remote_parity stream-server NAME DONE | stream-client ADDR NAME MID   (a failure stream, below)
+//   remote_parity threads-server | threads-client ADDR   (threads on one channel, below)
 //
 // Each case gets a fresh RC QP pair, connected over a TCP side channel (port 18610). The
 // client posts the case's requests and prints, in order, every completion (wr_id, status,
@@ -24,6 +25,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "check.hpp"
@@ -460,15 +462,118 @@ void stream(bool server, const char* addr, const char* name, const char* file) {
 }
 }  // namespace
 
+// Threads on one channel: kThreads client threads, each with its own QP and CQ (one PD
+// and one source MR between them), post kThreadWrites writes each at once, in lists of
+// four with up to kThreadDepth outstanding, to their own slice of one server region. Each
+// thread prints how many of its completions came, whether their wr_ids came in post order
+// and all succeeded; the server prints each slice's checksum. Writes to one slot overwrite
+// each other, the last one's bytes staying: an order the NIC would not give shows.
+constexpr int kThreads = 4;
+constexpr uint64_t kThreadWrites = 120;
+constexpr uint64_t kThreadDepth = 8;
+constexpr size_t kSlice = 16 * 4096;
+
+void thread_writes(int i, ibv_qp* qp, ibv_cq* cq, ibv_mr* mr, uint8_t* src, const PeerInfo& peer) {
+  uint64_t posted = 0, done = 0, in_order = 0, ok = 0;
+  while (done < kThreadWrites) {
+    while (posted < kThreadWrites && posted - done + 4 <= kThreadDepth) {
+      ibv_send_wr wrs[4];
+      ibv_sge sges[4];
+      for (int k = 0; k < 4; ++k, ++posted) {
+        const size_t len = 8 + (posted * 97) % 4000, slot = (posted % 16) * 4096;
+        uint8_t* from = src + (posted % (2 * kThreadDepth)) * 4096;  // not reused while outstanding
+        for (size_t j = 0; j < len; ++j) from[j] = pattern(static_cast<size_t>(i), posted, slot + j);
+        sges[k] = {reinterpret_cast<uintptr_t>(from), static_cast<uint32_t>(len), mr->lkey};
+        wrs[k] = {};
+        wrs[k].wr_id = posted;
+        wrs[k].sg_list = &sges[k];
+        wrs[k].num_sge = 1;
+        wrs[k].opcode = IBV_WR_RDMA_WRITE;
+        wrs[k].send_flags = IBV_SEND_SIGNALED;
+        wrs[k].wr.rdma.remote_addr = peer.addr + static_cast<uint64_t>(i) * kSlice + slot;
+        wrs[k].wr.rdma.rkey = peer.rkey;
+        wrs[k].next = k < 3 ? &wrs[k + 1] : nullptr;
+      }
+      ibv_send_wr* bad = nullptr;
+      if (ibv_post_send(qp, wrs, &bad)) die("ibv_post_send (threads)");
+    }
+    const std::vector<ibv_wc> got = collect(cq, 1, 30);
+    if (got.empty()) break;  // the count printed shows what never came
+    for (const ibv_wc& wc : got) {
+      in_order += wc.wr_id == done;
+      ok += wc.status == IBV_WC_SUCCESS;
+      ++done;
+    }
+  }
+  std::printf("R threads: thread %d: %llu of %llu completions, %llu in post order, %llu succeeded\n", i,
+              static_cast<unsigned long long>(done), static_cast<unsigned long long>(kThreadWrites),
+              static_cast<unsigned long long>(in_order), static_cast<unsigned long long>(ok));
+}
+
+void threads(bool server, const char* addr) {
+  t::Device dev = t::open_device();
+  ibv_pd* pd = t::make_pd(dev.ctx);
+  const int fd = side_channel(server, addr);
+  const size_t len = server ? kThreads * kSlice : kThreads * 2 * kThreadDepth * 4096;
+  uint8_t* buf = t::map_zeroed(len);
+  ibv_mr* mr = t::make_mr(pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ibv_cq* cqs[kThreads];
+  ibv_qp* qps[kThreads];
+  PeerInfo peers[kThreads];
+  for (int i = 0; i < kThreads; ++i) {
+    cqs[i] = t::make_cq(dev.ctx, 64);
+    qps[i] = t::make_rc_qp(pd, cqs[i], cqs[i]);
+    peers[i] = swap_info(fd, dev, qps[i], mr, buf);
+    if (int e = unload::verbs::rc_to_init(qps[i], IBV_ACCESS_REMOTE_WRITE)) die("modify to INIT", -e);
+    t::RcPath path = path_to(peers[i], dev);
+    path.timeout = 20;
+    if (int e = unload::verbs::rc_to_rtr(qps[i], path)) die("modify to RTR", -e);
+    if (int e = unload::verbs::rc_to_rts(qps[i], path)) die("modify to RTS", -e);
+  }
+  sync_peer(fd);  // every QP at RTS on both sides
+  if (!server) {
+    std::vector<std::thread> ts;
+    for (int i = 0; i < kThreads; ++i)
+      ts.emplace_back(thread_writes, i, qps[i], cqs[i], mr, buf + i * 2 * kThreadDepth * 4096, peers[i]);
+    for (auto& th : ts) th.join();
+  }
+  sync_peer(fd);  // every client thread saw its completions: the server reads its region
+  if (server)
+    for (int i = 0; i < kThreads; ++i) {
+      const uint8_t* s = buf + i * kSlice;
+      size_t nonzero = 0;
+      for (size_t j = 0; j < kSlice; ++j) nonzero += s[j] != 0;
+      std::printf("R threads: slice %d fnv1a %llu, %zu bytes written, server QP %s\n", i,
+                  static_cast<unsigned long long>(fnv1a(s, kSlice)), nonzero, state_name(qps[i]));
+    }
+  std::fflush(stdout);
+  sync_peer(fd);
+  for (int i = 0; i < kThreads; ++i) {
+    ibv_destroy_qp(qps[i]);
+    ibv_destroy_cq(cqs[i]);
+  }
+  ibv_dereg_mr(mr);
+  close(fd);
+}
+
 int main(int argc, char** argv) {
   if (argc < 2)
-    die("usage: remote_parity server|client [ADDR] | stream-server NAME FILE | stream-client ADDR NAME FILE");
+    die("usage: remote_parity server|client [ADDR] | stream-server NAME FILE | stream-client ADDR NAME FILE"
+        " | threads-server | threads-client ADDR");
   t::watchdog(500, "remote_parity");
   if (std::strcmp(argv[1], "stream-server") == 0 || std::strcmp(argv[1], "stream-client") == 0) {
     const bool server = argv[1][7] == 's';
     if (argc < (server ? 4 : 5)) die("stream-server NAME FILE | stream-client ADDR NAME FILE");
     stream(server, server ? nullptr : argv[2], argv[server ? 2 : 3], argv[server ? 3 : 4]);
     t::ok(server ? "stream server: done" : "stream client: done");
+    t::stop_watchdogs();
+    t::finish();
+  }
+  if (std::strcmp(argv[1], "threads-server") == 0 || std::strcmp(argv[1], "threads-client") == 0) {
+    const bool server = argv[1][8] == 's';
+    if (!server && argc < 3) die("threads-client needs the server's address");
+    threads(server, server ? nullptr : argv[2]);
+    t::ok(server ? "threads server: done" : "threads client: done");
     t::stop_watchdogs();
     t::finish();
   }
