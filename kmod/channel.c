@@ -486,7 +486,7 @@ void unload_channel_device_removed(struct ib_device *dev)
 	unload_chans_close(dev, -ENODEV);
 }
 
-int unload_channel_init(void)
+int unload_channel_init(u64 *channels_up)
 {
 	struct sockaddr_in any = {
 		.sin_family = AF_INET, .sin_port = htons(UNLOAD_CHANNEL_PORT),
@@ -496,7 +496,7 @@ int unload_channel_init(void)
 
 	BUILD_BUG_ON(UNLOAD_CHAN_SEG_MAX != UNLOAD_CHANNEL_SEGMENT);
 	BUILD_BUG_ON(UNLOAD_CHAN_MSG_MAX != UNLOAD_PROBE_MAX_LEN);
-	ret = unload_chan_io_init();
+	ret = unload_chan_io_init(channels_up);
 	if (ret)
 		return ret;
 	id = rdma_create_id(&init_net, unload_chan_cm_handler, NULL, RDMA_PS_TCP, IB_QPT_RC);

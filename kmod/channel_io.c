@@ -13,6 +13,7 @@
 atomic64_t unload_chan_stats[UNLOAD_CHAN_STAT_COUNT];
 atomic_t unload_chans_open;
 struct workqueue_struct *unload_chan_wq;
+static u64 *unload_chan_up_word;	/* the control page's channels_up (unload_chan_io_init) */
 
 /* Receives posted again before we return them in a message of their own, when no data
  * message of ours carries them sooner. */
@@ -410,6 +411,20 @@ out_put:
 	return ret;
 }
 
+/*
+ * The control page's count of channels come up, which shims read without a lock: a
+ * compare-and-exchange, since channels come up under their own locks alone, and a word
+ * that went back could equal one a shim already saw.
+ */
+static void unload_chan_publish_up(void)
+{
+	u64 old;
+
+	do {
+		old = READ_ONCE(*unload_chan_up_word);
+	} while (cmpxchg64(unload_chan_up_word, old, old + 1) != old);
+}
+
 void unload_chan_mark_up(struct unload_chan *chan)
 {
 	bool up = false;
@@ -423,12 +438,14 @@ void unload_chan_mark_up(struct unload_chan *chan)
 	if (!up)
 		return;
 	unload_chan_count(UNLOAD_CHAN_STAT_OPENED, 1);
+	unload_chan_publish_up();
 	wake_up_all(&chan->wq);
 	unload_chan_return_credits(chan);
 }
 
-int unload_chan_io_init(void)
+int unload_chan_io_init(u64 *channels_up)
 {
+	unload_chan_up_word = channels_up;
 	/*
 	 * Teardowns and responders sleep (on the RDMA core, on credits): their own queue.
 	 * Per-CPU, not unbound: a responder then runs on the CPU whose completion handler

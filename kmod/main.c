@@ -290,7 +290,7 @@ static int __init unload_init(void)
 	ret = ib_register_client(&unload_ib_client);
 	if (ret)
 		goto err_sysfs_exit;
-	ret = unload_channel_init();
+	ret = unload_channel_init(&unload_ctl->channels_up);
 	if (ret)
 		goto err_unregister_client;
 	ret = misc_register(&unload_misc);

@@ -133,7 +133,7 @@ extern atomic64_t unload_chan_stats[UNLOAD_CHAN_STAT_COUNT];
 extern atomic_t unload_chans_open;	/* channels in the list: connecting, up or going */
 
 /* channel_io.c: the send side, and the channel's state. */
-int unload_chan_io_init(void);
+int unload_chan_io_init(u64 *channels_up);
 void unload_chan_io_exit(void);
 extern struct workqueue_struct *unload_chan_wq;	/* teardowns and responder jobs */
 void unload_chan_count(enum unload_chan_stat s, u64 n);
@@ -164,7 +164,8 @@ int unload_chan_ring_create(struct unload_chan *chan);	/* map and post the recei
 void unload_chan_ring_destroy(struct unload_chan *chan);	/* after the CQ is freed */
 
 /* channel.c: connections. */
-int unload_channel_init(void);
+/* Every channel that comes up increments *channels_up (the control page's word). */
+int unload_channel_init(u64 *channels_up);
 void unload_channel_exit(void);
 void unload_channel_device_removed(struct ib_device *dev);
 struct unload_chan *unload_chan_get(const char *devname, u32 port, const u8 *peer_gid);

@@ -141,7 +141,13 @@ struct unload_control {
 	struct unload_tunables tunables;	/* the current tunables */
 	__u32 reserved0;		/* zero; pads to 8 bytes */
 	__u64 generation;		/* number of tunable changes since load */
-	__u64 reserved[16];		/* zero */
+	/*
+	 * Channels to peer hosts' modules that came up since load (design.md, "The
+	 * channel"): a shim that found no channel for a QP asks again once this moved. Zero
+	 * from a module before it (the same ABI: it was reserved), where a shim never asks again.
+	 */
+	__u64 channels_up;
+	__u64 reserved[15];		/* zero */
 };
 
 /*

@@ -90,6 +90,10 @@ uint32_t kmod_tunables(policy::Tunables& t, uint32_t seq) {
   }
 }
 
+uint64_t kmod_channels_up() {
+  return __atomic_load_n(&g_kmod.ctl->channels_up, __ATOMIC_ACQUIRE);
+}
+
 void kmod_count(policy::Path p, uint64_t n, uint64_t bytes) {
   const unsigned i = policy::index_of(p);
   __atomic_fetch_add(&g_kmod.cnt->writes[i], n, __ATOMIC_RELAXED);

@@ -80,5 +80,8 @@ int kmod_submit(unload_direct_req* reqs, uint32_t n, uint32_t flags = 0);
 // of ctx's device: 0 when the peer host's module answered, else -errno. `existing_only`:
 // through a channel already up, never a connect (-ENOTCONN when there is none).
 int kmod_probe_channel(ibv_context* ctx, uint8_t port, const ibv_gid& dgid, bool existing_only);
+// How many channels to peer hosts came up since the module loaded (the control page's
+// channels_up; 0 from a module without it). Only with the module present.
+uint64_t kmod_channels_up();
 
 }  // namespace unload::rt

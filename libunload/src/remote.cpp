@@ -32,10 +32,16 @@ Why remote_blocker(QpRec* q, const Tunables& t) {
   const CqRec* c = q->scq;
   if (!c || c->cqx) return Why::cq;  // an ibv_cq_ex's poll sequence is not the fence's to drive
   // Once per registration: does the peer host's module answer? A host without one would
-  // refuse every write after a connect attempt each; the probe asks once. Unforced, only a
-  // channel already up counts (opened by `unloadctl probe`, a forced run, or the peer):
-  // the probe then puts nothing on the wire, so a peer without unload sees no change.
-  if (p.channel == 0) p.channel = kmod_probe_channel(q->qp->context, p.port, p.dgid, !is_forced) == 0 ? 1 : 2;
+  // refuse every write after a connect attempt each; the probe asks once, and again only
+  // after a channel came up somewhere (the count read before the probe, so one coming up
+  // during it is asked about next time). Unforced, only a channel already up counts
+  // (opened by `unloadctl probe`, a forced run, or the peer): the probe then puts nothing
+  // on the wire, so a peer without unload sees no change.
+  if (p.channel == 2 && kmod_channels_up() != p.channels_seen) p.channel = 0;
+  if (p.channel == 0) {
+    p.channels_seen = kmod_channels_up();
+    p.channel = kmod_probe_channel(q->qp->context, p.port, p.dgid, !is_forced) == 0 ? 1 : 2;
+  }
   return p.channel == 1 ? Why::none : Why::no_channel;
 }
 

@@ -39,6 +39,29 @@ lat=(ib_write_lat -d "$DEV" -x "$GIDX" -n 300 -s 64)
 bw=(ib_write_bw -d "$DEV" -x "$GIDX" -n 300 -s 4096)
 bwl=(ib_write_bw -d "$DEV" -x "$GIDX" -n 304 -s 1024 -l 8)
 
+# First, before any step opens a channel: a program in unload mode (no path forced) whose
+# channel comes up while it runs. Half its writes go before (no channel: not remote), then
+# A opens the channel (`unloadctl probe`), and the other half must go remote: its QP asks
+# again once the module's count of channels come up moved.
+pl0=$(mark late0)
+if [ "$ME" = A ]; then
+	(wait_file "$P/late.done.mid" 200 >/dev/null &&
+		"$BUILD/tools/unloadctl/unloadctl" probe -d "$DEV" "$PEER_ADDR" >"$WORK/late.probe" 2>&1
+		put "$P/late.done.go" go) &
+fi
+STEP_ENV_B=UNLOAD_PATH=offload check "a channel come up mid-run: unload mode, shim client A, server B" \
+	step late B UNLOAD_MODE=unload -- "$RP" stream-server late "$P/late.done" -- \
+	"$RP" late-client "$PEER_ADDR" late "$P/late.done"
+pl1=$(mark late)
+if [ "$ME" = A ]; then
+	wait
+	show_stats late
+	check "late channel: every write succeeded" grep -q '50 of 50 before the channel, 50 of 50 after' "$WORK/late.cli"
+	w=$(stat "$WORK/late.stats" writes_remote)
+	check "late channel: the half after it went remote ($w of 50), B's module placed them (+$((pl1 - pl0)))" \
+		[ "$w" -eq 50 -a $((pl1 - pl0)) -eq 50 ]
+fi
+
 p0=$(mark start)
 r0=$(rep writes_remote)
 # B runs under the shim too, its writes on the NIC: a remote target must be registered

@@ -4,6 +4,7 @@
 //   remote_parity server|client [ADDR]      (server on host B, client on host A)
 //   remote_parity stream-server NAME DONE | stream-client ADDR NAME MID   (a failure stream, below)
 //   remote_parity threads-server | threads-client ADDR   (threads on one channel, below)
+//   remote_parity stream-server NAME DONE | late-client ADDR NAME DONE   (a channel come late)
 //
 // Each case gets a fresh RC QP pair, connected over a TCP side channel (port 18610). The
 // client posts the case's requests and prints, in order, every completion (wr_id, status,
@@ -462,6 +463,64 @@ void stream(bool server, const char* addr, const char* name, const char* file) {
 }
 }  // namespace
 
+// A channel that comes up while a program runs: kLateWrites writes, one at a time, then
+// DONE.mid for the guest script, which opens the channel (`unloadctl probe`) and answers
+// with DONE.go, then kLateWrites more; DONE ends the server (stream-server's). The client
+// prints how many of each half succeeded; the script counts which went remote.
+constexpr uint64_t kLateWrites = 50;
+
+void late_client(const char* addr, const char* name, const char* done) {
+  t::Device dev = t::open_device();
+  ibv_pd* pd = t::make_pd(dev.ctx);
+  const int fd = side_channel(false, addr);
+  ibv_cq* cq = t::make_cq(dev.ctx, 64);
+  ibv_qp* qp = t::make_rc_qp(pd, cq, cq);
+  uint8_t* buf = t::map_zeroed(kRegion);
+  ibv_mr* mr = t::make_mr(pd, buf, kRegion, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  const PeerInfo peer = swap_info(fd, dev, qp, mr, buf);
+  if (int e = unload::verbs::rc_to_init(qp, IBV_ACCESS_REMOTE_WRITE)) die("modify to INIT", -e);
+  t::RcPath path = path_to(peer, dev);
+  path.timeout = 20;
+  if (int e = unload::verbs::rc_to_rtr(qp, path)) die("modify to RTR", -e);
+  if (int e = unload::verbs::rc_to_rts(qp, path)) die("modify to RTS", -e);
+  sync_peer(fd);  // stream-server's protocol: both QPs at RTS
+  uint64_t id = 0;
+  auto half = [&]() {
+    uint64_t ok = 0;
+    for (uint64_t k = 0; k < kLateWrites; ++k, ++id) {
+      const size_t off = id * 64;
+      std::memset(buf + kRegion / 2 + off, static_cast<int>(id % 255 + 1), 64);
+      ibv_sge sge{reinterpret_cast<uintptr_t>(buf + kRegion / 2 + off), 64, mr->lkey};
+      ibv_send_wr w{}, *bad = nullptr;
+      w.wr_id = id;
+      w.sg_list = &sge;
+      w.num_sge = 1;
+      w.opcode = IBV_WR_RDMA_WRITE;
+      w.send_flags = IBV_SEND_SIGNALED;
+      w.wr.rdma.remote_addr = peer.addr + off;
+      w.wr.rdma.rkey = peer.rkey;
+      if (ibv_post_send(qp, &w, &bad)) die("ibv_post_send (late)");
+      for (const ibv_wc& wc : collect(cq, 1, 30)) ok += wc.wr_id == id && wc.status == IBV_WC_SUCCESS;
+    }
+    return ok;
+  };
+  const uint64_t before = half();
+  const std::string mid = std::string(done) + ".mid", go = std::string(done) + ".go";
+  touch(mid.c_str());
+  for (int i = 0; i < 1200 && !exists(go.c_str()); ++i) usleep(100000);
+  if (!exists(go.c_str())) die("no go from the guest script");
+  const uint64_t after = half();
+  std::printf("R %s: %llu of %llu before the channel, %llu of %llu after, succeeded\n", name,
+              static_cast<unsigned long long>(before), static_cast<unsigned long long>(kLateWrites),
+              static_cast<unsigned long long>(after), static_cast<unsigned long long>(kLateWrites));
+  std::fflush(stdout);
+  touch(done);
+  ibv_destroy_qp(qp);
+  ibv_dereg_mr(mr);
+  ibv_destroy_cq(cq);
+  close(fd);
+}
+
 // Threads on one channel: kThreads client threads, each with its own QP and CQ (one PD
 // and one source MR between them), post kThreadWrites writes each at once, in lists of
 // four with up to kThreadDepth outstanding, to their own slice of one server region. Each
@@ -559,13 +618,20 @@ void threads(bool server, const char* addr) {
 int main(int argc, char** argv) {
   if (argc < 2)
     die("usage: remote_parity server|client [ADDR] | stream-server NAME FILE | stream-client ADDR NAME FILE"
-        " | threads-server | threads-client ADDR");
+        " | threads-server | threads-client ADDR | late-client ADDR NAME DONE");
   t::watchdog(500, "remote_parity");
   if (std::strcmp(argv[1], "stream-server") == 0 || std::strcmp(argv[1], "stream-client") == 0) {
     const bool server = argv[1][7] == 's';
     if (argc < (server ? 4 : 5)) die("stream-server NAME FILE | stream-client ADDR NAME FILE");
     stream(server, server ? nullptr : argv[2], argv[server ? 2 : 3], argv[server ? 3 : 4]);
     t::ok(server ? "stream server: done" : "stream client: done");
+    t::stop_watchdogs();
+    t::finish();
+  }
+  if (std::strcmp(argv[1], "late-client") == 0) {
+    if (argc < 5) die("late-client ADDR NAME DONE");
+    late_client(argv[2], argv[3], argv[4]);
+    t::ok("late client: done");
     t::stop_watchdogs();
     t::finish();
   }
