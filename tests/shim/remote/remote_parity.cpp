@@ -348,18 +348,44 @@ void touch(const char* path) {
   if (FILE* f = std::fopen(path, "w")) std::fclose(f);
 }
 
+// One QP on each side, its region exchanged over the side channel, moved to RTR: the start
+// of a stream and of a late client, each of which takes it to RTS its own way.
+struct StreamPair {
+  t::Device dev;
+  ibv_pd* pd;
+  int fd;
+  ibv_cq* cq;
+  ibv_qp* qp;
+  uint8_t* buf;
+  ibv_mr* mr;
+  PeerInfo peer;
+  t::RcPath path;
+};
+
+StreamPair stream_pair_to_rtr(bool server, const char* addr) {
+  StreamPair s;
+  s.dev = t::open_device();
+  s.pd = t::make_pd(s.dev.ctx);
+  s.fd = side_channel(server, addr);
+  s.cq = t::make_cq(s.dev.ctx, 64);
+  s.qp = t::make_rc_qp(s.pd, s.cq, s.cq);
+  s.buf = t::map_zeroed(kRegion);
+  s.mr = t::make_mr(s.pd, s.buf, kRegion, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  s.peer = swap_info(s.fd, s.dev, s.qp, s.mr, s.buf);
+  if (int e = unload::verbs::rc_to_init(s.qp, IBV_ACCESS_REMOTE_WRITE)) die("modify to INIT", -e);
+  s.path = path_to(s.peer, s.dev);
+  if (int e = unload::verbs::rc_to_rtr(s.qp, s.path)) die("modify to RTR", -e);
+  return s;
+}
+
 void stream(bool server, const char* addr, const char* name, const char* file) {
-  t::Device dev = t::open_device();
-  ibv_pd* pd = t::make_pd(dev.ctx);
-  const int fd = side_channel(server, addr);
-  ibv_cq* cq = t::make_cq(dev.ctx, 64);
-  ibv_qp* qp = t::make_rc_qp(pd, cq, cq);
-  uint8_t* buf = t::map_zeroed(kRegion);
-  ibv_mr* mr = t::make_mr(pd, buf, kRegion, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  const PeerInfo peer = swap_info(fd, dev, qp, mr, buf);
-  if (int e = unload::verbs::rc_to_init(qp, IBV_ACCESS_REMOTE_WRITE)) die("modify to INIT", -e);
-  const t::RcPath path = path_to(peer, dev);
-  if (int e = unload::verbs::rc_to_rtr(qp, path)) die("modify to RTR", -e);
+  StreamPair s = stream_pair_to_rtr(server, addr);
+  const int fd = s.fd;
+  ibv_cq* cq = s.cq;
+  ibv_qp* qp = s.qp;
+  uint8_t* buf = s.buf;
+  ibv_mr* mr = s.mr;
+  const PeerInfo& peer = s.peer;
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTS;
   a.timeout = 16;
@@ -470,37 +496,27 @@ void stream(bool server, const char* addr, const char* name, const char* file) {
 constexpr uint64_t kLateWrites = 50;
 
 void late_client(const char* addr, const char* name, const char* done) {
-  t::Device dev = t::open_device();
-  ibv_pd* pd = t::make_pd(dev.ctx);
-  const int fd = side_channel(false, addr);
-  ibv_cq* cq = t::make_cq(dev.ctx, 64);
-  ibv_qp* qp = t::make_rc_qp(pd, cq, cq);
-  uint8_t* buf = t::map_zeroed(kRegion);
-  ibv_mr* mr = t::make_mr(pd, buf, kRegion, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  const PeerInfo peer = swap_info(fd, dev, qp, mr, buf);
-  if (int e = unload::verbs::rc_to_init(qp, IBV_ACCESS_REMOTE_WRITE)) die("modify to INIT", -e);
-  t::RcPath path = path_to(peer, dev);
-  path.timeout = 20;
-  if (int e = unload::verbs::rc_to_rtr(qp, path)) die("modify to RTR", -e);
-  if (int e = unload::verbs::rc_to_rts(qp, path)) die("modify to RTS", -e);
-  sync_peer(fd);  // stream-server's protocol: both QPs at RTS
+  StreamPair s = stream_pair_to_rtr(false, addr);
+  s.path.timeout = 20;  // 4.3 s: a slow TCG guest is not a lost peer
+  if (int e = unload::verbs::rc_to_rts(s.qp, s.path)) die("modify to RTS", -e);
+  sync_peer(s.fd);  // stream-server's protocol: both QPs at RTS
   uint64_t id = 0;
   auto half = [&]() {
     uint64_t ok = 0;
     for (uint64_t k = 0; k < kLateWrites; ++k, ++id) {
       const size_t off = id * 64;
-      std::memset(buf + kRegion / 2 + off, static_cast<int>(id % 255 + 1), 64);
-      ibv_sge sge{reinterpret_cast<uintptr_t>(buf + kRegion / 2 + off), 64, mr->lkey};
+      std::memset(s.buf + kRegion / 2 + off, static_cast<int>(id % 255 + 1), 64);
+      ibv_sge sge{reinterpret_cast<uintptr_t>(s.buf + kRegion / 2 + off), 64, s.mr->lkey};
       ibv_send_wr w{}, *bad = nullptr;
       w.wr_id = id;
       w.sg_list = &sge;
       w.num_sge = 1;
       w.opcode = IBV_WR_RDMA_WRITE;
       w.send_flags = IBV_SEND_SIGNALED;
-      w.wr.rdma.remote_addr = peer.addr + off;
-      w.wr.rdma.rkey = peer.rkey;
-      if (ibv_post_send(qp, &w, &bad)) die("ibv_post_send (late)");
-      for (const ibv_wc& wc : collect(cq, 1, 30)) ok += wc.wr_id == id && wc.status == IBV_WC_SUCCESS;
+      w.wr.rdma.remote_addr = s.peer.addr + off;
+      w.wr.rdma.rkey = s.peer.rkey;
+      if (ibv_post_send(s.qp, &w, &bad)) die("ibv_post_send (late)");
+      for (const ibv_wc& wc : collect(s.cq, 1, 30)) ok += wc.wr_id == id && wc.status == IBV_WC_SUCCESS;
     }
     return ok;
   };
@@ -515,10 +531,10 @@ void late_client(const char* addr, const char* name, const char* done) {
               static_cast<unsigned long long>(after), static_cast<unsigned long long>(kLateWrites));
   std::fflush(stdout);
   touch(done);
-  ibv_destroy_qp(qp);
-  ibv_dereg_mr(mr);
-  ibv_destroy_cq(cq);
-  close(fd);
+  ibv_destroy_qp(s.qp);
+  ibv_dereg_mr(s.mr);
+  ibv_destroy_cq(s.cq);
+  close(s.fd);
 }
 
 // Threads on one channel: kThreads client threads, each with its own QP and CQ (one PD
