@@ -119,7 +119,7 @@ constexpr int kPathNames = 6;
 const char* const kPathName[kPathNames] = {"offload", "inline", "stage", "direct", "mapped", "remote"};
 
 struct PathCounts {
-  double n[kPathNames] = {-1, -1, -1, -1, -1};
+  double n[kPathNames] = {-1, -1, -1, -1, -1, -1};
 };
 
 PathCounts path_counts() {

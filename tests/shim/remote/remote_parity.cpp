@@ -378,14 +378,27 @@ StreamPair stream_pair_to_rtr(bool server, const char* addr) {
   return s;
 }
 
+// Write `id` of a stream: 64 B, signaled, from and to its own slot; ibv_post_send's result.
+int post_slot(const StreamPair& s, uint64_t id) {
+  const size_t off = id % (kRegion / 2 / 64) * 64;
+  std::memset(s.buf + kRegion / 2 + off, static_cast<int>(id % 255 + 1), 64);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(s.buf + kRegion / 2 + off), 64, s.mr->lkey};
+  ibv_send_wr w{}, *bad = nullptr;
+  w.wr_id = id;
+  w.sg_list = &sge;
+  w.num_sge = 1;
+  w.opcode = IBV_WR_RDMA_WRITE;
+  w.send_flags = IBV_SEND_SIGNALED;
+  w.wr.rdma.remote_addr = s.peer.addr + off;
+  w.wr.rdma.rkey = s.peer.rkey;
+  return ibv_post_send(s.qp, &w, &bad);
+}
+
 void stream(bool server, const char* addr, const char* name, const char* file) {
   StreamPair s = stream_pair_to_rtr(server, addr);
   const int fd = s.fd;
   ibv_cq* cq = s.cq;
   ibv_qp* qp = s.qp;
-  uint8_t* buf = s.buf;
-  ibv_mr* mr = s.mr;
-  const PeerInfo& peer = s.peer;
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTS;
   a.timeout = 16;
@@ -425,20 +438,7 @@ void stream(bool server, const char* addr, const char* name, const char* file) {
     for (int i = 0; i < n; ++i) take(wc[i]);
     return n;
   };
-  auto post = [&](uint64_t id) {
-    const size_t off = id % (kRegion / 2 / 64) * 64;
-    std::memset(buf + kRegion / 2 + off, static_cast<int>(id % 255 + 1), 64);
-    ibv_sge sge{reinterpret_cast<uintptr_t>(buf + kRegion / 2 + off), 64, mr->lkey};
-    ibv_send_wr w{}, *bad = nullptr;
-    w.wr_id = id;
-    w.sg_list = &sge;
-    w.num_sge = 1;
-    w.opcode = IBV_WR_RDMA_WRITE;
-    w.send_flags = IBV_SEND_SIGNALED;
-    w.wr.rdma.remote_addr = peer.addr + off;
-    w.wr.rdma.rkey = peer.rkey;
-    return ibv_post_send(qp, &w, &bad);
-  };
+  auto post = [&](uint64_t id) { return post_slot(s, id); };
   using clock = std::chrono::steady_clock;
   const auto end = clock::now() + std::chrono::seconds(60);
   int post_rc = 0;
@@ -504,18 +504,7 @@ void late_client(const char* addr, const char* name, const char* done) {
   auto half = [&]() {
     uint64_t ok = 0;
     for (uint64_t k = 0; k < kLateWrites; ++k, ++id) {
-      const size_t off = id * 64;
-      std::memset(s.buf + kRegion / 2 + off, static_cast<int>(id % 255 + 1), 64);
-      ibv_sge sge{reinterpret_cast<uintptr_t>(s.buf + kRegion / 2 + off), 64, s.mr->lkey};
-      ibv_send_wr w{}, *bad = nullptr;
-      w.wr_id = id;
-      w.sg_list = &sge;
-      w.num_sge = 1;
-      w.opcode = IBV_WR_RDMA_WRITE;
-      w.send_flags = IBV_SEND_SIGNALED;
-      w.wr.rdma.remote_addr = s.peer.addr + off;
-      w.wr.rdma.rkey = s.peer.rkey;
-      if (ibv_post_send(s.qp, &w, &bad)) die("ibv_post_send (late)");
+      if (post_slot(s, id)) die("ibv_post_send (late)");
       for (const ibv_wc& wc : collect(s.cq, 1, 30)) ok += wc.wr_id == id && wc.status == IBV_WC_SUCCESS;
     }
     return ok;
