@@ -348,9 +348,14 @@ static void unload_chan_forget(struct unload_chan *chan, struct unload_chan_req 
  * Send a request and wait for its ack. On success the ack's payload (exactly resp_len
  * bytes: each type's answer has one size) is *resp, the caller's to kvfree. A caller
  * killed while waiting leaves the request pending: its ack still releases it.
+ *
+ * An ack not back within ack_ms (at most UNLOAD_CHAN_WAIT_MS) takes the channel down, so
+ * the request can never be placed after its caller gave up on it: the channel would carry
+ * it on once a cut link came back, and the write would land after its sender was told it
+ * failed, perhaps over what the program wrote there since.
  */
 int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32 len,
-		     void **resp, u32 resp_len, u32 *segments)
+		     void **resp, u32 resp_len, u32 *segments, unsigned int ack_ms)
 {
 	struct unload_chan_req *req;
 	long left;
@@ -389,14 +394,19 @@ int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32
 		unload_chan_forget(chan, req, ret);
 		goto out_put;
 	}
+	ack_ms = min_t(unsigned int, ack_ms, UNLOAD_CHAN_WAIT_MS);
 	left = wait_event_killable_timeout(chan->wq, READ_ONCE(req->done),
-					   msecs_to_jiffies(UNLOAD_CHAN_WAIT_MS));
+					   msecs_to_jiffies(ack_ms));
 	if (left < 0) {
 		ret = -EINTR;
 		goto out_put;
 	}
-	if (!left)
-		unload_chan_fail(chan, -ETIMEDOUT);	/* a peer that never answers */
+	if (!left) {
+		/* A peer that does not answer in time (the caller's, or never at all). */
+		if (ack_ms < UNLOAD_CHAN_WAIT_MS)
+			unload_chan_count(UNLOAD_CHAN_STAT_EXPIRED, 1);
+		unload_chan_fail(chan, -ETIMEDOUT);
+	}
 	spin_lock(&chan->lock);
 	ret = req->status;
 	if (!ret && req->resp_len != resp_len)

@@ -57,7 +57,8 @@ long unload_ioctl_channel_probe(struct unload_session *sess, void __user *arg)
 		((u8 *)req)[i] = unload_probe_byte(seed, i);
 
 	t0 = ktime_get_ns();
-	ret = unload_chan_call(chan, UNLOAD_CHAN_ECHO, req, p.length, &resp, p.length, &p.segments);
+	ret = unload_chan_call(chan, UNLOAD_CHAN_ECHO, req, p.length, &resp, p.length, &p.segments,
+			       UNLOAD_CHAN_WAIT_MS);
 	if (!ret && p.length && memcmp(req, resp, p.length))
 		ret = -EBADMSG;
 	p.rtt_ns = ktime_get_ns() - t0;

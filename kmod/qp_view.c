@@ -22,9 +22,9 @@ static bool unload_gid_at(struct ib_device *dev, u32 port, u32 index, union ib_g
 }
 
 /*
- * Read v's QP from the RDMA core now: state, destination, access, AV and PSNs; the AV's
- * source GID from the device's table only when read_gid (the AV changed, or a first
- * reading).
+ * Read v's QP from the RDMA core now: state, destination, access, AV, PSNs and ACK
+ * timeout; the AV's source GID from the device's table only when read_gid (the AV
+ * changed, or a first reading).
  */
 static int unload_qp_view_read(struct unload_qp_view *v, bool read_gid)
 {
@@ -35,7 +35,8 @@ static int unload_qp_view_read(struct unload_qp_view *v, bool read_gid)
 	/* init_attr is only filled (never read here); attr's fields read below are zeroed. */
 	memset(&attr, 0, sizeof(attr));
 	ret = ib_query_qp(v->qp, &attr, IB_QP_STATE | IB_QP_DEST_QPN | IB_QP_AV |
-			  IB_QP_ACCESS_FLAGS | IB_QP_SQ_PSN | IB_QP_RQ_PSN, &init_attr);
+			  IB_QP_ACCESS_FLAGS | IB_QP_SQ_PSN | IB_QP_RQ_PSN | IB_QP_TIMEOUT |
+			  IB_QP_RETRY_CNT, &init_attr);
 	if (ret)
 		return ret;
 	v->state = attr.qp_state;
@@ -43,6 +44,8 @@ static int unload_qp_view_read(struct unload_qp_view *v, bool read_gid)
 	v->rq_psn = attr.rq_psn & UNLOAD_PSN_MASK;
 	v->dest_qpn = attr.dest_qp_num;
 	v->access = attr.qp_access_flags;
+	v->timeout = attr.timeout;
+	v->retry_cnt = attr.retry_cnt;
 	if (rdma_ah_get_ah_flags(&attr.ah_attr) & IB_AH_GRH) {
 		const struct ib_global_route *grh = rdma_ah_read_grh(&attr.ah_attr);
 		u32 port = rdma_ah_get_port_num(&attr.ah_attr);

@@ -83,14 +83,32 @@ static u32 unload_remote_src(struct unload_session *sess, struct ib_device *dev,
 }
 
 /*
- * Send one checked request to the target host and wait for its verdict. *result: 0
+ * How long the sender QP's NIC would wait for this write's ack before failing it: its local
+ * ACK timeout (4.096 us << timeout) once and again for each retry; timeout 0 is no limit,
+ * so the channel's own. At least UNLOAD_REMOTE_ACK_MIN_MS: a remote write crosses a worker
+ * on each host, and a loaded host delays those far more than it delays a NIC.
+ */
+static unsigned int unload_remote_ack_ms(const struct unload_qp_view *v)
+{
+	/* 5 and 3 bits on the wire: at most 2^43 ns a try, 8 tries */
+	u64 try_ns = 4096ULL << min_t(u8, v->timeout, 31);
+	u64 ms = DIV_ROUND_UP_ULL(try_ns * (min_t(u8, v->retry_cnt, 7) + 1), NSEC_PER_MSEC);
+
+	if (!v->timeout)
+		return UNLOAD_CHAN_WAIT_MS;
+	return clamp_t(u64, ms, UNLOAD_REMOTE_ACK_MIN_MS, UNLOAD_CHAN_WAIT_MS);
+}
+
+/*
+ * Send one checked request to the target host and wait for its verdict (at most ack_ms:
+ * then the write failed as unanswered, the channel with it). *result: 0
  * placed, -EACCES refused before anything reached the target's memory (the caller asks
  * the NIC), or -ECOMM when the write left and no verdict came back: it may have been
  * placed, so it must not be sent again (the caller completes it as the NIC completes a
  * write to a peer that stopped answering).
  */
 static u32 unload_remote_send(const char *devname, u32 port, const union ib_gid *dgid,
-			      const u8 *msg, u32 len, int *result)
+			      const u8 *msg, u32 len, unsigned int ack_ms, int *result)
 {
 	struct unload_chan_write_ack *ack = NULL;
 	struct unload_chan *chan;
@@ -101,7 +119,7 @@ static u32 unload_remote_send(const char *devname, u32 port, const union ib_gid 
 	if (IS_ERR(chan))
 		return UNLOAD_DENY_PEER_UNKNOWN;	/* no channel: nothing left */
 	ret = unload_chan_call(chan, UNLOAD_CHAN_WRITE, msg, len, (void **)&ack,
-			       sizeof(*ack), &segments);
+			       sizeof(*ack), &segments, ack_ms);
 	unload_chan_put(chan);
 	if (ret) {
 		/*
@@ -139,6 +157,7 @@ u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_re
 	struct unload_qp_view v;
 	struct ib_device *dev;
 	struct unload_iov one;
+	unsigned int ack_ms;
 	u32 deny, port;
 	union ib_gid dgid;
 	u8 *msg;
@@ -176,10 +195,12 @@ u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_re
 	strscpy(devname, dev_name(&dev->dev), sizeof(devname));
 	port = v.port;
 	dgid = v.dgid;
+	ack_ms = unload_remote_ack_ms(&v);
 	/* Nothing of the sender held across the network wait: its destroy never waits on it. */
 	unload_qp_view_put(&v);
 	ib_device_put(dev);
-	deny = unload_remote_send(devname, port, &dgid, msg, sizeof(*w) + req->length, result);
+	deny = unload_remote_send(devname, port, &dgid, msg, sizeof(*w) + req->length, ack_ms,
+				  result);
 	kvfree(msg);
 	return deny;
 

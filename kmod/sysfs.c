@@ -435,6 +435,7 @@ UNLOAD_CHAN_STAT(bytes_received, UNLOAD_CHAN_STAT_BYTES_RX);
 UNLOAD_CHAN_STAT(errors, UNLOAD_CHAN_STAT_ERRORS);
 UNLOAD_CHAN_STAT(bad_messages, UNLOAD_CHAN_STAT_BAD_MSGS);
 UNLOAD_CHAN_STAT(goodbyes, UNLOAD_CHAN_STAT_GOODBYES);
+UNLOAD_CHAN_STAT(expired, UNLOAD_CHAN_STAT_EXPIRED);
 
 static ssize_t chan_open_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
 {
@@ -453,6 +454,7 @@ static struct attribute *unload_chan_attrs[] = {
 	&unload_chan_stat_errors.kattr.attr,
 	&unload_chan_stat_bad_messages.kattr.attr,
 	&unload_chan_stat_goodbyes.kattr.attr,
+	&unload_chan_stat_expired.kattr.attr,
 	NULL,
 };
 

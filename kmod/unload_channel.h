@@ -35,6 +35,8 @@
  * the channel (a peer that stopped answering must never hang a caller). */
 #define UNLOAD_CHAN_CONNECT_MS	5000
 #define UNLOAD_CHAN_WAIT_MS	15000
+/* The least a remote write waits for its ack, whatever its QP's timeout (remote.c). */
+#define UNLOAD_REMOTE_ACK_MIN_MS	1000
 
 /* One registered buffer: a receive of the ring or a send slot. */
 struct unload_chan_buf {
@@ -127,6 +129,8 @@ enum unload_chan_stat {
 	UNLOAD_CHAN_STAT_ERRORS,	/* channels that went down for an error */
 	UNLOAD_CHAN_STAT_BAD_MSGS,	/* messages refused as malformed (the peer's fault) */
 	UNLOAD_CHAN_STAT_GOODBYES,	/* channels the peer closed with a goodbye */
+	UNLOAD_CHAN_STAT_EXPIRED,	/* requests unanswered within their QP's ACK
+					 * timeout and retries (the channel went with them) */
 	UNLOAD_CHAN_STAT_COUNT,
 };
 extern atomic64_t unload_chan_stats[UNLOAD_CHAN_STAT_COUNT];
@@ -157,7 +161,7 @@ int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
 			 const void *payload, u32 len, struct unload_chan_share *share,
 			 u32 *segments);
 int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32 len,
-		     void **resp, u32 resp_len, u32 *segments);
+		     void **resp, u32 resp_len, u32 *segments, unsigned int ack_ms);
 
 /* channel_rx.c: the receive side. */
 int unload_chan_ring_create(struct unload_chan *chan);	/* map and post the receives */

@@ -283,6 +283,8 @@ struct unload_qp_view {
 	union ib_gid dgid;		/* destination GID */
 	u32 sq_psn;			/* next PSN it sends */
 	u32 rq_psn;			/* next PSN it expects */
+	u8 timeout;			/* local ACK timeout (4.096 us << timeout; 0: none) */
+	u8 retry_cnt;			/* retries after it: how long its NIC waits for an ack */
 };
 int unload_qp_view_get(struct unload_session *owner, struct ib_device *dev, u32 qpn,
 		       struct unload_qp_view *v);

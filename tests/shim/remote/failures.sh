@@ -9,9 +9,11 @@
 # the failure is timing): statuses in order, each wr_id once and in order, the next
 # write's fate, the QP's state; NIC and remote must print the same. On the remote run, B's
 # module must have placed at least the client's successes and at most one more (the one
-# that may have been placed unanswered): none lost, none placed twice.
-# Uses failures_guest.sh's RP and S; cost: about 30 s on the NIC, 45 s remote (15 s of it the
-# channel's wait for the ack the cut link never brings).
+# that may have been placed unanswered): none lost, none placed twice. A gives up on a
+# remote write's ack where its NIC would, after the QP's ACK timeout and retries (at least
+# 1 s), not at the channel's 15 s: A's channel/expired counts the one write of the link case,
+# and none of the others (their target answered, or said goodbye).
+# Uses failures_guest.sh's RP and S; cost: about 30 s on the NIC, 30 s remote.
 
 # The module's path in this guest (scripts/lib/guest/sandbox-guest's config).
 # shellcheck disable=SC1091
@@ -85,10 +87,17 @@ fail_run() {
 
 # fail_case ACTION: the stream on the NIC, then remote; on A, the checks.
 fail_case() {
-	local act=$1 nic=fail_$1_nic rem=fail_$1_remote b placed gone refused succ w held=0
+	local act=$1 nic=fail_$1_nic rem=fail_$1_remote b placed gone refused succ w held=0 e0=0 e
 	check "failure $act, on the NIC (the reference): the client ran to its end" fail_run "$nic" "$act" nic
+	[ "$ME" = A ] && e0=$(cat "$S/channel/expired")
 	check "failure $act, remote: the client ran to its end" fail_run "$rem" "$act" remote
 	[ "$ME" = A ] || return 0
+	e=$(($(cat "$S/channel/expired") - e0))
+	if [ "$act" = link ]; then
+		check "failure link, remote: A gave up on the unanswered write at its QP's ACK timeout and retries, as its NIC would (channel/expired +$e)" [ "$e" -eq 1 ]
+	else
+		check "failure $act, remote: no write waited out its QP's ACK timeout (channel/expired +$e)" [ "$e" -eq 0 ]
+	fi
 	# A killed server's QP goes after its MR, or before: a write between the two meets the
 	# responder's remote access error, one after, no answer (retries exceeded). Either is
 	# the NIC's outcome, on the NIC and remote alike (a refused write takes the NIC).
