@@ -38,7 +38,7 @@ static int unload_release(struct inode *inode, struct file *file)
 
 static long unload_ioctl_hello(struct unload_session *sess, void __user *arg)
 {
-	struct unload_hello h;
+	struct unload_hello h __uninitialized;	/* read in whole; inlined in every ioctl's */
 	u32 theirs;
 	long ret = 0;
 

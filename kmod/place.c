@@ -12,13 +12,6 @@
 
 #include "unload_kmod.h"
 
-/* Is req an inline request (UNLOAD_REQ_INLINE) of a well-formed shape? */
-bool unload_req_inline(const struct unload_direct_req *req)
-{
-	return req->flags == UNLOAD_REQ_INLINE && !req->iov_count && !req->lkey &&
-	       req->length && req->length <= UNLOAD_MAX_INLINE;
-}
-
 /*
  * Check a request's segments, its one (iov_count 0, filled from the request) or its list
  * as the batch read it in (`list`, NULL when that read faulted); *uiovp points at them.

@@ -28,11 +28,11 @@ static bool unload_gid_at(struct ib_device *dev, u32 port, u32 index, union ib_g
  */
 static int unload_qp_view_read(struct unload_qp_view *v, bool read_gid)
 {
-	struct ib_qp_init_attr init_attr;
+	struct ib_qp_init_attr init_attr __uninitialized;	/* filled, never read */
 	struct ib_qp_attr attr;
 	int ret;
 
-	/* init_attr is only filled (never read here); attr's fields read below are zeroed. */
+	/* attr's fields read below are zeroed, for a driver that leaves some unset. */
 	memset(&attr, 0, sizeof(attr));
 	ret = ib_query_qp(v->qp, &attr, IB_QP_STATE | IB_QP_DEST_QPN | IB_QP_AV |
 			  IB_QP_ACCESS_FLAGS | IB_QP_SQ_PSN | IB_QP_RQ_PSN | IB_QP_TIMEOUT |

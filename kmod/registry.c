@@ -350,17 +350,6 @@ const struct unload_qp *unload_qp_lookup(struct unload_session *sess, struct ib_
 }
 
 /*
- * Does q's shim say that no NIC request of q is in flight or has failed (its busy byte
- * is 0, kmod/uapi/unload.h)? Then the RDMA core cannot have moved q by itself: its
- * state changes only through a modify, which registers it again. The caller holds a
- * reference on q->sess.
- */
-bool unload_qp_quiet(const struct unload_qp *q)
-{
-	return !READ_ONCE(q->sess->busy[q->busy_slot]);
-}
-
-/*
  * Is QP (dev, qpn) registered by sess, and sess live (unload_session_live)? *poisoned.
  * The caller holds the RCU read lock.
  */

@@ -78,18 +78,6 @@ void unload_folded_reset(void)
 
 /* --- sessions ----------------------------------------------------------------------- */
 
-/*
- * May sess's QPs be handed to their driver as someone's peer? Not once it is closing,
- * nor once its process has left its mm (exit or exec). Exit closes the verbs file without
- * the shim's unregistration, and its cleanup runs the driver's destroy of each QP before
- * the RDMA core marks it deleted (res->valid); exit_mm comes before exit_files, so a dying
- * owner shows here first.
- */
-bool unload_session_live(const struct unload_session *sess)
-{
-	return !READ_ONCE(sess->dead) && atomic_read(&sess->mm->mm_users) > 0;
-}
-
 static void unload_session_free_rcu(struct rcu_head *head)
 {
 	kmem_cache_free(unload_session_cache,

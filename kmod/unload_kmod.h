@@ -10,6 +10,7 @@
 #include <linux/hashtable.h>
 #include <linux/kref.h>
 #include <linux/list.h>
+#include <linux/mm_types.h>
 #include <linux/mutex.h>
 #include <linux/pid.h>
 #include <linux/rculist.h>
@@ -117,6 +118,29 @@ struct unload_qp {
 					 * WRITE_ONCE/READ_ONCE) */
 	struct rcu_head rcu;
 };
+
+/*
+ * May sess's QPs be handed to their driver as someone's peer? Not once it is closing,
+ * nor once its process has left its mm (exit or exec). Exit closes the verbs file without
+ * the shim's unregistration, and its cleanup runs the driver's destroy of each QP before
+ * the RDMA core marks it deleted (res->valid); exit_mm comes before exit_files, so a dying
+ * owner shows here first.
+ */
+static inline bool unload_session_live(const struct unload_session *sess)
+{
+	return !READ_ONCE(sess->dead) && atomic_read(&sess->mm->mm_users) > 0;
+}
+
+/*
+ * Does q's shim say that no NIC request of q is in flight or has failed (its busy byte
+ * is 0, kmod/uapi/unload.h)? Then the RDMA core cannot have moved q by itself: its
+ * state changes only through a modify, which registers it again. The caller holds a
+ * reference on q->sess.
+ */
+static inline bool unload_qp_quiet(const struct unload_qp *q)
+{
+	return !READ_ONCE(q->sess->busy[q->busy_slot]);
+}
 
 /*
  * A memory region registered by a session: the RDMA core's MR (found again on every
@@ -253,7 +277,12 @@ struct unload_src {
 	struct unload_seg *seg;		/* one[], or the batch's */
 	struct unload_seg one[1];
 };
-bool unload_req_inline(const struct unload_direct_req *req);
+/* Is req an inline request (UNLOAD_REQ_INLINE) of a well-formed shape? */
+static inline bool unload_req_inline(const struct unload_direct_req *req)
+{
+	return req->flags == UNLOAD_REQ_INLINE && !req->iov_count && !req->lkey &&
+	       req->length && req->length <= UNLOAD_MAX_INLINE;
+}
 u32 unload_req_begin(const struct unload_direct_req *req, u64 max_len,
 		     const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
 		     struct unload_iov *one, struct unload_src *src,
@@ -396,7 +425,6 @@ int unload_qp_changed(struct unload_session *by, struct ib_device *dev, u32 qpn)
 const struct unload_qp *unload_qp_sender(struct unload_session *sess, u32 qpn, u32 handle);
 const struct unload_qp *unload_qp_lookup(struct unload_session *sess, struct ib_device *dev,
 					 u32 qpn);
-bool unload_qp_quiet(const struct unload_qp *q);
 bool unload_qp_registered(struct unload_session *sess, struct ib_device *dev, u32 qpn,
 			  bool *poisoned);
 int unload_qp_busy_slot(struct unload_session *sess, struct ib_device *dev, u32 qpn);
@@ -443,7 +471,6 @@ struct unload_session *unload_session_alloc(struct file *file);
 void unload_session_publish(struct unload_session *sess);
 void unload_session_unpublish(struct unload_session *sess);
 void unload_session_put(struct unload_session *sess);
-bool unload_session_live(const struct unload_session *sess);
 u64 unload_folded_read(unsigned int idx);
 void unload_folded_reset(void);
 

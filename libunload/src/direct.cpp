@@ -105,10 +105,9 @@ bool fence_poll(CqRec* c) {
 // Inside q's post gate. 0 when the write may be placed now; else -errno: no room for a
 // marker, an extended CQ with requests in flight, an earlier request failed, or the wait
 // did not finish promptly.
-int fence_before_direct(QpRec* q, const WriteRequest& r, bool* waited) {
+int fence_wait(QpRec* q, const WriteRequest& r, bool* waited) {
   SqRing& ring = q->sq.ring;
   const bool untracked = q->sq.untracked.load(std::memory_order_relaxed);
-  if (ring.in_flight() == 0 && !untracked) return q->failed.load(std::memory_order_acquire) ? -EIO : 0;
   CqRec* c = q->scq;
   if (c->cqx && ring.in_flight() != 0) return -EBUSY;
   if (untracked || !ring.last_signaled()) {
@@ -227,6 +226,23 @@ uint64_t share_of_run(uint64_t t0, const RunClock& clk, int i, int m) {
   q->scq->pending.fill(ticket, wc);
 }
 
+// build_request for a write of one buffer the module reads where the program put it: most
+// of them, inlined in the loop (the general one costs a call and its segment list).
+bool build_one(const QpRec* q, const DirectWrite& w, unload_direct_req& req, unload_iov* iov) {
+  const WriteRequest& r = w.rt.req;
+  if (r.sge_count != 1 || r.user_inline || w.rt.translated || g_kmod.max_iov == 0) [[unlikely]]
+    return build_request(q, w, req, iov);
+  req = unload_direct_req{};
+  req.qp_num = q->qp_num;
+  req.qp_handle = q->peer.handle;
+  req.rkey = r.rkey;
+  req.remote_addr = r.remote_addr;
+  req.length = r.length;
+  req.iov = w.sg[0].addr;
+  req.lkey = w.sg[0].lkey;
+  return true;
+}
+
 // After the fence: the writes w[0..n) with one submission. Returns how many were placed;
 // *why for the first one not placed. Nothing after it was placed.
 int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why, RunClock& clk) {
@@ -238,7 +254,7 @@ int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why, RunClock& clk) {
   // Each completion's cell first: a full queue sends the write to the NIC, never loses it.
   for (; m < n; ++m) {
     tickets[m] = 0;
-    if (!build_request(q, w[m], reqs[m], iov)) {
+    if (!build_one(q, w[m], reqs[m], iov)) {
       *why = Why::refused;
       break;
     }

@@ -5,6 +5,7 @@
 #include "records.hpp"
 #include "route.hpp"
 
+#include <cerrno>
 #include <memory>
 
 struct unload_direct_req;
@@ -51,8 +52,13 @@ int place_direct(QpRec* q, const DirectWrite* w, int n, Why* why);
 // The parts the remote path (remote.cpp) shares with direct's:
 // The ordering fence: 0 when a write the CPU places may be placed now (every earlier
 // request of q executed at the responder; *waited when it had to wait); else -errno, which
-// fence_why names. Inside q's post gate.
-int fence_before_direct(QpRec* q, const WriteRequest& r, bool* waited);
+// fence_why names. Inside q's post gate. Inline for a run's usual case, nothing in flight.
+int fence_wait(QpRec* q, const WriteRequest& r, bool* waited);
+inline int fence_before_direct(QpRec* q, const WriteRequest& r, bool* waited) {
+  if (q->sq.ring.in_flight() == 0 && !q->sq.untracked.load(std::memory_order_relaxed))
+    return q->failed.load(std::memory_order_acquire) ? -EIO : 0;
+  return fence_wait(q, r, waited);
+}
 Why fence_why(int rc);
 // The module's request for w (iov: room for its segment list); false when it cannot take it.
 bool build_request(const QpRec* q, const DirectWrite& w, unload_direct_req& req, unload_iov* iov);
