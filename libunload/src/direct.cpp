@@ -140,6 +140,20 @@ Why fence_why(int rc) {
                           : Why::no_room;
 }
 
+namespace {
+
+// What every request says: its sender, its target, its length; the source is the caller's.
+[[gnu::always_inline]] inline void request_head(const QpRec* q, const WriteRequest& r, unload_direct_req& req) {
+  req = unload_direct_req{};
+  req.qp_num = q->qp_num;
+  req.qp_handle = q->peer.handle;
+  req.rkey = r.rkey;
+  req.remote_addr = r.remote_addr;
+  req.length = r.length;
+}
+
+}  // namespace
+
 // The module's request for write w; iov: room for its segment list when it has several
 // SGEs. false when the module could not take it (more SGEs than it allows).
 bool build_request(const QpRec* q, const DirectWrite& w, unload_direct_req& req, unload_iov* iov) {
@@ -151,12 +165,7 @@ bool build_request(const QpRec* q, const DirectWrite& w, unload_direct_req& req,
     sges_translate(q, sg, r.sge_count, process_sg);
     sg = process_sg;
   }
-  req = unload_direct_req{};
-  req.qp_num = q->qp_num;
-  req.qp_handle = q->peer.handle;
-  req.rkey = r.rkey;
-  req.remote_addr = r.remote_addr;
-  req.length = r.length;
+  request_head(q, r, req);
   if (r.user_inline) {  // the provider would read it at post: so does the module
     req.flags = UNLOAD_REQ_INLINE;
     req.iov = sg[0].addr;
@@ -232,12 +241,7 @@ bool build_one(const QpRec* q, const DirectWrite& w, unload_direct_req& req, unl
   const WriteRequest& r = w.rt.req;
   if (r.sge_count != 1 || r.user_inline || w.rt.translated || g_kmod.max_iov == 0) [[unlikely]]
     return build_request(q, w, req, iov);
-  req = unload_direct_req{};
-  req.qp_num = q->qp_num;
-  req.qp_handle = q->peer.handle;
-  req.rkey = r.rkey;
-  req.remote_addr = r.remote_addr;
-  req.length = r.length;
+  request_head(q, r, req);
   req.iov = w.sg[0].addr;
   req.lkey = w.sg[0].lkey;
   return true;
