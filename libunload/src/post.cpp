@@ -186,7 +186,7 @@ bool list_fits(const QpRec* q, const ibv_send_wr* wr) {
 // What keeps the writes of list `wr` from going direct (or remote: places_remote), none
 // when nothing does.
 Why list_direct_why(QpRec* q, ibv_send_wr* wr, const Tunables& t) {
-  const Why why = places_remote(q) ? remote_blocker(q, t) : direct_blocker(q, t);
+  const Why why = cpu_blocker(q, t);
   if (why != Why::none) return why;
   if (!list_fits(q, wr)) return Why::queue;
   return wr->next && !list_locally_valid(q, wr) ? Why::region : Why::none;

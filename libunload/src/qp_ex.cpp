@@ -9,13 +9,14 @@
 // inlines it. Anything else the program calls first (another request, wr_complete) hands
 // the header over as it is, in its place.
 //
-// The provider posts a batch whole at wr_complete, so a direct write inside a batch could
-// not wait for the batch's earlier requests (they are not posted yet) and cannot be taken
-// back once the provider has it. So only the first request of a batch may go direct: its
-// payload call then holds it to the end (kHeldDirect). It goes to the provider on the NIC
-// as soon as the program builds anything behind it, in its place. At wr_complete a write
-// still held is the whole batch: the provider's empty batch is closed with wr_abort, then
-// the write runs direct or, refused, is posted to the NIC. wr_abort drops a held write.
+// The provider posts a batch whole at wr_complete, so a write the CPU places (direct, or
+// remote for a peer on another host) inside a batch could not wait for the batch's earlier
+// requests (they are not posted yet) and cannot be taken back once the provider has it.
+// So only the first request of a batch may take a CPU path: its payload call then holds it
+// to the end (kHeldCpu). It goes to the provider on the NIC as soon as the program builds
+// anything behind it, in its place. At wr_complete a write still held is the whole batch:
+// the provider's empty batch is closed with wr_abort, then the write runs on its path or,
+// refused, is posted to the NIC. wr_abort drops a held write.
 //
 // The QP's post gate is held from wr_start to wr_complete or wr_abort: a batch is one
 // producer of the ring, as an ibv_post_send is.
@@ -30,6 +31,7 @@
 #include "direct.hpp"
 #include "post.hpp"
 #include "registry.hpp"
+#include "remote.hpp"
 #include "route.hpp"
 #include "stage.hpp"
 #include "unload.h"
@@ -41,9 +43,9 @@ namespace unload::rt {
 
 namespace {
 
-enum : uint8_t { kHeldNone, kHeldHeader, kHeldDirect };
+enum : uint8_t { kHeldNone, kHeldHeader, kHeldCpu };
 
-// The most SGEs of a wr_* write that may be held for the direct path (the kmod's iovec cap).
+// The most SGEs of a wr_* write that may be held for a CPU path (the kmod's iovec cap).
 constexpr uint32_t kHeldMaxSge = UNLOAD_MAX_IOV;
 // The CPU paths' SGE limit in the wr_* API.
 constexpr size_t kMaxSge = 16;
@@ -65,7 +67,7 @@ struct HeldWrite {
   uint32_t nsge = 0;
   uint64_t addr = 0;
   uint64_t wr_id = 0;
-  Route route;  // kHeldDirect: its route
+  Route route;  // kHeldCpu: its route
   ibv_sge sge[kHeldMaxSge];
 };
 
@@ -229,37 +231,32 @@ void issue_payload(QpRec* q, ibv_qp_ex* qp, size_t n, const ibv_sge* sg, const R
   }
 }
 
-// The held write's payload, given as SGEs: its route, once. Held on for the direct path
-// when it is the batch's first request; otherwise given to the provider now.
+// The held write's payload, given as SGEs: its route, once. Held on for a CPU path (direct
+// or remote) when it is the batch's first request; otherwise given to the provider now.
 void write_payload(QpRec* q, ibv_qp_ex* qp, size_t n, const ibv_sge* sg) {
   QpxState* s = q->qpx;
   HeldWrite& h = s->held;
   const Tunables& t = tunables();
-  // Only a batch's first write can be held back for the direct path.
-  const Why direct_why = !h.first ? Why::queue : n > kHeldMaxSge ? Why::size : direct_blocker(q, t);
+  // Only a batch's first write can be held back for a CPU path.
+  const Why direct_why = !h.first ? Why::queue : n > kHeldMaxSge ? Why::size : cpu_blocker(q, t);
   Route rt = route(q, held_request(q, h, n, sg), sg, t, direct_why);
-  // Not the remote path yet (its engine runs from ibv_post_send only): the NIC, with a reason.
-  if (rt.path == Path::unload_remote) [[unlikely]] {
-    rt.path = Path::offload;
-    rt.why = Why::queue;
-  }
-  if (rt.path == Path::unload_direct) {
+  if (rt.path == Path::unload_direct || rt.path == Path::unload_remote) {
     h.nsge = static_cast<uint32_t>(n);
     for (size_t i = 0; i < n; ++i) h.sge[i] = sg[i];  // the program's list is theirs again on return
     h.route = rt;
-    h.state = kHeldDirect;
+    h.state = kHeldCpu;
     return;
   }
   issue_payload(q, qp, n, sg, rt);
 }
 
 // Hands whatever write is held to the provider, where it stands in the batch (before
-// whatever the program builds next): a header as the program gave it, a direct write on
-// the NIC with its payload.
+// whatever the program builds next): a header as the program gave it, a write held for a
+// CPU path on the NIC with its payload.
 void release_held(QpRec* q, ibv_qp_ex* qp) {
   HeldWrite& h = q->qpx->held;
   if (h.state == kHeldNone) return;
-  if (h.state == kHeldDirect) {
+  if (h.state == kHeldCpu) {
     Route rt = h.route;
     rt.path = Path::offload;
     issue_payload(q, qp, h.nsge, h.sge, rt);
@@ -453,7 +450,7 @@ static void end_batch(QpRec* q) {
   q->sq.gate.leave(q->qpx->gate_how);
 }
 
-// A held direct write is the whole batch (see "Held writes" above).
+// A held write is the whole batch (see "Held writes" above).
 static int complete_held(QpRec* q, ibv_qp_ex* qp) {
   QpxState* s = q->qpx;
   HeldWrite& h = s->held;
@@ -466,7 +463,8 @@ static int complete_held(QpRec* q, ibv_qp_ex* qp) {
   Why why = Why::queue;
   const bool room = q->sq.ring.in_flight() < q->sq.max_wr;
   const DirectWrite d{h.sge, h.wr_id, rt};
-  if (!room || place_direct(q, &d, 1, &why) != 1) {
+  const bool remote = rt.path == Path::unload_remote;
+  if (!room || (remote ? place_remote(q, &d, 1, &why) : place_direct(q, &d, 1, &why)) != 1) {
     rt.path = Path::offload;
     rc = post_routed(q, w, rt, why);
   }
@@ -482,7 +480,7 @@ extern "C" int unload_qpx_wr_complete(ibv_qp_ex* qp) {
     q->sq.untracked.store(true, std::memory_order_relaxed);  // in flight untracked
     busy_raise(q);
   }
-  if (s->held.state == kHeldDirect) return complete_held(q, qp);
+  if (s->held.state == kHeldCpu) return complete_held(q, qp);
   release_held(q, qp);  // a header without payload: the provider judges it
   busy_raise(q);
   const int rc = s->orig.wr_complete(qp);

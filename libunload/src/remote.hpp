@@ -12,6 +12,12 @@ namespace unload::rt {
 // per registration; no failure seen; a send CQ the shim can complete on). Post gate.
 Why remote_blocker(QpRec* q, const Tunables& t);
 
+// What keeps `q`'s writes from the CPU path its peer calls for (remote for a peer on
+// another host, places_remote; else direct): the `direct_why` route() takes. Post gate.
+inline Why cpu_blocker(QpRec* q, const Tunables& t) {
+  return places_remote(q) ? remote_blocker(q, t) : direct_blocker(q, t);
+}
+
 // As place_direct, for the remote path: the fence, then w[0..n) with one submission
 // (UNLOAD_SUBMIT_REMOTE | UNLOAD_SUBMIT_STOP), inside q's post gate. Returns how many
 // writes it consumed: the placed ones (completed with IBV_WC_SUCCESS when signaled) and,

@@ -167,6 +167,27 @@ if [ "$ME" = A ]; then
 	sed 's/^/    /' "$WORK/remote.cli" "$WORK/remote.srv"
 fi
 
+# The same requests built with the wr_* API, each list one wr_start .. wr_complete batch:
+# a batch's first write may go remote (the rest take the NIC behind it, in their place).
+check "remote_parity, wr_* API, without the shim (the NIC's reference)" \
+	step parwr_nic B noshim -- "$RP" server -- "$RP" client "$PEER_ADDR" wr
+p5w=$(mark parwr_nic)
+STEP_ENV_B=UNLOAD_PATH=remote check "remote_parity, wr_* API, under the shim on both hosts, UNLOAD_PATH=remote" \
+	step parwr_remote B "$env" -- "$RP" server -- "$RP" client "$PEER_ADDR" wr
+p6w=$(mark parwr_remote)
+if [ "$ME" = A ]; then
+	for side in cli srv; do
+		grep '^R ' "$WORK/parwr_nic.$side" >"$WORK/wr_nic.$side"
+		grep '^R ' "$WORK/parwr_remote.$side" >"$WORK/wr_remote.$side"
+		check "parity, wr_* API, $(who $side): identical on the NIC and remote" \
+			diff -u "$WORK/wr_nic.$side" "$WORK/wr_remote.$side"
+	done
+	w=$(stat "$WORK/parwr_remote.stats" writes_remote)
+	show_stats parwr_remote
+	check "parity, wr_* API: A's writes went remote ($w), B's module placed them (+$((p6w - p5w)))" \
+		[ "$w" -gt 0 -a $((p6w - p5w)) -eq "$w" ]
+fi
+
 # Threads on one channel: four client threads, each its own QP and CQ, post at once; the
 # NIC's run and the remote run must print the same completions and target bytes.
 check "remote_parity threads without the shim (the NIC's reference)" \

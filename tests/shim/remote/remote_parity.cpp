@@ -1,7 +1,8 @@
 // The same writes between two hosts, printed so that a run on the NIC and a run on the remote path can be
 // compared line by line.
 //
-//   remote_parity server|client [ADDR]      (server on host B, client on host A)
+//   remote_parity server|client [ADDR] [wr]   (server on host B, client on host A; wr: the
+//                                             client posts with the ibv_qp_ex wr_* API)
 //   remote_parity stream-server NAME DONE | stream-client ADDR NAME MID   (a failure stream, below)
 //   remote_parity threads-server | threads-client ADDR   (threads on one channel, below)
 //   remote_parity stream-server NAME DONE | late-client ADDR NAME DONE   (a channel come late)
@@ -13,7 +14,8 @@
 // of its target bytes with how many are non-zero. Each write's source is its own, and
 // writes to the same target bytes carry different bytes, so an order the NIC would not
 // give shows. Result lines start with "R "; the guest script runs the pair without the
-// shim and with it (UNLOAD_PATH=remote) and compares them. The program's own checks are
+// shim and with it (UNLOAD_PATH=remote) and compares them; the wr_* client posts each list
+// as one wr_start .. wr_complete batch and prints the same lines. The program's own checks are
 // only what it needs to go on (completions arrive, the side channel answers).
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -227,9 +229,47 @@ std::vector<ibv_wc> collect(ibv_cq* cq, size_t want, int seconds) {
   return got;
 }
 
-void run_case(size_t ci, const Case& c, bool server, t::Device& dev, ibv_pd* pd, int fd) {
+// An RC QP for the wr_* API, with make_rc_qp's caps and every opcode the cases post.
+ibv_qp* make_rc_qp_ex(t::Device& dev, ibv_pd* pd, ibv_cq* cq) {
+  const t::QpCaps caps;
+  ibv_qp_init_attr_ex a{};
+  a.qp_type = IBV_QPT_RC;
+  a.send_cq = cq;
+  a.recv_cq = cq;
+  a.cap.max_send_wr = caps.send_wr;
+  a.cap.max_recv_wr = caps.recv_wr;
+  a.cap.max_send_sge = caps.send_sge;
+  a.cap.max_recv_sge = caps.recv_sge;
+  a.pd = pd;
+  a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ;
+  ibv_qp* qp = ibv_create_qp_ex(dev.ctx, &a);
+  if (!qp) die("ibv_create_qp_ex");
+  return qp;
+}
+
+// A post's list as one wr_* batch; wr_complete's result, as ibv_post_send's.
+int post_wr(ibv_qp* qp, const std::vector<ibv_send_wr>& wrs) {
+  ibv_qp_ex* qx = ibv_qp_to_qp_ex(qp);
+  if (!qx) die("ibv_qp_to_qp_ex");
+  ibv_wr_start(qx);
+  for (const ibv_send_wr& s : wrs) {
+    qx->wr_id = s.wr_id;
+    qx->wr_flags = s.send_flags;
+    if (s.opcode == IBV_WR_RDMA_READ)
+      ibv_wr_rdma_read(qx, s.wr.rdma.rkey, s.wr.rdma.remote_addr);
+    else if (s.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+      ibv_wr_rdma_write_imm(qx, s.wr.rdma.rkey, s.wr.rdma.remote_addr, s.imm_data);
+    else
+      ibv_wr_rdma_write(qx, s.wr.rdma.rkey, s.wr.rdma.remote_addr);
+    ibv_wr_set_sge(qx, s.sg_list[0].lkey, s.sg_list[0].addr, s.sg_list[0].length);
+  }
+  return ibv_wr_complete(qx);
+}
+
+void run_case(size_t ci, const Case& c, bool server, bool wr_api, t::Device& dev, ibv_pd* pd, int fd) {
   ibv_cq* cq = t::make_cq(dev.ctx, 64);
-  ibv_qp* qp = t::make_rc_qp(pd, cq, cq);
+  ibv_qp* qp = wr_api ? make_rc_qp_ex(dev, pd, cq) : t::make_rc_qp(pd, cq, cq);
   static uint8_t* buf = t::map_zeroed(kRegion);
   std::memset(buf, 0, kRegion);
   if (server && c.prefill)
@@ -285,7 +325,7 @@ void run_case(size_t ci, const Case& c, bool server, t::Device& dev, ibv_pd* pd,
         s.next = k + 1 < p.size() ? &wrs[k + 1] : nullptr;
       }
       ibv_send_wr* bad = nullptr;
-      const int rc = ibv_post_send(qp, wrs.data(), &bad);
+      const int rc = wr_api ? post_wr(qp, wrs) : ibv_post_send(qp, wrs.data(), &bad);
       std::printf("R %s: post of %zu: rc %d\n", c.name, p.size(), rc);
       size_t signaled = 0;
       for (const Wr& w : p) signaled += w.signaled;
@@ -622,7 +662,7 @@ void threads(bool server, const char* addr) {
 
 int main(int argc, char** argv) {
   if (argc < 2)
-    die("usage: remote_parity server|client [ADDR] | stream-server NAME FILE | stream-client ADDR NAME FILE"
+    die("usage: remote_parity server|client [ADDR] [wr] | stream-server NAME FILE | stream-client ADDR NAME FILE"
         " | threads-server | threads-client ADDR | late-client ADDR NAME DONE");
   t::watchdog(500, "remote_parity");
   if (std::strcmp(argv[1], "stream-server") == 0 || std::strcmp(argv[1], "stream-client") == 0) {
@@ -650,11 +690,12 @@ int main(int argc, char** argv) {
   }
   const bool server = std::strcmp(argv[1], "server") == 0;
   if (!server && argc < 3) die("the client needs the server's address");
+  const bool wr_api = !server && argc > 3 && std::strcmp(argv[3], "wr") == 0;
   t::Device dev = t::open_device();
   ibv_pd* pd = t::make_pd(dev.ctx);
   const int fd = side_channel(server, server ? nullptr : argv[2]);
   const auto all = cases();
-  for (size_t i = 0; i < all.size(); ++i) run_case(i, all[i], server, dev, pd, fd);
+  for (size_t i = 0; i < all.size(); ++i) run_case(i, all[i], server, wr_api, dev, pd, fd);
   close(fd);
   t::ok(server ? "server: every case ran" : "client: every case ran");
   t::stop_watchdogs();
