@@ -143,7 +143,8 @@ Why fence_why(int rc) {
 namespace {
 
 // What every request says: its sender, its target, its length; the source is the caller's.
-[[gnu::always_inline]] inline void request_head(const QpRec* q, const WriteRequest& r, unload_direct_req& req) {
+[[gnu::always_inline]] inline void request_head(const QpRec* q, const WriteRequest& r,
+                                                unload_direct_req& req) {
   req = unload_direct_req{};
   req.qp_num = q->qp_num;
   req.qp_handle = q->peer.handle;
@@ -218,7 +219,8 @@ uint64_t share_of_run(uint64_t t0, const RunClock& clk, int i, int m) {
 // A placed write's bookkeeping: counters, the policy (`cost_ns`, 0 when it is not timed),
 // its completion in `ticket`. Inlined in both engines' loops: as a call it cost a small
 // write a sixth of what its whole submission costs the shim.
-[[gnu::always_inline]] inline void finish_direct(QpRec* q, const DirectWrite& w, uint64_t ticket, uint64_t cost_ns) {
+[[gnu::always_inline]] inline void finish_direct(QpRec* q, const DirectWrite& w, uint64_t ticket,
+                                                 uint64_t cost_ns) {
   const WriteRequest& r = w.rt.req;
   count_writes(Path::unload_direct, 1, r.length);
   if (w.rt.t0) observe_direct(q, r, cost_ns);

@@ -242,7 +242,8 @@ ibv_qp* make_rc_qp_ex(t::Device& dev, ibv_pd* pd, ibv_cq* cq) {
   a.cap.max_recv_sge = caps.recv_sge;
   a.pd = pd;
   a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-  a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ;
+  a.send_ops_flags =
+      IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ;
   ibv_qp* qp = ibv_create_qp_ex(dev.ctx, &a);
   if (!qp) die("ibv_create_qp_ex");
   return qp;
@@ -662,7 +663,8 @@ void threads(bool server, const char* addr) {
 
 int main(int argc, char** argv) {
   if (argc < 2)
-    die("usage: remote_parity server|client [ADDR] [wr] | stream-server NAME FILE | stream-client ADDR NAME FILE"
+    die("usage: remote_parity server|client [ADDR] [wr] | stream-server NAME FILE | stream-client ADDR NAME "
+        "FILE"
         " | threads-server | threads-client ADDR | late-client ADDR NAME DONE");
   t::watchdog(500, "remote_parity");
   if (std::strcmp(argv[1], "stream-server") == 0 || std::strcmp(argv[1], "stream-client") == 0) {
