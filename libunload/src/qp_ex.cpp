@@ -259,6 +259,7 @@ void release_held(QpRec* q, ibv_qp_ex* qp) {
   if (h.state == kHeldCpu) {
     Route rt = h.route;
     rt.path = Path::offload;
+    rt.why = Why::queue;  // no longer the batch's only request: the reason the others get
     issue_payload(q, qp, h.nsge, h.sge, rt);
     return;
   }
