@@ -90,12 +90,13 @@ static u32 unload_remote_src(struct unload_session *sess, struct ib_device *dev,
  */
 static unsigned int unload_remote_ack_ms(const struct unload_qp_view *v)
 {
-	/* 5 and 3 bits on the wire: at most 2^43 ns a try, 8 tries */
-	u64 try_ns = 4096ULL << min_t(u8, v->timeout, 31);
-	u64 ms = DIV_ROUND_UP_ULL(try_ns * (min_t(u8, v->retry_cnt, 7) + 1), NSEC_PER_MSEC);
+	u64 try_ns, ms;
 
 	if (!v->timeout)
 		return UNLOAD_CHAN_WAIT_MS;
+	/* 5 and 3 bits on the wire: at most 2^43 ns a try, 8 tries */
+	try_ns = 4096ULL << min_t(u8, v->timeout, 31);
+	ms = DIV_ROUND_UP_ULL(try_ns * (min_t(u8, v->retry_cnt, 7) + 1), NSEC_PER_MSEC);
 	return clamp_t(u64, ms, UNLOAD_REMOTE_ACK_MIN_MS, UNLOAD_CHAN_WAIT_MS);
 }
 

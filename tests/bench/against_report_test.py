@@ -13,13 +13,7 @@ import sys
 import tempfile
 
 script = os.path.join(sys.argv[1], "scripts", "lib", "python", "against_report.py")
-fails = 0
-
-
-def check(ok, what):
-    global fails
-    print("%s: %s" % ("ok" if ok else "FAIL", what))
-    fails += not ok
+from checks import check, finish  # noqa: E402
 
 
 def write_round(raw, rnd, variant, medians):
@@ -63,4 +57,4 @@ with tempfile.TemporaryDirectory() as d:
           "against.tsv has every round's cell (%d lines)" % len(tsv))
     check(os.path.exists(os.path.join(d, "against.txt")), "against.txt written")
 
-sys.exit(1 if fails else 0)
+finish()

@@ -16,13 +16,7 @@ import tempfile
 sys.path.insert(0, os.path.join(sys.argv[1], "scripts", "lib", "python"))
 import bench_report as br  # noqa: E402
 
-fails = 0
-
-
-def check(ok, what):
-    global fails
-    print("%s: %s" % ("ok" if ok else "FAIL", what))
-    fails += not ok
+from checks import check, finish  # noqa: E402
 
 
 def binom_below(n, k):
@@ -155,4 +149,4 @@ with tempfile.TemporaryDirectory() as d:
         check(all(os.path.getsize(os.path.join(d, f"latency.{e}")) > 0 for e in ("png", "svg")),
               "plot of three sizes: latency.png and latency.svg written")
 
-sys.exit(1 if fails else 0)
+finish()

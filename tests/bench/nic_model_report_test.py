@@ -13,13 +13,7 @@ import sys
 import tempfile
 
 script = os.path.join(sys.argv[1], "scripts", "lib", "python", "nic_model_report.py")
-fails = 0
-
-
-def check(ok, what):
-    global fails
-    print("%s: %s" % ("ok" if ok else "FAIL", what))
-    fails += not ok
+from checks import check, finish  # noqa: E402
 
 
 def report(rows, *args):
@@ -72,4 +66,4 @@ rc, _ = report(hosts, "--cpu", "mapped")
 check(rc != 0, f"an unknown CPU path: an error (exit {rc})")
 rc, out = report([])
 check(rc == 1, f"no rows: an error (exit {rc})")
-sys.exit(1 if fails else 0)
+finish()
