@@ -9,6 +9,7 @@
 // scripts/bench driver interleaves paths and repetitions); without the shim every write
 // is an offload. Own flags, before Google Benchmark's:
 //   --device=NAME  --gid=N  --footprint_mib=N  --iters_scale=F  --spin_yield=auto|0|1
+//   --target_warmup=N (untimed writes before a random-target workload's, to its own targets)
 #include "rc_link.hpp"
 #include "unload.h"
 
@@ -58,6 +59,9 @@ ub::RcLink g_link;
 int g_sock = -1;
 size_t g_footprint = 64u << 20;
 double g_iters_scale = 1.0;
+// The random-target workloads' untimed writes (--target_warmup): their own distribution,
+// so that a footprint's translations (and adaptive's resident set) reach a steady state.
+int64_t g_target_warmup = 40;
 
 // Fewer iterations for big writes: under TCG a 1 MiB write takes milliseconds.
 int64_t iters_for(size_t bytes) {
@@ -333,19 +337,22 @@ void random_targets(benchmark::State& state, unsigned hot_pct) {
   const auto bytes = static_cast<uint32_t>(state.range(0));
   const size_t pages = (g_footprint - bytes) / 4096;
   std::mt19937_64 rng(42);
+  const auto next_target = [&] {
+    const bool hot = hot_pct != 0 && rng() % 100 < hot_pct;
+    return kFootprint + (rng() % (hot ? std::min(kHotPages, pages) : pages)) * 4096;
+  };
   std::vector<double> ns;
   ns.reserve(static_cast<size_t>(state.max_iterations));
-  if (!warm_up(kFootprint, bytes)) {
-    state.SkipWithError("write failed");
-    return;
-  }
+  for (int64_t i = 0; i < g_target_warmup; i++)
+    if (ub::post_write(g_link, kOut, next_target(), bytes, true, false, 0) || ub::poll_n(g_link, 1)) {
+      state.SkipWithError("write failed");
+      return;
+    }
   const PathCounts before = path_counts();
-  for (auto _ : state) {
-    const bool hot = hot_pct != 0 && rng() % 100 < hot_pct;
-    size_t off = kFootprint + (rng() % (hot ? std::min(kHotPages, pages) : pages)) * 4096;
-    if (!timed_write(state, ns, off, bytes, 1)) break;
-  }
+  for (auto _ : state)
+    if (!timed_write(state, ns, next_target(), bytes, 1)) break;
   state.counters["footprint_mib"] = static_cast<double>(g_footprint >> 20);
+  state.counters["warmup_writes"] = static_cast<double>(g_target_warmup);
   if (hot_pct != 0) state.counters["hot_pages"] = static_cast<double>(kHotPages);
   report(state, ns, bytes);
   report_paths(state, before);
@@ -631,6 +638,12 @@ int main(int argc, char** argv) {
       g_iters_scale = strtod(v.c_str(), &end);
       if (v.empty() || *end || !(g_iters_scale > 0 && g_iters_scale <= 100)) {
         fprintf(stderr, "bench: --iters_scale wants (0, 100], not '%s'\n", v.c_str());
+        return 2;
+      }
+    } else if (take_flag(argv[i], "--target_warmup", v)) {
+      g_target_warmup = strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end || g_target_warmup < 0 || g_target_warmup > 1'000'000) {
+        fprintf(stderr, "bench: --target_warmup wants 0..1000000, not '%s'\n", v.c_str());
         return 2;
       }
     } else {

@@ -88,6 +88,7 @@ struct unload_tunables {
 	__u32 explore_shift;	/* adaptive explores at rate 2^-explore_shift (0: never) */
 	__u32 hysteresis_pct;	/* adaptive switches only for a gain above this */
 	__u32 cpu_budget_pct;	/* share of wall time CPU paths may copy (100: no cap) */
+	__u32 target_xlate_pages; /* target NICs' translation cache, pages (0: unknown) */
 };
 
 /*
@@ -104,7 +105,8 @@ struct unload_tunables {
 	X(direct_max,		0, 1U << 31,	1U << 30)	\
 	X(explore_shift,	0, 31,		5)		\
 	X(hysteresis_pct,	0, 1000,	10)		\
-	X(cpu_budget_pct,	0, 100,		50)
+	X(cpu_budget_pct,	0, 100,		50)		\
+	X(target_xlate_pages,	0, 16384,	0)
 
 /*
  * The module's own tunables: sysfs files beside those above, read by the module alone,
@@ -138,8 +140,7 @@ struct unload_tunables {
 struct unload_control {
 	__u32 seq;			/* sequence counter: odd while being written */
 	__u32 abi_version;		/* UNLOAD_ABI_VERSION of the module */
-	struct unload_tunables tunables;	/* the current tunables */
-	__u32 reserved0;		/* zero; pads to 8 bytes */
+	struct unload_tunables tunables;	/* the current tunables (its last word was reserved) */
 	__u64 generation;		/* number of tunable changes since load */
 	/*
 	 * Channels to peer hosts' modules that came up since load (design.md, "The

@@ -19,6 +19,7 @@
 #include "kmod.hpp"
 #include "stage.hpp"
 #include "tls.hpp"
+#include "unload/policy/resident_set.hpp"
 #include "unload/runtime.h"
 
 namespace unload::rt {
@@ -300,6 +301,7 @@ void config_init() {
   env_u32("UNLOAD_EXPLORE_SHIFT", t.explore_shift, 63);
   env_u32("UNLOAD_HYSTERESIS_PCT", t.hysteresis_pct);
   env_u32("UNLOAD_CPU_BUDGET_PCT", t.cpu_budget_pct);
+  env_u32("UNLOAD_TARGET_XLATE_PAGES", t.target_xlate_pages, policy::ResidentSet::kMaxPages);
   g_tunables = t;
   g_mode_forced = mode_ok;
   g_forced_mode = t.mode;

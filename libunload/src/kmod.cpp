@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "unload.h"
+#include "unload/policy/resident_set.hpp"
 
 namespace unload::rt {
 
@@ -23,6 +24,13 @@ static_assert(sizeof(unload_tunables) == sizeof(policy::Tunables),
   static_assert(policy::kDefaultTunables.name == (def), #name ": policy default = the module's");
 UNLOAD_TUNABLE_RANGES(UNLOAD_SAME_DEFAULT)
 #undef UNLOAD_SAME_DEFAULT
+namespace range_max {
+#define UNLOAD_RANGE_MAX(name, min, max, def) constexpr uint64_t name = (max);
+UNLOAD_TUNABLE_RANGES(UNLOAD_RANGE_MAX)
+#undef UNLOAD_RANGE_MAX
+}  // namespace range_max
+static_assert(range_max::target_xlate_pages == policy::ResidentSet::kMaxPages,
+              "target_xlate_pages: the module's range = the resident set's size");
 static_assert(policy::kDefaultTunables.mode == UNLOAD_MODE_DEFAULT, "mode: policy default = the module's");
 
 const char* kmod_open() {

@@ -38,7 +38,9 @@ Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
   // Every write counts toward hotness, including those only the NIC can take, or the
   // sketch would misjudge how hot a page is.
   pay_touches();
-  return decide_in_class(f, t, hotness_.touch(f.rkey, f.remote_addr >> kTargetPageShift));
+  resident_.configure(t.target_xlate_pages);  // a change of the tunable is a full decision
+  return decide_in_class(
+      f, t, touch_target(f.peer_local, HotnessSketch::key_of(f.rkey, f.remote_addr >> kTargetPageShift)));
 }
 
 Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot) {
@@ -171,14 +173,19 @@ void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool ex
 }
 
 // The settled decision's target becomes f's, whose page the sketch just judged `hot`.
+// Its touches may be deferred while the answer cannot change: by the sketch, up to its
+// count's next step or halving; in the resident set, while the page is a member (only
+// another page's touch can evict it), never while it is not (a touch may let it join).
 void Policy::retarget(const WriteFeatures& f, bool hot) {
   Settled& s = settled_;
   s.page = f.remote_addr >> kTargetPageShift;
   s.rkey = f.rkey;
-  s.slots = HotnessSketch::slots_of(f.rkey, s.page);
+  s.key = HotnessSketch::key_of(f.rkey, s.page);
+  s.slots = HotnessSketch::slots_of_key(s.key);
   s.hot = hot;
-  s.touches_left =
-      (hotness_.count(s.slots) + 1 >= HotnessSketch::kHotCount) == hot ? hotness_.steady_touches(s.slots) : 0;
+  const bool steady =
+      resident_on(f.peer_local) ? hot : (hotness_.count(s.slots) + 1 >= HotnessSketch::kHotCount) == hot;
+  s.touches_left = steady ? hotness_.steady_touches(s.slots) : 0;
 }
 
 Path Policy::decide_settled_elsewhere(const WriteFeatures& f, const Tunables& t) {
@@ -186,7 +193,8 @@ Path Policy::decide_settled_elsewhere(const WriteFeatures& f, const Tunables& t)
   sampled_ = --sample_countdown_ == 0;
   if (sampled_) sample_countdown_ = kSteadySampleEvery;  // as decide_settled()
   pay_touches();
-  const bool hot = hotness_.touch(f.rkey, f.remote_addr >> kTargetPageShift);
+  const bool hot =
+      touch_target(f.peer_local, HotnessSketch::key_of(f.rkey, f.remote_addr >> kTargetPageShift));
   if (hot != settled_.hot || (settled_.explores && explore_left_ == 1)) [[unlikely]]
     return decide_in_class(f, t, hot);
   if (settled_.explores) {

@@ -112,7 +112,10 @@ unsigned Policy::class_index(const WriteFeatures& f, bool hot) {
 
 bool Policy::is_hot(const WriteFeatures& f) const {
   pay_touches();
-  return hotness_.is_hot(f.rkey, f.remote_addr >> kTargetPageShift);
+  const uint64_t key = HotnessSketch::key_of(f.rkey, f.remote_addr >> kTargetPageShift);
+  return resident_on(f.peer_local)
+             ? resident_.contains(key)
+             : hotness_.count(HotnessSketch::slots_of_key(key)) >= HotnessSketch::kHotCount;
 }
 
 const CostEstimate& Policy::nic_wait(const WriteFeatures& f) const {

@@ -17,6 +17,7 @@ direct_max 0 2147483648 1073741824
 explore_shift 0 31 5
 hysteresis_pct 0 1000 10
 cpu_budget_pct 0 100 50
+target_xlate_pages 0 16384 0
 pair_idle_ms 1 1000 10
 user_sessions_max 1 1048576 1024
 user_registrations_max 1 16777216 262144"

@@ -10,8 +10,8 @@
 // is the CPU budget: each thread may spend cpu_budget_pct of its own wall time copying.
 // Give each instance its own seed (e.g. the thread id) so threads explore independently.
 //
-// Size: about 48 KiB of tables held by value (write classes and the hotness sketch);
-// allocate it once per thread, not on the stack of a hot function.
+// Size: about 176 KiB of tables held by value (write classes, the hotness sketch and the
+// resident set); allocate it once per thread, not on the stack of a hot function.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +25,7 @@
 #include "unload/policy/hotness_sketch.hpp"
 #include "unload/policy/path.hpp"
 #include "unload/policy/prng.hpp"
+#include "unload/policy/resident_set.hpp"
 #include "unload/policy/tunables.hpp"
 #include "unload/policy/write_features.hpp"
 
@@ -206,6 +207,7 @@ class Policy {
     uint32_t length = 0;
     uint32_t sge_count = 0;
     uint32_t rkey = 0;
+    uint64_t key = 0;  // its target page's sketch key
     HotnessSketch::Slots slots{};
     PathSet eligible;
     bool peer_local = false;
@@ -280,7 +282,7 @@ class Policy {
     if (sampled_) sample_countdown_ = kSteadySampleEvery;  // a reuse follows a steady decision
     if (settled_.touches_left == 0 || (settled_.explores && explore_left_ == 1)) [[unlikely]] {
       pay_touches();
-      return decide_in_class(f, t, hotness_.touch(settled_.slots));
+      return decide_in_class(f, t, touch_target(settled_.peer_local, settled_.key));
     }
     --settled_.touches_left;
     ++touches_owed_;
@@ -314,8 +316,16 @@ class Policy {
   void retarget(const WriteFeatures& f, bool hot);
   void charge_cpu(WriteClass& wc, Path path, uint64_t cpu_ns);
   void pay_touches() const {
-    for (; touches_owed_ != 0; --touches_owed_) hotness_.touch(settled_.slots);
+    for (; touches_owed_ != 0; --touches_owed_) touch_target(settled_.peer_local, settled_.key);
   }
+  // Counts a write to the target page of `key` and says whether the page is hot: with the
+  // target NICs' cache size known (target_xlate_pages), a write to another host's page is
+  // hot when the page is in the resident set; otherwise when the sketch says so.
+  bool touch_target(bool peer_local, uint64_t key) const {
+    const bool hot = hotness_.touch(HotnessSketch::slots_of_key(key));
+    return resident_on(peer_local) ? resident_.touch(key, hotness_) : hot;
+  }
+  bool resident_on(bool peer_local) const { return !peer_local && resident_.active(); }
   WriteClass& class_of(const WriteFeatures& f, bool hot) { return classes_[class_index(f, hot)]; }
   const WriteClass& class_of(const WriteFeatures& f, bool hot) const { return classes_[class_index(f, hot)]; }
   static unsigned class_index(const WriteFeatures& f, bool hot);
@@ -342,6 +352,7 @@ class Policy {
   Prng prng_;
   mutable HotnessSketch hotness_;
   WriteClass classes_[kClasses];
+  mutable ResidentSet resident_;  // off until target_xlate_pages is set
 };
 
 }  // namespace unload::policy

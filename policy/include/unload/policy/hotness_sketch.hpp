@@ -32,9 +32,12 @@ class HotnessSketch {
     uint16_t row0;
     uint16_t row1;
   };
-  static Slots slots_of(uint32_t rkey, uint64_t page) {
-    const uint64_t h = hash(rkey, page);
-    return {static_cast<uint16_t>(h & kMask), static_cast<uint16_t>((h >> 32) & kMask)};
+  static Slots slots_of(uint32_t rkey, uint64_t page) { return slots_of_key(key_of(rkey, page)); }
+  // A page's key: the 64-bit hash both rows' slots are cut from (bits 0-9 and 32-41); its
+  // other bits are free for a structure beside the sketch (resident_set.hpp).
+  static uint64_t key_of(uint32_t rkey, uint64_t page) { return hash(rkey, page); }
+  static Slots slots_of_key(uint64_t key) {
+    return {static_cast<uint16_t>(key & kMask), static_cast<uint16_t>((key >> 32) & kMask)};
   }
 
   // Counts one write to (rkey, page) and says whether that page is hot.

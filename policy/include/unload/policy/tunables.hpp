@@ -26,6 +26,7 @@ struct Tunables {
   uint32_t explore_shift;    // adaptive explores at rate 2^-explore_shift (0: never)
   uint32_t hysteresis_pct;   // adaptive switches only for a predicted gain above this
   uint32_t cpu_budget_pct;   // adaptive: share of wall time CPU paths may copy (>=100: no cap)
+  uint32_t target_xlate_pages;  // adaptive: pages a target NIC's translation cache holds (0: unknown)
 
   bool operator==(const Tunables&) const = default;
 };
@@ -41,6 +42,7 @@ inline constexpr Tunables kDefaultTunables{
     .explore_shift = 5,
     .hysteresis_pct = 10,
     .cpu_budget_pct = 50,
+    .target_xlate_pages = 0,
 };
 
 constexpr Mode mode_of(const Tunables& t) {
