@@ -62,14 +62,14 @@ Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot
   WriteClass& wc = class_of(f, hot);
   bool settled = false;
   const Path p = choose(wc, f, t, eligible, cpu_allowed, settled);
-  if (is_cpu_path(p) && !cpu_allowed) {
+  if (charges_budget(p) && !cpu_allowed) {
     ++stats_.budget_denials;
     reason_ = Reason::budget;
     sampled_ = true;  // its wait is what the budget's charges are measured against
     return Path::offload;
   }
   // A write that will not be observed is charged what its path usually costs.
-  const uint64_t usual_ns = is_cpu_path(p) ? wc.estimate[index_of(p)].settled_ns() : 0;
+  const uint64_t usual_ns = charges_budget(p) ? wc.estimate[index_of(p)].settled_ns() : 0;
   if (!sampled_ && usual_ns != 0) charge_cpu(wc, p, usual_ns);
 
   // Steady: what a reuse of this decision would be, so Reuse::off samples as Reuse::on does.
@@ -145,7 +145,7 @@ bool Policy::trial_due(const WriteClass& wc, Path chosen, PathSet explorable) {
 // all of its usual cost): then the balance only grows, and every later decision would see
 // it positive too. `waived_ns`: what each unsampled reuse adds to budget_waived_ns.
 bool Policy::waives_all(const WriteClass& wc, Path p, bool budget_capped, uint64_t& waived_ns) {
-  const uint64_t usual_ns = is_cpu_path(p) ? wc.estimate[index_of(p)].settled_ns() : 0;
+  const uint64_t usual_ns = charges_budget(p) ? wc.estimate[index_of(p)].settled_ns() : 0;
   waived_ns = 0;
   if (!budget_capped || usual_ns == 0) return true;
   if (usual_ns > wc.nic_wait.settled_ns()) return false;
@@ -234,7 +234,7 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
   // or behind a READ (rping) NIC requests are nearly always outstanding, so excluding it
   // left direct unsampled for good. What such a sample costs is weighed below.
   PathSet explorable = eligible;
-  if (!cpu_allowed) explorable = explorable & PathSet(Path::offload);
+  if (!cpu_allowed) explorable = explorable & (PathSet(Path::offload) | PathSet(Path::unload_remote));
 
   // Warm-up: every path gets a full window of samples before it is compared. Direct
   // first: the cheapest by construction, and at a stream's start the ring is still empty,

@@ -1,5 +1,6 @@
 // Adaptive mode's rules in isolation: warm-up then the cheapest path, hysteresis, the fence cost of going
-// direct, exploration rate, sampling, write classes kept apart, and seeded determinism.
+// direct, exploration rate, remote outside the CPU budget, sampling, write classes kept apart, and seeded
+// determinism.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -237,6 +238,19 @@ TEST(policy_adaptive, ExploringFarDearerCpuPathsCostsUnderOnePercent) {
   const double extra = static_cast<double>(run_costing(kWrites)) / (kWrites * cost_of(Path::offload)) - 1;
   EXPECT_GT(extra, 0.0);   // it does explore
   EXPECT_LE(extra, 0.01);  // 2^-(5 + 2) = 0.78%; at 1/(r - 1), 3.1%
+}
+
+TEST(policy_adaptive, RemoteDrawsNothingOnTheCpuBudget) {
+  // Its sender sleeps while the peer host places the write: a budget of 0 keeps stage off,
+  // and remote, the cheapest, takes every write after its warm-up.
+  Policy policy;
+  Tunables t = tunables_in(Mode::adaptive);
+  t.cpu_budget_pct = 0;
+  const WriteFeatures f = write_of(64, PathSet(Path::unload_remote).with(Path::unload_stage));
+  const CostOf cost = [](Path p, uint64_t) { return p == Path::unload_remote ? 1000 : 3000; };
+  const uint64_t remote = run(policy, t, f, 2000, cost, Path::unload_remote);
+  EXPECT_GT(remote, 1900u);
+  EXPECT_EQ(policy.stats().budget_charged_ns, 0u);
 }
 
 TEST(policy_adaptive, WriteClassesLearnApart) {

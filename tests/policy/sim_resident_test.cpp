@@ -90,8 +90,7 @@ double mean_cost(const Tunables& t, uint32_t pages, const Costs& c, uint32_t cac
 
 void expect_adaptive_within_5pct_of_the_better_path(const Costs& c, const char* what) {
   constexpr uint32_t kEntries = 1024;
-  Tunables t = kDefaultTunables;
-  t.cpu_budget_pct = 100;
+  Tunables t = kDefaultTunables;  // the CPU budget too: remote must not draw on it
   t.target_xlate_pages = kEntries;
   for (uint32_t pages : {256u, 1024u, 4096u, 16384u}) {
     const double nic = mean_cost(t, pages, c, kEntries, Path::offload, false, 1);

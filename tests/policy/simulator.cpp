@@ -38,7 +38,7 @@ Outcome Simulator::step(SimWrite w, const CostModel& model) {
   }
   out.path = policy_.decide(w.features, tunables_);
   out.cost_ns = out.path_cost_ns[index_of(out.path)];
-  const bool cpu = is_cpu_path(out.path);
+  const bool cpu = charges_budget(out.path);
   if (!closed_loop_) {
     const uint64_t cost = static_cast<uint64_t>(out.cost_ns);
     if (policy_.sampled()) policy_.observe(out.path, w.features, cost);

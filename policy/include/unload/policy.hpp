@@ -163,9 +163,9 @@ class Policy {
   // path's settled cost: a cpu_ns measured as wall time includes preemption.
   void observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns,
                uint64_t nic_wait_ns = 0);
-  // As above, with all of a CPU path's cost charged as CPU time.
+  // As above, with all of a CPU path's cost charged as CPU time (none of remote's: charges_budget).
   void observe(Path path, const WriteFeatures& f, uint64_t cost_ns) {
-    observe(path, f, cost_ns, is_cpu_path(path) ? cost_ns : 0);
+    observe(path, f, cost_ns, charges_budget(path) ? cost_ns : 0);
   }
 
   // What made the last adaptive decision take its path, for a runtime that says why a

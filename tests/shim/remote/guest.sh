@@ -175,13 +175,20 @@ p5w=$(mark parwr_nic)
 STEP_ENV_B=UNLOAD_PATH=remote check "remote_parity, wr_* API, under the shim on both hosts, UNLOAD_PATH=remote" \
 	step parwr_remote B "$env" -- "$RP" server -- "$RP" client "$PEER_ADDR" wr
 p6w=$(mark parwr_remote)
+STEP_ENV_B=UNLOAD_PATH=offload check "remote_parity, wr_* API, A in unload mode (no path forced), B under the shim" \
+	step parwr_unload B UNLOAD_MODE=unload -- "$RP" server -- "$RP" client "$PEER_ADDR" wr
 if [ "$ME" = A ]; then
 	for side in cli srv; do
 		grep '^R ' "$WORK/parwr_nic.$side" >"$WORK/wr_nic.$side"
 		grep '^R ' "$WORK/parwr_remote.$side" >"$WORK/wr_remote.$side"
+		grep '^R ' "$WORK/parwr_unload.$side" >"$WORK/wr_unload.$side"
 		check "parity, wr_* API, $(who $side): identical on the NIC and remote" \
 			diff -u "$WORK/wr_nic.$side" "$WORK/wr_remote.$side"
+		check "parity, wr_* API, unload mode, $(who $side): identical on the NIC and unforced" \
+			diff -u "$WORK/wr_nic.$side" "$WORK/wr_unload.$side"
 	done
+	check "parity, wr_* API, unload mode: A's writes went remote unforced ($(stat "$WORK/parwr_unload.stats" writes_remote))" \
+		[ "$(stat "$WORK/parwr_unload.stats" writes_remote)" -gt 0 ]
 	w=$(stat "$WORK/parwr_remote.stats" writes_remote)
 	show_stats parwr_remote
 	check "parity, wr_* API: A's writes went remote ($w), B's module placed them (+$((p6w - p5w)))" \

@@ -25,6 +25,13 @@ constexpr bool is_cpu_path(Path p) {
   return p != Path::offload;
 }
 
+// Whether a path's cost is this thread's CPU time, which the CPU budget (cpu_budget_pct)
+// caps: a CPU path's, but not remote's, whose sender sleeps while the peer host's CPU
+// places the write.
+constexpr bool charges_budget(Path p) {
+  return is_cpu_path(p) && p != Path::unload_remote;
+}
+
 // Only the direct and remote paths leave the QP's send queue, so only they need the
 // ordering fence against NIC requests still outstanding on the QP (docs/design.md, section 3).
 constexpr bool needs_fence_after_nic(Path p) {
