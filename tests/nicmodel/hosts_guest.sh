@@ -7,7 +7,7 @@ set -uo pipefail
 out=${UNLOAD_PAIR_DIR:?not in a two-host sandbox}/rows
 mkdir -p "$out"
 "$UNLOAD_SOURCE_DIR/scripts/lib/guest/bench-nic-model-hosts" --out "$out" --build "$UNLOAD_BUILD_DIR" \
-	--reps 1 --footprints 1 --warmup 40 >"$out/log.$UNLOAD_HOST" 2>&1
+	--reps 1 --footprints 1 --warmup 512 >"$out/log.$UNLOAD_HOST" 2>&1
 rc=$?
 [ "$UNLOAD_HOST" = A ] || exit $rc
 if [ "$rc" -ne 0 ]; then
@@ -28,8 +28,9 @@ expect "NIC, model off: nothing counted" \
 expect "NIC, model on: the target's NIC misses (each page's first write)" \
 	"$(awk_rows '$4 == "offload" && $2 == "on" && $9 + 0 > 0 {n++} END {if (n == 2) print 1}')"
 # The module was told the model's size (target_xlate_pages): 1 MiB fits B's cache, and adaptive's writes stay
-# on the NIC, which places them from its cache (a page its resident set cannot hold may go remote). Whether
-# the set is what keeps them there is the policy simulator's to show (sim_resident_test).
+# on the NIC, which places them from its cache (a page joins the resident set at its second write, so the
+# warm-up writes each page about twice; one its set cannot hold may go remote). Whether the set is what
+# keeps them there is the policy simulator's to show (sim_resident_test).
 expect "adaptive, 1 MiB random targets (B's cache holds them): on the NIC" \
 	"$(awk_rows '$4 == "adaptive" && $5 == "RandomTarget" && $8 + 0 > 0.10 {bad++} END {if (!bad) print 1}')" \
 	"$(awk_rows '$4 == "adaptive" && $5 == "RandomTarget" {printf "model %s: remote share %s; ", $2, $8}')"

@@ -10,8 +10,9 @@
 // is the CPU budget: each thread may spend cpu_budget_pct of its own wall time copying.
 // Give each instance its own seed (e.g. the thread id) so threads explore independently.
 //
-// Size: about 176 KiB of tables held by value (write classes, the hotness sketch and the
-// resident set); allocate it once per thread, not on the stack of a hot function.
+// Size: about 376 KiB of tables held by value (write classes and the hotness sketch, 56;
+// the resident set, 320, untouched until target_xlate_pages is set); allocate it once per
+// thread, not on the stack of a hot function.
 #pragma once
 
 #include <cstddef>

@@ -16,11 +16,13 @@ namespace unload::policy {
 // page the NIC places only some of the time is the worst of both paths (each of its NIC
 // writes finds its translation evicted by the others' and misses), and a frequency
 // threshold splits a uniform footprint's pages at random, anew at every halving. Members
-// here stay: a page joins while there is room (the whole footprint, when it fits the
-// cache), or in place of a member of its set it clearly outnumbers in the sketch (a hot
-// page arriving late), or of one unwritten for kIdleCacheTurns turns of the cache. A
-// uniform footprint larger than the cache keeps its first members, whose writes keep
-// hitting.
+// here stay: a page joins at its second write while there is room (the whole footprint,
+// when it fits the cache), or in place of a member of its set it clearly outnumbers in the
+// sketch (a hot page arriving late), or of one unwritten for kIdleCacheTurns turns of the
+// cache. A uniform footprint larger than the cache keeps its first members, whose writes
+// keep hitting. Not at its first write: a page written once (most of a hot set's cold
+// tenth) would take a place and miss at the NIC, where remote costs less; a doorkeeper, a
+// bit a page by hash cleared every kSeenTurns turns of the set, remembers the first.
 //
 // Set-associative, kWays a set, twice as many ways as members may be (so that a footprint
 // the size of the cache finds room for nearly every page: with as many ways as members,
@@ -30,9 +32,11 @@ namespace unload::policy {
 class ResidentSet {
  public:
   static constexpr unsigned kWays = 8;
-  static constexpr uint32_t kMaxPages = 16384;  // the tunable's range: 256 KiB of ways
+  static constexpr uint32_t kMaxPages = 16384;  // the tunable's range: 256 KiB of ways, 64 of bits
   // A member unwritten for this many times the set's size in writes may be replaced.
   static constexpr uint32_t kIdleCacheTurns = 64;
+  // A page's second write lets it join when it comes within this many turns of the set.
+  static constexpr uint32_t kSeenTurns = 2;
 
   // Sized for `pages` (0: off, no page is a member); a new size forgets the members.
   void configure(uint32_t pages) {
@@ -46,7 +50,13 @@ class ResidentSet {
     }
     members_ = 0;
     idle_limit_ = pages * kIdleCacheTurns < 4096 ? 4096 : pages * kIdleCacheTurns;
-    for (Member& m : ways_) m = Member{};
+    for (uint32_t i = 0; i < sets_ * kWays; ++i) ways_[i] = Member{0, 0};
+    // 16 bits a write of the window: a page written once finds its bit set by another's
+    // (and joins at once) one time in 16 at most.
+    seen_window_ = pages * kSeenTurns < 4096 ? 4096 : pages * kSeenTurns;
+    seen_bits_ = 64;
+    while (seen_bits_ < 16 * seen_window_) seen_bits_ *= 2;
+    forget_seen();
   }
   bool active() const { return sets_ != 0; }
   uint32_t pages() const { return pages_; }
@@ -57,6 +67,7 @@ class ResidentSet {
   bool touch(uint64_t key, const HotnessSketch& sketch) {
     if (!active()) return false;
     ++clock_;
+    if (++seen_writes_ == seen_window_) forget_seen();
     Member* set = set_of(key);
     const uint32_t id = id_of(key);
     Member* empty = nullptr;
@@ -82,12 +93,15 @@ class ResidentSet {
         }
       }
     }
+    const bool again = seen_again(key);
     if (empty && members_ < pages_) {
+      if (!again) return false;
       ++members_;
       *empty = Member{id, clock_};
       return true;
     }
     if (!victim) return false;
+    if (idle && !again) return false;
     if (!idle) {
       const unsigned count = sketch.count(HotnessSketch::slots_of_key(key));
       if (count < HotnessSketch::kHotCount || count <= 2 * victim_count) return false;
@@ -106,8 +120,8 @@ class ResidentSet {
 
  private:
   struct Member {
-    uint32_t id = 0;    // kUsed | the page's sketch slots (row1 << 16 | row0); 0: empty
-    uint32_t last = 0;  // clock_ at its last write
+    uint32_t id;    // kUsed | the page's sketch slots (row1 << 16 | row0); 0: empty
+    uint32_t last;  // clock_ at its last write
   };
   static constexpr uint32_t kUsed = 1u << 31;
   static_assert(HotnessSketch::kWidth <= 1u << 15, "a slot fits 15 bits beside kUsed");
@@ -125,8 +139,29 @@ class ResidentSet {
   uint32_t sets_ = 0;
   uint32_t members_ = 0;  // ways in use, at most pages_
   uint32_t idle_limit_ = 0;
+  // Whether the page of `key` was written since the doorkeeper last forgot; it is now.
+  bool seen_again(uint64_t key) {
+    const uint32_t bit = static_cast<uint32_t>(key >> 42) & (seen_bits_ - 1);  // bits no slot uses
+    uint64_t& word = seen_[bit / 64];
+    const uint64_t mask = uint64_t{1} << (bit % 64);
+    const bool again = (word & mask) != 0;
+    word |= mask;
+    return again;
+  }
+  void forget_seen() {
+    for (uint32_t i = 0; i < seen_bits_ / 64; ++i) seen_[i] = 0;
+    seen_writes_ = 0;
+  }
+
   uint32_t clock_ = 0;  // writes touched; wraps, compared by difference
+  // Left uninitialised: configure() clears the part it uses, so a policy that never has a
+  // size (every thread, by default) never touches these 320 KiB.
   Member ways_[2 * kMaxPages];
+  uint32_t seen_window_ = 0;  // writes between the doorkeeper's clearings
+  uint32_t seen_writes_ = 0;  // since the last
+  uint32_t seen_bits_ = 0;    // a power of two
+  static_assert(kMaxPages * kSeenTurns * 16 <= (1u << 22), "a doorkeeper bit from 22 free key bits");
+  uint64_t seen_[kMaxPages * kSeenTurns * 16 / 64];
 };
 
 }  // namespace unload::policy
