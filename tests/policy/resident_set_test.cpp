@@ -27,24 +27,28 @@ struct Target {
     for (uint64_t p = 0; p < pages; ++p) n += holds(p);
     return n;
   }
+  // Pages 0 .. pages-1 written in turn, `passes` times; how many touches found a member.
+  unsigned touch_each(uint64_t pages, int passes) {
+    unsigned joined = 0;
+    for (int pass = 0; pass < passes; ++pass)
+      for (uint64_t p = 0; p < pages; ++p) joined += touch(p);
+    return joined;
+  }
 };
 
 TEST(policy_resident_set, APageWrittenOnceDoesNotJoin) {
   Target t;
   t.set.configure(1024);
-  unsigned joined = 0;
-  for (uint64_t p = 0; p < 500; ++p) joined += t.touch(p);
   // The doorkeeper's bits are shared by hash: a few first writes find one set already.
-  EXPECT_LE(joined, 10u);
-  for (uint64_t p = 0; p < 500; ++p) t.touch(p);
+  EXPECT_LE(t.touch_each(500, 1), 10u);
+  t.touch_each(500, 1);
   EXPECT_GE(t.members(500), 495u);
 }
 
 TEST(policy_resident_set, AFootprintThatFitsIsAllMembersAfterTwoWritesEach) {
   Target t;
   t.set.configure(1024);
-  for (int pass = 0; pass < 2; ++pass)
-    for (uint64_t p = 0; p < 256; ++p) t.touch(p);
+  t.touch_each(256, 2);
   EXPECT_EQ(t.members(256), 256u);
 }
 
@@ -61,8 +65,7 @@ TEST(policy_resident_set, PagesWrittenOnceOverABigFootprintLeaveTheRoomFree) {
 TEST(policy_resident_set, AFootprintAsLargeAsTheCacheNearlyAllJoins) {
   Target t;
   t.set.configure(1024);
-  for (int pass = 0; pass < 2; ++pass)
-    for (uint64_t p = 0; p < 1024; ++p) t.touch(p);
+  t.touch_each(1024, 2);
   // Twice the ways it may fill: a ninth page in a set of eight is rare.
   EXPECT_GE(t.members(1024), 1000u);
   EXPECT_LE(t.set.members(), 1024u);
