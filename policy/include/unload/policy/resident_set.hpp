@@ -134,11 +134,6 @@ class ResidentSet {
   }
   Member* set_of(uint64_t key) { return &ways_[((key >> 12) & (sets_ - 1)) * kWays]; }
   const Member* set_of(uint64_t key) const { return &ways_[((key >> 12) & (sets_ - 1)) * kWays]; }
-
-  uint32_t pages_ = 0;
-  uint32_t sets_ = 0;
-  uint32_t members_ = 0;  // ways in use, at most pages_
-  uint32_t idle_limit_ = 0;
   // Whether the page of `key` was written since the doorkeeper last forgot; it is now.
   bool seen_again(uint64_t key) {
     const uint32_t bit = static_cast<uint32_t>(key >> 42) & (seen_bits_ - 1);  // bits no slot uses
@@ -153,14 +148,18 @@ class ResidentSet {
     seen_writes_ = 0;
   }
 
-  uint32_t clock_ = 0;  // writes touched; wraps, compared by difference
-  // Left uninitialised: configure() clears the part it uses, so a policy that never has a
-  // size (every thread, by default) never touches these 320 KiB.
-  Member ways_[2 * kMaxPages];
+  uint32_t pages_ = 0;
+  uint32_t sets_ = 0;
+  uint32_t members_ = 0;  // ways in use, at most pages_
+  uint32_t idle_limit_ = 0;
+  uint32_t clock_ = 0;        // writes touched; wraps, compared by difference
   uint32_t seen_window_ = 0;  // writes between the doorkeeper's clearings
   uint32_t seen_writes_ = 0;  // since the last
   uint32_t seen_bits_ = 0;    // a power of two
   static_assert(kMaxPages * kSeenTurns * 16 <= (1u << 22), "a doorkeeper bit from 22 free key bits");
+  // Both left uninitialised: configure() clears the part it uses, so a policy that never
+  // has a size (every thread, by default) never touches these 320 KiB.
+  Member ways_[2 * kMaxPages];
   uint64_t seen_[kMaxPages * kSeenTurns * 16 / 64];
 };
 
