@@ -133,6 +133,8 @@ void write_stats_file() {
   n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "fences %" PRIu64 "\n", t.fences);
   if (const uint64_t m = t.mapped)  // of writes_direct, those the mapped engine placed
     n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "writes_direct_mapped %" PRIu64 "\n", m);
+  if (const uint64_t x = t.express)  // of writes_direct_mapped, those the express lane took
+    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "writes_direct_express %" PRIu64 "\n", x);
   for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)  // the reasons that occurred
     if (t.why_not[i])
       n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "why_not_%s %" PRIu64 "\n",
@@ -204,12 +206,15 @@ void count_writes(Path p, uint64_t n, uint64_t bytes) {
   if ((s.kmod_unsent += n) >= kKmodBatch) kmod_flush(s);
 }
 
-void count_mapped(uint64_t bytes) {
+void count_mapped_write(uint64_t bytes, bool express) {
   ThreadStats& s = thread_stats();
-  ++s.mapped;
-  if (!g_have_kmod.load(std::memory_order_relaxed)) return;
   const unsigned i = policy::index_of(Path::unload_direct);
-  s.kmod_writes[i] += 1;
+  ++s.writes[i];
+  s.bytes[i] += bytes;
+  ++s.mapped;
+  s.express += express;
+  if (!g_have_kmod.load(std::memory_order_relaxed)) return;
+  ++s.kmod_writes[i];
   s.kmod_bytes[i] += bytes;
   if (++s.kmod_unsent >= kKmodBatch) kmod_flush(s);
 }
@@ -247,6 +252,7 @@ Totals stats_totals() {
     }
     t.fences += __atomic_load_n(&s->fences, __ATOMIC_RELAXED);
     t.mapped += __atomic_load_n(&s->mapped, __ATOMIC_RELAXED);
+    t.express += __atomic_load_n(&s->express, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
       t.why_not[i] += __atomic_load_n(&s->why_not[i], __ATOMIC_RELAXED);
   }
@@ -274,6 +280,8 @@ const Tunables& tunables() {
   }
   return t_tunables;
 }
+uint32_t tunables_seq() { return t_seq; }
+
 bool kmod_present() {
   if (__builtin_expect(g_have_kmod.load(std::memory_order_acquire), 1)) return true;
   return g_kmod_pending.load(std::memory_order_relaxed) && kmod_open_pending();

@@ -21,6 +21,7 @@ struct ThreadStats {
   uint64_t bytes[policy::kPathCount];
   uint64_t fences;
   uint64_t mapped;  // of writes[direct], those the mapped engine placed
+  uint64_t express;  // of those, the ones the express lane took (express.hpp)
   uint64_t why_not[UNLOAD_WHY_COUNT];
   uint64_t kmod_writes[policy::kPathCount];  // not yet added to the counters page
   uint64_t kmod_bytes[policy::kPathCount];
@@ -35,9 +36,10 @@ ThreadStats& thread_stats();
 // Counts a write in this thread's statistics and, with the kmod, in the session's
 // counters page, batched (the module counts direct writes itself).
 void count_writes(Path p, uint64_t n, uint64_t bytes);
-// One of the direct writes counted was placed by the mapped engine: the module never sees
-// it, so it goes to the counters page's direct fields (batched, as the other paths').
-void count_mapped(uint64_t bytes);
+// A direct write the mapped engine placed (`express`: through the express lane), counted
+// as count_writes counts a direct one; the module never sees it, so it goes to the
+// counters page's direct fields too (batched, as the other paths').
+void count_mapped_write(uint64_t bytes, bool express);
 
 // Counts one fence (a wait before a direct write) here and in the counters page.
 void count_fence();
@@ -83,6 +85,7 @@ struct Totals {
   uint64_t bytes[policy::kPathCount];
   uint64_t fences;
   uint64_t mapped;
+  uint64_t express;
   uint64_t why_not[UNLOAD_WHY_COUNT];
 };
 Totals stats_totals();
@@ -90,6 +93,9 @@ Totals stats_totals();
 // The tunables in force. Without the kmod: parsed once from the environment. With it: a
 // copy taken from the control page under its sequence counter (UNLOAD_MODE still wins).
 const Tunables& tunables();
+// The control page's sequence this thread's tunables() copy was taken at: unchanged, so
+// are the tunables (with the kmod; a constant without it).
+uint32_t tunables_seq();
 
 // UNLOAD_PATH=offload|inline|stage|direct|remote: every write takes that path when it is
 // eligible, the NIC otherwise, whatever the mode (for benchmarks that compare paths).

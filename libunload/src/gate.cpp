@@ -12,13 +12,14 @@ namespace unload::rt {
 namespace {
 
 std::atomic<bool> g_biased{false};
-UNLOAD_TLS_HOT constinit thread_local uint32_t t_tid = 0;
 
 long membarrier(int cmd) {
   return syscall(__NR_membarrier, cmd, 0, 0);
 }
 
 }  // namespace
+
+UNLOAD_TLS_HOT constinit thread_local uint32_t t_tid = 0;
 
 bool gate_init() {
   const long cmds = membarrier(MEMBARRIER_CMD_QUERY);
@@ -30,8 +31,8 @@ bool gate_init() {
   return ok;
 }
 
-uint32_t this_tid() {
-  if (__builtin_expect(t_tid == 0, 0)) t_tid = static_cast<uint32_t>(gettid());
+uint32_t fetch_tid() {
+  t_tid = static_cast<uint32_t>(gettid());
   return t_tid;
 }
 

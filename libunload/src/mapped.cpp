@@ -189,10 +189,11 @@ bool mapped_enabled() {
   return on && g_kmod.status != nullptr;
 }
 
-bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg) {
+namespace {
+
+// place_mapped through mapping `e` of q.
+bool place_into(QpRec* q, MappedTarget* e, const Route& rt, const ibv_sge* sg) {
   const WriteRequest& r = rt.req;
-  MappedTarget* e = target_of(q, r.rkey);
-  if (!e) return false;
   // Inside the region as granted (no overflow on any input); else the module judges it.
   if (r.length > e->length || r.remote_addr < e->iova || r.remote_addr - e->iova > e->length - r.length)
     return false;
@@ -209,6 +210,19 @@ bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg) {
   uint64_t left = r.length;
   const uint64_t tail = left < 8 ? left : 8;
   uint64_t body = left - tail;
+  if (r.sge_count == 1 || r.user_inline) {  // one buffer (inline data is one): most writes
+    const auto* src = reinterpret_cast<const uint8_t*>(sg[0].addr);
+    if (body) std::memcpy(dst, src, body);
+    std::atomic_thread_fence(std::memory_order_release);
+    if (tail == 8) {  // one 8-byte move rather than a call
+      uint64_t last;
+      std::memcpy(&last, src + body, 8);
+      std::memcpy(dst + body, &last, 8);
+    } else {
+      std::memcpy(dst + body, src + body, tail);
+    }
+    left = 0;
+  }
   for (uint32_t i = 0; i < r.sge_count && left; ++i) {
     const auto* src = reinterpret_cast<const uint8_t*>(sg[i].addr);
     uint64_t n = r.user_inline ? r.length : sg[i].length;
@@ -238,8 +252,29 @@ bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg) {
   if (__atomic_load_n(&g_kmod.status[e->slot], __ATOMIC_RELAXED) != e->cookie ||
       __atomic_load_n(e->busy, __ATOMIC_RELAXED) != 0)
     return false;
-  count_mapped(r.length);
   return true;
+}
+
+}  // namespace
+
+bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg) {
+  MappedTarget* e = target_of(q, rt.req.rkey);
+  return e && place_into(q, e, rt, sg);
+}
+
+int mapped_index_of(const QpRec* q, uint32_t rkey) {
+  const MappedSet* s = q->mapped;
+  if (!s || s->session != g_kmod.session) return -1;
+  for (uint32_t i = 0; i < std::size(s->t); ++i)
+    if (s->t[i].used && s->t[i].granted && s->t[i].rkey == rkey) return static_cast<int>(i);
+  return -1;
+}
+
+bool place_mapped_at(QpRec* q, uint32_t index, const Route& rt, const ibv_sge* sg) {
+  MappedSet* s = q->mapped;
+  if (!s || s->session != g_kmod.session || index >= std::size(s->t)) return false;
+  MappedTarget& e = s->t[index];
+  return e.granted && e.rkey == rt.req.rkey && place_into(q, &e, rt, sg);
 }
 
 void mapped_forget(QpRec* q) {

@@ -1,8 +1,8 @@
 // The direct path's mapped engine (issue 28): a write placed by this process's own stores
 // through the responder region the module mapped here (UNLOAD_IOC_MAP, kmod/mappings.c),
-// with no system call. Opt-in (UNLOAD_MAPPED=1): what rxe does to a QP by itself raises no
-// event, so a responder whose own NIC request fails is seen only by the checked submission
-// (docs/design.md, "The mapped engine").
+// with no system call. On by default (UNLOAD_MAPPED=0 turns it off): the responder's busy
+// byte stands for what rxe does to a QP without an event (docs/design.md, "The mapped
+// engine").
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 namespace unload::rt {
 
-// UNLOAD_MAPPED=1 and the module gave this session a status page.
+// UNLOAD_MAPPED is not 0 and the module gave this session a status page.
 bool mapped_enabled();
 // Places the write routed `rt`, its local buffers `sg` (after its fence, in q's post gate),
 // through a mapping of its target:
@@ -21,6 +21,11 @@ bool mapped_enabled();
 // when bytes may have landed): the module's checked submission takes it, and its answer
 // stands.
 bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg);
+// The express lane's use (express.hpp): where in q's set a granted mapping of rkey is
+// (-1: none), and place_mapped through that one without looking it up; false also when
+// it is not rkey's any more.
+int mapped_index_of(const QpRec* q, uint32_t rkey);
+bool place_mapped_at(QpRec* q, uint32_t index, const Route& rt, const ibv_sge* sg);
 // q's mappings go (its destruction, or a reset): unmapped here when they are this
 // session's, forgotten when they are a parent's (a forked child has none).
 void mapped_forget(QpRec* q);

@@ -31,6 +31,7 @@ PtrTable<QpRec> g_qps_by_num;
 PtrTable<CqRec, 12> g_cqs;
 PtrTable<MrRec> g_mrs;
 PtrTable<ibv_mw> g_mws;
+std::atomic<uint64_t> g_mr_epoch{0};
 std::atomic<uint32_t> g_windows{0};
 
 namespace {
@@ -519,6 +520,7 @@ ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t iova, 
 MrRec* mr_untrack(ibv_mr* mr) {
   ContextRec* c = context_find(mr->context);
   MrRec* m = c ? g_mrs.find(lkey_key(c, mr->lkey)) : nullptr;
+  g_mr_epoch.fetch_add(1, std::memory_order_release);
   if (!m || m->mr != mr || !g_mrs.remove_if(lkey_key(c, mr->lkey), m)) return nullptr;
   if (m->kmod_handle) {
     kmod_dereg_region(m->kmod_handle);

@@ -6,6 +6,7 @@
 #include "busy.hpp"
 #include "config.hpp"
 #include "direct.hpp"
+#include "express.hpp"
 #include "registry.hpp"
 #include "remote.hpp"
 #include "stage.hpp"
@@ -222,15 +223,17 @@ bool list_inline_too_long(const QpRec* q, const ibv_send_wr* wr) {
 
 // A list's writes that route direct one after another (a write with several SGEs alone)
 // are placed with one submission; the requests before them go to the provider first, and
-// what the module does not place goes after them, in order.
-int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t) {
+// what the module does not place goes after them, in order. `first`: the first request's
+// route, when the express lane made it.
+int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t, const Route* first = nullptr) {
   Why direct_why = list_direct_why(q, wr, t);
   Batch b(q);
   DirectRun run;
   ibv_send_wr* origin[kDirectRunMax];
   ibv_send_wr* w = wr;
   Route rt;
-  bool routed = false;  // rt is already w's route
+  bool routed = first != nullptr;  // rt is already w's route
+  if (first) rt = *first;
   while (w) {
     if (inline_too_long(q, w)) {  // the requests before it are posted, as by the provider
       if (int rc = b.flush(bad)) return rc;
@@ -262,6 +265,8 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
     // Not placed: the NIC takes them as built, and reports what it finds.
     const int done = placing == Path::unload_remote ? place_remote(q, run.data(), n, &fallback)
                                                     : place_direct(q, run.data(), n, &fallback);
+    if (done == 1 && n == 1 && w == nullptr && origin[0] == wr && placing == Path::unload_direct)
+      express_arm(q, *wr, run[0].rt);
     for (int i = done; i < n; ++i) {
       run[i].rt.path = Path::offload;
       if (int rc = to_nic(b, origin[i], run[i].rt, fallback, bad)) return rc;
@@ -315,5 +320,16 @@ extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** ba
   if (all_offload(t) && !list_inline_too_long(q, wr)) return post_untracked(q, wr, bad);
   GateScope g(q->sq.gate);
   mark_tracked(q);
+  if (q->express.armed) {
+    Route rt;
+    switch (express_post(q, *wr, t, &rt)) {
+      case Express::placed:
+        return 0;
+      case Express::routed:
+        return post_tracked(q, wr, bad, t, &rt);
+      case Express::declined:
+        break;
+    }
+  }
   return post_tracked(q, wr, bad, t);
 }

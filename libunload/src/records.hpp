@@ -102,6 +102,22 @@ struct SampleBox {
   std::atomic<uint64_t> w[6] = {};  // path | sge_count << 8 | length << 32, rkey, addr, cost, wait, cpu
 };
 
+// The express lane's memo (express.hpp): a write shape the full route sent direct through
+// a mapping, with what that answer depended on. Post gate.
+struct ExpressMemo {
+  bool armed = false;
+  bool inline_data = false;  // IBV_SEND_INLINE: no source region to check
+  bool stage_ok = false;     // stage_usable() then (the stage path's part of `eligible`)
+  uint8_t target = 0;        // the mapping's place in the QP's MappedSet
+  uint32_t length = 0;
+  uint32_t rkey = 0;
+  uint32_t lkey = 0;
+  uint32_t tunables_seq = 0;
+  uint64_t mr_epoch = 0;
+  uint64_t lo = 0, hi = 0;  // the source region: an SGE inside it is valid as the route found
+  policy::PathSet eligible;
+};
+
 struct CqRec;
 
 struct QpRec {
@@ -132,6 +148,7 @@ struct QpRec {
   SampleBox sample;
   struct QpxState* qpx = nullptr;  // the wr_* API's state (ibv_qp_ex QPs only)
   struct MappedSet* mapped = nullptr;  // the mapped engine's targets (mapped.cpp), post gate
+  ExpressMemo express;
 };
 
 // The QPs whose send CQ a CQ is, for completions that do not name their QP (some providers

@@ -270,6 +270,7 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
     pc.stage_available = false;
   }
   const PathSet eligible = eligible_paths(r, pc);
+  out.eligible = eligible;
   const policy::Policy* adaptive_pol = nullptr;  // when adaptive decided: it says why
   if (is_forced) {
     out.path = eligible.contains(forced) ? forced : Path::offload;
@@ -301,6 +302,15 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
     if (out.why == Why::policy && adaptive_pol) out.why = adaptive_why(adaptive_pol->reason());
   }
   return out;
+}
+
+bool route_reuses_direct(QpRec* q, const WriteRequest& r, PathSet eligible, const Tunables& t) {
+  Path forced;
+  if (forced_path(forced)) return forced == Path::unload_direct;
+  policy::Policy* pol = t_policy;
+  if (!pol || t.mode != static_cast<uint32_t>(Mode::adaptive)) return false;
+  return pol->decide_reused_as(features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible), t,
+                               Path::unload_direct);
 }
 
 Why route_why(const Route& rt, Path taken, Why fallback) {

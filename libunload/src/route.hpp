@@ -16,6 +16,7 @@ struct Route {
   bool translated = false;  // SGEs name an iova other than their address
   Path preferred = Path::offload;  // what the mode wants: direct, or the forced path
   Why why = Why::none;             // why `path` is not `preferred` (docs/sysfs.md)
+  policy::PathSet eligible = Path::offload;  // the paths it could take (what the policy weighed)
 };
 
 // Every write to the NIC as the program built it (shim off, mode offload, UNLOAD_PATH=offload):
@@ -42,6 +43,12 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
 inline Route route(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct_why) {
   return route(q, classify(w, q->sq.sig_all), w.sg_list, t, direct_why);
 }
+
+// The express lane's decision (express.hpp) for a write its memo found eligible for
+// `eligible`, which holds direct: true when route() would send it direct with nothing
+// owed (direct forced, or adaptive reusing a settled direct decision, which this counts
+// as route() does); false, with nothing counted, when route() must decide.
+bool route_reuses_direct(QpRec* q, const WriteRequest& r, policy::PathSet eligible, const Tunables& t);
 
 // The reason to count for a write routed `rt` and carried out on `taken`: none when it
 // took its preferred path; the route's reason when it was routed elsewhere; `fallback`

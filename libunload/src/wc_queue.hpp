@@ -50,6 +50,13 @@ class WcQueue {
     c.live = true;
     c.seq.store(ticket + 1, std::memory_order_release);
   }
+  // fill() in two steps, for a claimant that builds the completion in its cell.
+  ibv_wc& cell(uint64_t ticket) { return cells_[ticket & mask_].wc; }
+  void publish(uint64_t ticket) {
+    Cell& c = cells_[ticket & mask_];
+    c.live = true;
+    c.seq.store(ticket + 1, std::memory_order_release);
+  }
   void cancel(uint64_t ticket) {
     Cell& c = cells_[ticket & mask_];
     c.live = false;

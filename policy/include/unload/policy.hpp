@@ -134,6 +134,13 @@ class Policy {
     return true;
   }
 
+  // decide_reused() for a caller that can carry out only `want` (a runtime's shortcut for
+  // one path): false, with nothing counted, when the reused decision would be another path.
+  bool decide_reused_as(const WriteFeatures& f, const Tunables& t, Path want) {
+    Path p;
+    return settled_.path == want && decide_reused(f, t, p);
+  }
+
   // Whether the next decision needs f.now_ns (a periodic sample, or an empty CPU budget
   // that must refill to let a CPU path through). Only adaptive decisions use the clock.
   bool wants_clock() const {

@@ -88,7 +88,7 @@ sem() {
 		# Which paths the writes took: shown, not asserted (a path may rightly fall back).
 		echo "    $path: writes offload $(stat "$o.stats" writes_offload) inline $(stat "$o.stats" writes_inline)" \
 			"stage $(stat "$o.stats" writes_stage) direct $(stat "$o.stats" writes_direct)" \
-			"(mapped $(stat "$o.stats" writes_direct_mapped))" \
+			"(mapped $(stat "$o.stats" writes_direct_mapped), express $(stat "$o.stats" writes_direct_express))" \
 			"fences $(stat "$o.stats" fences)"
 	done
 	echo "    $label: every run in $((SECONDS - began)) s (the budget's, docs/testing.md)"
@@ -190,6 +190,21 @@ sem mw_bind
 sem mapped_race modify_err 40
 sem mapped_race dereg 40
 sem mapped_race exit 15
+# A stream of one shape, then a change the next write must see (the express lane's memo).
+sem express_change
+# Their streams are of one shape, so after its first write direct's express lane takes
+# them (libunload/src/express.cpp): the parity above covers the lane only if it ran.
+if have_kmod && [[ " $PATHS " == *" direct "* ]]; then
+	for run in "mapped_race_modify_err 40" "mapped_race_dereg 40" "mapped_race_exit 15" express_change; do  # sem's names
+		[ -r "$WORK/$run.direct.stats" ] || continue
+		n=$(stat "$WORK/$run.direct.stats" writes_direct_express)
+		if [ "$n" -gt 0 ]; then
+			ok "$run direct: the express lane placed $n of its writes"
+		else
+			fail "$run direct" "the express lane placed none of its writes"
+		fi
+	done
+fi
 fi
 [ "$SKIPS" -eq 0 ] || echo "$SKIPS run(s) skipped"
 finish

@@ -1,0 +1,98 @@
+// The express lane: the memo, its checks, and the write placed through the mapping.
+#include "express.hpp"
+
+#include "config.hpp"
+#include "direct.hpp"
+#include "kmod.hpp"
+#include "mapped.hpp"
+#include "registry.hpp"
+#include "stage.hpp"
+#include "unload.h"
+
+namespace unload::rt {
+
+namespace {
+
+constexpr unsigned kShapeFlags = IBV_SEND_SIGNALED | IBV_SEND_INLINE | IBV_SEND_SOLICITED;
+
+// A request the lane can take: a lone RDMA WRITE of one SGE with no flag but these (a
+// fence may hold a copy back; a list is the full path's to order).
+bool lone_write(const ibv_send_wr& w) {
+  return !w.next && w.opcode == IBV_WR_RDMA_WRITE && w.num_sge == 1 && !(w.send_flags & ~kShapeFlags);
+}
+
+// What direct_blocker, the list's checks and the fence found for q, read again: paired
+// with a peer on this host in this session, no failure, nothing in flight or posted
+// around the ring (so no fence to wait and room in the queue), no fence given up on.
+bool direct_clear(const QpRec* q) {
+  const PeerLink& p = q->peer;
+  return p.registered && p.session == g_kmod.session &&
+         (p.flags & (UNLOAD_PEER_PAIRED | UNLOAD_PEER_POISONED)) == UNLOAD_PEER_PAIRED &&
+         (p.local || (p.flags & UNLOAD_PEER_LOCAL)) && !q->failed.load(std::memory_order_acquire) &&
+         q->sq.ring.in_flight() == 0 && !q->sq.untracked.load(std::memory_order_relaxed) &&
+         q->sq.ring.head() >= p.stuck_below;
+}
+
+// The source of a write that is not inline, as route() found it: the region the memo
+// checked (its PD, bounds and CPU access), none deregistered or re-registered since, and
+// the stage path's part of the eligible set unchanged.
+bool source_as_routed(const QpRec* q, const ExpressMemo& x, const ibv_sge& sg) {
+  const uint64_t end = sg.addr + sg.length;
+  return sg.lkey == x.lkey && sg.addr >= x.lo && end <= x.hi && end >= sg.addr &&
+         g_mr_epoch.load(std::memory_order_relaxed) == x.mr_epoch && stage_usable(q->sq.stage) == x.stage_ok;
+}
+
+}  // namespace
+
+void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt) {
+  ExpressMemo& x = q->express;
+  x.armed = false;
+  if (!lone_write(w) || rt.path != Path::unload_direct || rt.preferred != Path::unload_direct ||
+      rt.translated || g_windows.load(std::memory_order_relaxed) != 0 || !mapped_enabled())
+    return;
+  const int target = mapped_index_of(q, rt.req.rkey);
+  if (target < 0) return;
+  x.inline_data = rt.req.user_inline;
+  if (!x.inline_data) {
+    x.mr_epoch = g_mr_epoch.load(std::memory_order_acquire);  // before the lookup it vouches for
+    const MrRec* m = g_mrs.find(lkey_key(q->c, w.sg_list[0].lkey));
+    if (!m) return;
+    x.lkey = w.sg_list[0].lkey;
+    x.lo = m->iova;
+    x.hi = m->iova + m->length;
+    x.stage_ok = stage_usable(q->sq.stage);
+  }
+  x.target = static_cast<uint8_t>(target);
+  x.length = rt.req.length;
+  x.rkey = rt.req.rkey;
+  x.tunables_seq = tunables_seq();
+  x.eligible = rt.eligible;
+  x.armed = true;
+}
+
+Express express_post(QpRec* q, const ibv_send_wr& w, const Tunables& t, Route* rt) {
+  const ExpressMemo& x = q->express;
+  if (!x.armed || !lone_write(w)) return Express::declined;
+  const ibv_sge& sg = w.sg_list[0];
+  if (sg.length != x.length || w.wr.rdma.rkey != x.rkey ||
+      ((w.send_flags & IBV_SEND_INLINE) != 0) != x.inline_data)
+    return Express::declined;
+  if (!x.inline_data && !source_as_routed(q, x, sg)) return Express::declined;
+  if (tunables_seq() != x.tunables_seq || g_windows.load(std::memory_order_relaxed) != 0 || !direct_clear(q))
+    return Express::declined;
+  WriteRequest& r = rt->req;  // classify()'s answer for the shape
+  r.is_write = true;
+  r.user_inline = x.inline_data;
+  r.signaled = q->sq.sig_all || (w.send_flags & IBV_SEND_SIGNALED);
+  r.length = x.length;
+  r.sge_count = 1;
+  r.rkey = x.rkey;
+  r.remote_addr = w.wr.rdma.remote_addr;
+  if (!route_reuses_direct(q, r, x.eligible, t)) return Express::declined;
+  rt->path = Path::unload_direct;
+  rt->preferred = Path::unload_direct;
+  rt->eligible = x.eligible;
+  return place_mapped_one(q, w.sg_list, w.wr_id, *rt, x.target) ? Express::placed : Express::routed;
+}
+
+}  // namespace unload::rt
