@@ -34,6 +34,8 @@ struct Stream {
   uint64_t run_length = 64;  // writes to one page before the next, on average
   uint32_t xlate_pages = 0;  // nonzero: the peer is on another host and this is target_xlate_pages
   uint64_t reused_pct = 50;  // decisions that must have been reused, at least
+  // The runtime's express lane: decide_reused_as(direct) first, decide() when it declines.
+  bool shortcut = false;
 
   std::vector<Seen> run(Policy& policy) const {
     Prng rng(seed);
@@ -65,7 +67,8 @@ struct Stream {
 
       const bool wanted = policy.wants_clock();
       f.now_ns = wanted ? now : 0;
-      const Path p = policy.decide(f, t);
+      const Path p = shortcut && policy.decide_reused_as(f, t, Path::unload_direct) ? Path::unload_direct
+                                                                                     : policy.decide(f, t);
       seen.push_back({wanted, p, policy.sampled()});
       const uint64_t direct_ns = i < 20'000 || i >= 30'000 ? 3000 : 9000;
       const bool cheapest = p == Path::unload_direct || p == Path::unload_remote;
@@ -149,6 +152,16 @@ TEST(policy_settled, ReuseChangesNoDecisionWithAResidentSet) {
   // touched at every write, in case it may join: fewer decisions are reused.
   for (uint64_t seed : {16, 17}) expect_reuse_changes_nothing({seed, 0, false, 4096, 1, 64});
   for (uint64_t seed : {18, 19}) expect_reuse_changes_nothing({seed, 0, false, 150, 8, 64, 40});
+}
+
+TEST(policy_settled, AShortcutForDirectAloneChangesNoDecision) {
+  // Asked first whether the reused decision is direct, the policy says no without counting
+  // anything when it is another path, so the full decision after it is the same.
+  for (uint64_t seed : {20, 21}) {
+    Stream s{seed, 0, false};
+    s.shortcut = true;
+    expect_reuse_changes_nothing(s);
+  }
 }
 
 TEST(policy_settled, ATunableChangeTakesEffectAtTheNextWrite) {
