@@ -4,7 +4,9 @@
 #
 #   unload_add_gtest(<name> SOURCES ... [LIBS ...])
 #   unload_add_sandbox_test(<name> COMMAND cmd... [KMOD] [NIC_MODEL] [KERNELS 6.1 6.12]
-#                           [RXE n] [TIMEOUT s])
+#                           [RXE n] [SMP n] [TIMEOUT s])
+#   SMP gives the guest n CPUs (default 1, UNLOAD_SANDBOX_ENV) and the test n of ctest's
+#   processors: for a test whose subject is concurrency, which then runs alone.
 #   NIC_MODEL boots with the NIC model (UnloadNicModel) in place of rxe; where it is not
 #   built, the test is a skip that says why.
 include(GoogleTest)
@@ -19,15 +21,25 @@ function(unload_add_gtest name)
 endfunction()
 
 set(UNLOAD_SANDBOX ${PROJECT_SOURCE_DIR}/scripts/sandbox)
+# What every sandbox test passes scripts/sandbox. One CPU a guest: ctest runs two tests side
+# by side on a two-core machine, and two one-CPU guests there finish in the time one
+# two-CPU guest takes (docs/testing.md, "Budget"). Two-host tests boot two such guests.
+set(UNLOAD_SANDBOX_ENV
+    "UNLOAD_BUILD_DIR=${PROJECT_BINARY_DIR};UNLOAD_SOURCE_DIR=${PROJECT_SOURCE_DIR};UNLOAD_SANDBOX_SMP=1")
 
 function(unload_add_sandbox_test name)
-  cmake_parse_arguments(A "KMOD;NIC_MODEL" "RXE;TIMEOUT" "COMMAND;KERNELS;DEPENDS" ${ARGN})
+  cmake_parse_arguments(A "KMOD;NIC_MODEL" "RXE;SMP;TIMEOUT" "COMMAND;KERNELS;DEPENDS" ${ARGN})
   if(NOT A_KERNELS)
     set(A_KERNELS ${UNLOAD_SANDBOX_KERNEL_DEFAULT})
   endif()
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
   endif()
+  if(NOT A_SMP)
+    set(A_SMP 1)
+  endif()
+  set(env ${UNLOAD_SANDBOX_ENV})
+  list(TRANSFORM env REPLACE "^UNLOAD_SANDBOX_SMP=.*" "UNLOAD_SANDBOX_SMP=${A_SMP}")
   foreach(flavour IN LISTS A_KERNELS)
     if(NOT flavour IN_LIST UNLOAD_KERNELS)
       continue()
@@ -59,7 +71,7 @@ function(unload_add_sandbox_test name)
     # a long test does not begin last and run alone; the limit is a fair guess at the cost.
     set_tests_properties(sandbox.${flavour}.${name} PROPERTIES
       LABELS "sandbox;kernel-${flavour}"
-      TIMEOUT ${A_TIMEOUT} COST ${A_TIMEOUT} SKIP_RETURN_CODE 77
-      ENVIRONMENT "UNLOAD_BUILD_DIR=${PROJECT_BINARY_DIR};UNLOAD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+      TIMEOUT ${A_TIMEOUT} COST ${A_TIMEOUT} PROCESSORS ${A_SMP} SKIP_RETURN_CODE 77
+      ENVIRONMENT "${env}")
   endforeach()
 endfunction()
