@@ -28,8 +28,8 @@ long unload_ioctl_channel_probe(struct unload_session *sess, void __user *arg)
 
 	if (copy_from_user(&p, arg, sizeof(p)))
 		return -EFAULT;
-	if ((p.flags & ~UNLOAD_PROBE_EXISTING) || p.reserved[0] || p.reserved[1] || p.reserved[2] || p.reserved[3] ||
-	    p.length > UNLOAD_PROBE_MAX_LEN || !memchr(p.ibdev, 0, sizeof(p.ibdev)))
+	if ((p.flags & ~UNLOAD_PROBE_EXISTING) || p.reserved[0] || p.reserved[1] || p.reserved[2] ||
+	    p.reserved[3] || p.length > UNLOAD_PROBE_MAX_LEN || !memchr(p.ibdev, 0, sizeof(p.ibdev)))
 		return -EINVAL;
 	p.state = UNLOAD_CHANNEL_NONE;
 	p.rtt_ns = 0;

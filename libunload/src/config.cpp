@@ -134,7 +134,8 @@ void write_stats_file() {
   if (const uint64_t m = t.mapped)  // of writes_direct, those the mapped engine placed
     n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "writes_direct_mapped %" PRIu64 "\n", m);
   if (const uint64_t x = t.express)  // of writes_direct_mapped, those the express lane took
-    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "writes_direct_express %" PRIu64 "\n", x);
+    n +=
+        std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "writes_direct_express %" PRIu64 "\n", x);
   for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)  // the reasons that occurred
     if (t.why_not[i])
       n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "why_not_%s %" PRIu64 "\n",
@@ -221,10 +222,10 @@ void count_mapped_write(uint64_t bytes, bool express) {
 
 const char* why_name(Why w) {
   static const char* const names[UNLOAD_WHY_COUNT] = {
-      "not_rc",   "program_inline", "path_off", "no_module", "remote_peer", "unregistered", "unpaired",
-      "poisoned", "qp_error",       "cq",       "queue",     "fence",       "size",         "region",
-      "no_room",  "refused",        "policy",   "with_imm",  "nic_memory",  "window",       "cold",
-      "exploring", "budget",       "cost",     "local_peer", "no_channel"};
+      "not_rc",    "program_inline", "path_off", "no_module",  "remote_peer", "unregistered", "unpaired",
+      "poisoned",  "qp_error",       "cq",       "queue",      "fence",       "size",         "region",
+      "no_room",   "refused",        "policy",   "with_imm",   "nic_memory",  "window",       "cold",
+      "exploring", "budget",         "cost",     "local_peer", "no_channel"};
   const unsigned i = static_cast<unsigned>(w);
   return i < UNLOAD_WHY_COUNT ? names[i] : "none";
 }
@@ -280,7 +281,9 @@ const Tunables& tunables() {
   }
   return t_tunables;
 }
-uint32_t tunables_seq() { return t_seq; }
+uint32_t tunables_seq() {
+  return t_seq;
+}
 
 bool kmod_present() {
   if (__builtin_expect(g_have_kmod.load(std::memory_order_acquire), 1)) return true;

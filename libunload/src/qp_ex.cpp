@@ -79,7 +79,7 @@ struct QpxState {
   uint64_t start = 0;       // ring tail at wr_start
   uint64_t tail = 0;        // ring tail as the batch grows
   uint64_t stage_start = 0;
-  uint64_t nic = 0;  // requests given to the provider in the batch
+  uint64_t nic = 0;    // requests given to the provider in the batch
   bool timed = false;  // a request of the batch carries a policy timestamp (adaptive)
   HeldWrite held;
   uint64_t writes[policy::kPathCount] = {};  // statistics, committed by wr_complete
@@ -154,12 +154,15 @@ SqEntry* issue_header(QpRec* q, ibv_qp_ex* qp, uint32_t extra_flags, bool timed 
   const uint32_t flags = qp->wr_flags;
   qp->wr_id = h.wr_id;
   qp->wr_flags = h.flags | extra_flags;
-  SqEntry* e = request(q, qp, kWrite, [&] {
-    if (h.imm)
-      s->orig.wr_rdma_write_imm(qp, h.rkey, h.addr, h.imm_data);
-    else
-      s->orig.wr_rdma_write(qp, h.rkey, h.addr);
-  }, timed);
+  SqEntry* e = request(
+      q, qp, kWrite,
+      [&] {
+        if (h.imm)
+          s->orig.wr_rdma_write_imm(qp, h.rkey, h.addr, h.imm_data);
+        else
+          s->orig.wr_rdma_write(qp, h.rkey, h.addr);
+      },
+      timed);
   if (e) {
     e->rkey = h.rkey;
     e->remote_addr = h.addr;

@@ -184,9 +184,9 @@ void learn_boxed(QpRec* q, policy::Policy* pol) {
   if ((s0 & 1) || b.seq.load(std::memory_order_relaxed) != s0) return;  // being written: next time
   b.learnt = s0;
   const auto p = static_cast<Path>(w[0] & 0xFF);
-  const policy::WriteFeatures f = features_of(q, static_cast<uint32_t>(w[0] >> 32),
-                                              static_cast<uint32_t>((w[0] >> 8) & 0xFFFFFF),
-                                              static_cast<uint32_t>(w[1]), w[2], PathSet::all());
+  const policy::WriteFeatures f =
+      features_of(q, static_cast<uint32_t>(w[0] >> 32), static_cast<uint32_t>((w[0] >> 8) & 0xFFFFFF),
+                  static_cast<uint32_t>(w[1]), w[2], PathSet::all());
   pol->observe(p, f, w[3], w[5], w[4]);
 }
 
