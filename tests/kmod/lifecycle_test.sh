@@ -1,14 +1,18 @@
 #!/bin/bash
 # Lifecycle of unload.ko: own pin balance, kill -9 of either process mid-stream x100, rmmod refused while a session is open, reload x100 with sysfs and a session each time, a seeded fuzzer of ioctl/mmap/uring_cmd.
-# Usage: lifecycle_test.sh <unload.ko> <kmod_lifecycle binary>
+# Usage: lifecycle_test.sh <unload.ko> <kmod_lifecycle binary> [kill | rest]
+# (kill: the kills alone, which ctest runs on two guest CPUs; rest: all but them; default all)
 set -u
 . "$(dirname "$0")/../support/check.sh"
-KO=$1 BIN=$2
+KO=$1 BIN=$2 PART=${3:-all}
 [ -e /dev/unload ] || skip "no /dev/unload (module not loaded)"
 
 # Each run prints its own checks; its status is one more.
+if [ "$PART" != rest ]; then
+	check "kmod_lifecycle kill" "$BIN" kill "${UNLOAD_KILL_ROUNDS:-100}"
+	[ "$PART" = kill ] && finish
+fi
 check "kmod_lifecycle pins" "$BIN" pins
-check "kmod_lifecycle kill" "$BIN" kill "${UNLOAD_KILL_ROUNDS:-100}"
 check "kmod_lifecycle fuzz" "$BIN" fuzz "${UNLOAD_FUZZ_CALLS:-20000}" "${UNLOAD_FUZZ_SEED:-1}"
 
 # rmmod is refused while a session is open, and works after.
