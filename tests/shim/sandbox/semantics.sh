@@ -5,8 +5,8 @@ need_shim
 # PART (1, 2 or 3; all when absent) picks a third, each a ctest test that boots once:
 # 1 the request-level programs and object shapes, 2 the write streams (integrity ..
 # close_device) and the shapes of destroy (query_qp_caps .. express_change), 3 the races:
-# threads on shared objects, destroy against wake-ups, the responder against mapped
-# writes (ctest gives that boot two CPUs and both host cores).
+# threads on shared objects, destroy against wake-ups, an arming against the NIC, the
+# responder against mapped writes (ctest gives that boot two CPUs and both host cores).
 # SEMANTICS_ONLY="prog ..." runs those programs alone; SEMANTICS_PATHS the paths to force.
 PART=${1:-all}
 ONLY=${SEMANTICS_ONLY:-}
@@ -143,7 +143,6 @@ sem cq_room ex
 sem cq_room channel 20
 sem cqex_many 12 96
 sem cqex_many 12 48 noqpnum
-TRIES=3 REF_RACED='NONE within' sem notify_queued 2
 sem wr_multi_sge equal
 sem inline_write
 sem ud_rc_one_cq
@@ -181,6 +180,9 @@ sem mw_bind
 sem express_change
 fi
 if [ "$PART" = all ] || [ "$PART" = 3 ]; then
+# Its premise is a NIC slower than the program's next call (the arming): true with rxe on
+# a CPU of its own, a coin toss on one (half the references saw no event, 2026-11-28).
+TRIES=3 REF_RACED='NONE within' sem notify_queued 2
 sem mt_post 4 1 1500
 sem mt_post 4 2 800
 sem mt_post 4 4 400
