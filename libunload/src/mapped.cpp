@@ -137,6 +137,14 @@ int grant(QpRec* q, MappedSet* s, MappedTarget& e, uint32_t rkey) {
   return 0;
 }
 
+// The slot of s that holds rkey (at most one does: target_of fills one only for an rkey
+// none holds), or -1.
+int slot_of(const MappedSet& s, uint32_t rkey) {
+  for (uint32_t i = 0; i < std::size(s.t); ++i)
+    if (s.t[i].used && s.t[i].rkey == rkey) return static_cast<int>(i);
+  return -1;
+}
+
 // The mapping of rkey for q, granted now if need be; nullptr when there is none to use.
 MappedTarget* target_of(QpRec* q, uint32_t rkey) {
   MappedSet* s = q->mapped;
@@ -151,9 +159,8 @@ MappedTarget* target_of(QpRec* q, uint32_t rkey) {
     s->session = g_kmod.session;
     q->mapped = s;
   }
-  MappedTarget* e = nullptr;
-  for (MappedTarget& t : s->t)
-    if (t.used && t.rkey == rkey) e = &t;
+  const int slot = slot_of(*s, rkey);
+  MappedTarget* e = slot < 0 ? nullptr : &s->t[slot];
   if (e && e->granted && !word_valid(*e)) unmap_target(*e, true);  // revoked: ask again
   if (e && e->used && !e->granted) {
     if (--e->retry_in != 0) return nullptr;
@@ -265,9 +272,8 @@ bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg) {
 int mapped_index_of(const QpRec* q, uint32_t rkey) {
   const MappedSet* s = q->mapped;
   if (!s || s->session != g_kmod.session) return -1;
-  for (uint32_t i = 0; i < std::size(s->t); ++i)
-    if (s->t[i].used && s->t[i].granted && s->t[i].rkey == rkey) return static_cast<int>(i);
-  return -1;
+  const int slot = slot_of(*s, rkey);
+  return slot >= 0 && s->t[slot].granted ? slot : -1;
 }
 
 bool place_mapped_at(QpRec* q, uint32_t index, const Route& rt, const ibv_sge* sg) {
