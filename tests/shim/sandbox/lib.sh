@@ -26,6 +26,27 @@ stat() {
 	echo "$s"
 }
 
+# Files compared, copied and shown with builtins only: under TCG every exec costs 50-150 ms,
+# and semantics.sh does these a few times a program run. Text files (no NUL bytes).
+# same_file A B: whether A and B both exist and hold the same text.
+same_file() {
+	local a b
+	[ -r "$1" ] && [ -r "$2" ] || return 1
+	IFS= read -r -d '' a <"$1"
+	IFS= read -r -d '' b <"$2"
+	[ "$a" == "$b" ]
+}
+# copy_file A B: B becomes a copy of A.
+copy_file() { local a; IFS= read -r -d '' a <"$1"; printf '%s' "$a" >"$2"; }
+# file_has FILE STRING: whether FILE contains STRING (a fixed string, not a pattern).
+file_has() { local a; [ -r "$1" ] || return 1; IFS= read -r -d '' a <"$1"; [[ $a == *"$2"* ]]; }
+# indent PREFIX FILE: FILE's lines, each after PREFIX.
+indent() {
+	local l
+	[ -r "$2" ] || return 0
+	while IFS= read -r l || [ -n "$l" ]; do printf '%s%s\n' "$1" "$l"; done <"$2"
+}
+
 # wait_listen PORT PID: until a server listens on PORT, over TCP or on an RDMA CM id (which
 # ss(8) cannot see but rdma(8) can), or PID exits. A fixed sleep is not enough under TCG
 # when another guest shares the host's cores.

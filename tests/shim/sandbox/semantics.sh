@@ -29,15 +29,14 @@ sem() {
 	local prog=$1; shift
 	if [ -n "$ONLY" ] && ! [[ " $ONLY " == *" $prog "* ]]; then return; fi
 	local label="$prog${*:+ $*}" name="$prog${*:+_${*// /_}}"
-	local ref=$WORK/$name.ref rc attempt began=$SECONDS nrefs=0
-	rm -f "$WORK/$name".nic.*
-	for attempt in $(seq "${TRIES:-1}"); do
+	local ref=$WORK/$name.ref rc attempt began=$SECONDS nrefs=0 clean_refs=()
+	for ((attempt = 1; attempt <= ${TRIES:-1}; attempt++)); do
 		reference_run "$prog" "$name" "$@"
 		rc=$?
-		[ $rc -eq 0 ] && [ -n "${REF_RACED:-}" ] && grep -q "$REF_RACED" "$WORK/$name.ref.$nrefs" || break
+		[ $rc -eq 0 ] && [ -n "${REF_RACED:-}" ] && file_has "$WORK/$name.ref.$nrefs" "$REF_RACED" || break
 		echo "    reference: the NIC's timing decided ('$REF_RACED'); again"
 	done
-	cp "$WORK/$name.ref.$nrefs" "$ref"
+	copy_file "$WORK/$name.ref.$nrefs" "$ref"
 	if [ $rc -eq 77 ]; then
 		skip_check "$label" "$(grep -m1 '^skip:' "$ref" | sed 's/^skip: //')"
 		SKIPS=$((SKIPS + 1))
@@ -45,10 +44,10 @@ sem() {
 	fi
 	if [ $rc -ne 0 ]; then
 		fail "$label" "the reference run (no shim) ended rc=$rc"
-		sed 's/^/    ref | /' "$ref"; tail -5 "$ref.err" | sed 's/^/    ref ! /'
+		indent '    ref | ' "$ref"; tail -5 "$ref.err" | sed 's/^/    ref ! /'
 		return
 	fi
-	sed 's/^/    ref | /' "$ref"
+	indent '    ref | ' "$ref"
 	local path envs o
 	for path in $PATHS; do
 		if [ "$path" = offload ]; then
@@ -67,10 +66,14 @@ sem() {
 			fi
 		fi
 		o=$WORK/$name.$path
-		for attempt in $(seq "${TRIES:-1}"); do
-			rm -f "$o.stats"
-			env -u UNLOAD_MODE -u UNLOAD_PATH -u UNLOAD_MAPPED LD_PRELOAD="$SHIM" "${envs[@]}" UNLOAD_STATS_FILE="$o.stats" \
-				timeout 150 "$BIN/sem_$prog" "$@" >"$o.out" 2>"$o.err"
+		for ((attempt = 1; attempt <= ${TRIES:-1}; attempt++)); do
+			: >"$o.stats"
+			# A subshell, not env(1): under TCG every exec costs 50-150 ms.
+			(
+				unset UNLOAD_MODE UNLOAD_PATH UNLOAD_MAPPED
+				export LD_PRELOAD="$SHIM" UNLOAD_STATS_FILE="$o.stats" "${envs[@]}"
+				exec timeout 150 "$BIN/sem_$prog" "$@" >"$o.out" 2>"$o.err"
+			)
 			rc=$?
 			[ $rc -eq 0 ] && nic_gave "$name" "$o.out" && break
 			[ "$attempt" -lt "${TRIES:-1}" ] || break
@@ -78,7 +81,7 @@ sem() {
 			reference_run "$prog" "$name" "$@" || true
 		done
 		if [ $rc -eq 0 ] && nic_gave "$name" "$o.out"; then
-			if diff -q "$ref" "$o.out" >/dev/null; then
+			if same_file "$ref" "$o.out"; then
 				ok "$label $path: outcome equals the reference"
 			else
 				ok "$label $path: outcome equals another run of the reference (the NIC's timing decided)"
@@ -90,30 +93,42 @@ sem() {
 			grep -v '^unload: kernel module not available' "$o.err" | tail -5 | sed 's/^/    err  /'
 		fi
 		# Which paths the writes took: shown, not asserted (a path may rightly fall back).
-		echo "    $path: writes offload $(stat "$o.stats" writes_offload) inline $(stat "$o.stats" writes_inline)" \
-			"stage $(stat "$o.stats" writes_stage) direct $(stat "$o.stats" writes_direct)" \
-			"(mapped $(stat "$o.stats" writes_direct_mapped), express $(stat "$o.stats" writes_direct_express))" \
-			"fences $(stat "$o.stats" fences)"
+		echo "    $path: $(paths_taken "$o.stats")"
 	done
 	echo "    $label: every run in $((SECONDS - began)) s (the budget's, docs/testing.md)"
 }
 
+# paths_taken STATS: the paths a run's writes took, from its UNLOAD_STATS_FILE read once.
+paths_taken() {
+	local -A n=()
+	local k v _
+	if [ -r "$1" ]; then
+		while read -r k v _; do
+			[[ $v =~ ^[0-9]+$ ]] && n[$k]=$((${n[$k]:-0} + v))
+		done <"$1"
+	fi
+	echo "writes offload ${n[writes_offload]:-0} inline ${n[writes_inline]:-0}" \
+		"stage ${n[writes_stage]:-0} direct ${n[writes_direct]:-0}" \
+		"(mapped ${n[writes_direct_mapped]:-0}, express ${n[writes_direct_express]:-0})" \
+		"fences ${n[fences]:-0}"
+}
+
 # reference_run PROG NAME ARGS...: one run without the shim into NAME.ref.N (N counts the
-# runs, the newest in nrefs), kept as NAME.nic.N when clean; its exit status.
+# runs, the newest in nrefs; a clean one joins sem's clean_refs); its exit status.
 reference_run() {
 	local prog=$1 name=$2; shift 2
 	nrefs=$((nrefs + 1))
 	timeout 150 "$BIN/sem_$prog" "$@" >"$WORK/$name.ref.$nrefs" 2>"$WORK/$name.ref.err"
 	local rc=$?
-	[ $rc -ne 0 ] || cp "$WORK/$name.ref.$nrefs" "$WORK/$name.nic.$nrefs"
+	[ $rc -ne 0 ] || clean_refs+=("$WORK/$name.ref.$nrefs")
 	return $rc
 }
 
 # nic_gave NAME OUT: whether OUT equals an outcome a clean reference run of NAME gave.
 nic_gave() {
 	local f
-	for f in "$WORK/$1".nic.*; do
-		[ -e "$f" ] && diff -q "$f" "$2" >/dev/null && return 0
+	for f in "${clean_refs[@]}"; do
+		same_file "$f" "$2" && return 0
 	done
 	return 1
 }
