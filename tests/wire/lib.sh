@@ -17,7 +17,7 @@ wait_file() {
 	local i
 	for ((i = 0; i < ${2:-300} * 10; i++)); do
 		[ -e "$1" ] && return 0
-		sleep 0.1
+		nap 0.1
 	done
 	echo "    timed out waiting for $(basename "$1") from the other host"
 	return 1
@@ -75,11 +75,12 @@ step() {
 		envs=(LD_PRELOAD="$SHIM" "${extra_b[@]}")
 	fi
 	if [ "$ME" = "$srv_host" ]; then role=srv cmd=("${srv[@]}"); else role=cli cmd=("${cli[@]}"); fi
+	# Builtins and subshells where a step passes: under TCG every exec costs 50-150 ms.
 	for attempt in 1 2 3; do
 		local k=$P/$name.$attempt
-		rm -f "$WORK/$name.stats"
+		: >"$WORK/$name.stats"
 		if [ $role = srv ]; then
-			env "${envs[@]}" timeout 150 "${cmd[@]}" >"$WORK/$name.$role" 2>&1 &
+			(((${#envs[@]})) && export "${envs[@]}"; exec timeout 150 "${cmd[@]}" >"$WORK/$name.$role" 2>&1) &
 			s=$!
 			listening "${cmd[0]}" $s
 			: >"$k.ready"
@@ -89,22 +90,24 @@ step() {
 			rc=99
 			if wait_file "$k.ready" 200; then
 				rc=0
-				env "${envs[@]}" timeout 150 "${cmd[@]}" >"$WORK/$name.$role" 2>&1 || rc=$?
+				(((${#envs[@]})) && export "${envs[@]}"; exec timeout 150 "${cmd[@]}" >"$WORK/$name.$role" 2>&1) || rc=$?
 			fi
 		fi
-		cp "$WORK/$name.$role" "$k.$ME.log"
+		copy_file "$WORK/$name.$role" "$k.$ME.log"
 		put "$k.$ME.rc" "$rc"
 		local other=B
 		[ "$ME" = B ] && other=A
 		wait_file "$k.$other.rc" 300 || return 1
 		if [ "$ME" = B ]; then
 			wait_file "$k.verdict" 300 || return 0
-			[ "$(cat "$k.verdict")" = again ] && continue
+			local verdict
+			read -r verdict <"$k.verdict"
+			[ "$verdict" = again ] && continue
 			return 0
 		fi
 		local orc
-		orc=$(cat "$k.$other.rc")
-		cp "$k.$other.log" "$WORK/$name.$([ $role = srv ] && echo cli || echo srv)"
+		read -r orc <"$k.$other.rc"
+		if [ $role = srv ]; then copy_file "$k.$other.log" "$WORK/$name.cli"; else copy_file "$k.$other.log" "$WORK/$name.srv"; fi
 		if [ "$rc" -eq 0 ] && [ "$orc" -eq 0 ]; then
 			put "$k.verdict" "done"
 			return 0

@@ -47,25 +47,47 @@ indent() {
 	while IFS= read -r l || [ -n "$l" ]; do printf '%s%s\n' "$1" "$l"; done <"$2"
 }
 
-# wait_listen PORT PID: until a server listens on PORT, over TCP or on an RDMA CM id (which
-# ss(8) cannot see but rdma(8) can), or PID exits. A fixed sleep is not enough under TCG
-# when another guest shares the host's cores.
+# nap SECONDS: sleep(1) without an exec, for the polling loops here: a read that times out
+# on a pipe no one writes (opened per call, so no program under test inherits it).
+nap() { read -r -t "$1" _ <> <(:) || true; }
+
+# tcp_listening PORT: whether a TCP socket listens on PORT (/proc/net/tcp{,6}, state 0A),
+# read with builtins: the loop below asks ten times a second, and an exec costs 50-150 ms
+# of the guest's one CPU, which the server starting beside it needs.
+tcp_listening() {
+	local hex f _ local_addr _r state
+	printf -v hex ':%04X' "$1"
+	for f in /proc/net/tcp /proc/net/tcp6; do
+		[ -r "$f" ] || continue
+		while read -r _ local_addr _r state _; do
+			[ "$state" = 0A ] && [[ $local_addr == *"$hex" ]] && return 0
+		done <"$f"
+	done
+	return 1
+}
+
+# wait_listen PORT PID [tcp|cm|any]: until a server listens on PORT, over TCP or on an RDMA
+# CM id (which /proc/net cannot show but rdma(8) can), or PID exits. A fixed sleep is not
+# enough under TCG when another guest shares the host's cores.
 wait_listen() {
-	for _ in $(seq 300); do
-		ss -ltnH "sport = :$1" 2>/dev/null | grep -q . && return
-		rdma res show cm_id 2>/dev/null | grep -q "LISTEN.*:$1" && return
+	local i kind=${3:-any}
+	for ((i = 0; i < 300; i++)); do
+		[ "$kind" != cm ] && tcp_listening "$1" && return
+		[ "$kind" != tcp ] && rdma res show cm_id 2>/dev/null | grep -q "LISTEN.*:$1" && return
 		kill -0 "$2" 2>/dev/null || return
-		sleep 0.1
+		nap 0.1
 	done
 }
 
-# wait_server PROGRAM PID: until the server listens (perftest, with or without -R, and
-# ibv_rc_pingpong: port 18515; rping: 7174; ucx_perftest: 13337) or exits.
+# wait_server PROGRAM PID: until the server listens (perftest, over TCP or with -R on a CM
+# id, and ibv_rc_pingpong: port 18515; rping, a CM id: 7174; ucx_perftest: 13337) or exits.
 wait_server() {
-	local port=18515
-	[ "$1" = rping ] && port=7174
-	[ "$1" = ucx_perftest ] && port=13337
-	wait_listen "$port" "$2"
+	case $1 in
+	rping) wait_listen 7174 "$2" cm ;;
+	ucx_perftest) wait_listen 13337 "$2" tcp ;;
+	ibv_rc_pingpong) wait_listen 18515 "$2" tcp ;;
+	*) wait_listen 18515 "$2" any ;;
+	esac
 }
 
 # perftest_clock_failed LOG...: perftest gave up before its report because it could not
@@ -96,14 +118,19 @@ run_pair() {
 	local attempt crc src envs=(LD_PRELOAD="$SHIM" UNLOAD_STATS_FILE="$WORK/$name.stats")
 	[ "$mode" = none ] && envs=()
 	[ "$mode" != - ] && [ "$mode" != none ] && envs+=(UNLOAD_MODE="$mode")
-	rm -f "$WORK/$name.stats.retried"
+	: >"$WORK/$name.stats.retried"
+	: >"$WORK/$name.stats"
 	for attempt in 1 2 3; do
-		[ -r "$WORK/$name.stats" ] && cat "$WORK/$name.stats" >>"$WORK/$name.stats.retried"
-		rm -f "$WORK/$name.stats"
-		env "${envs[@]}" timeout 120 "${srv[@]}" >"$WORK/$name.srv" 2>&1 &
+		if [ $attempt -gt 1 ]; then
+			cat "$WORK/$name.stats" >>"$WORK/$name.stats.retried"
+			: >"$WORK/$name.stats"
+		fi
+		# Subshells that export, not env(1): one exec fewer a process (and export with no
+		# words would list the environment).
+		(((${#envs[@]})) && export "${envs[@]}"; exec timeout 120 "${srv[@]}" >"$WORK/$name.srv" 2>&1) &
 		local spid=$!
 		wait_server "${srv[0]}" $spid
-		env "${envs[@]}" timeout 120 "${cli[@]}" >"$WORK/$name.cli" 2>&1
+		(((${#envs[@]})) && export "${envs[@]}"; exec timeout 120 "${cli[@]}" >"$WORK/$name.cli" 2>&1)
 		crc=$?
 		local unheard=0
 		if [ $crc -ne 0 ] && cm_unheard "$WORK/$name.cli"; then
@@ -138,9 +165,11 @@ total_writes() { echo $(($(stat "$1" writes_offload) + $(stat "$1" writes_inline
 # Returns CMD's status; on a failure shows the outcome and the end of stderr.
 under() {
 	local mode=$1 name=$2; shift 2
-	rm -f "$WORK/$name.stats"
-	env LD_PRELOAD="$SHIM" ${mode:+UNLOAD_MODE=$mode} UNLOAD_STATS_FILE="$WORK/$name.stats" \
-		timeout 600 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+	: >"$WORK/$name.stats"
+	(
+		export LD_PRELOAD="$SHIM" ${mode:+UNLOAD_MODE=$mode} UNLOAD_STATS_FILE="$WORK/$name.stats"
+		exec timeout 600 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+	)
 	local rc=$?
 	[ $rc -eq 0 ] || { echo "    --- $name rc=$rc"; sed 's/^/    out | /' "$WORK/$name.out"; tail -5 "$WORK/$name.err" | sed 's/^/    err ! /'; }
 	return $rc
@@ -152,7 +181,8 @@ under() {
 same_outcome() {
 	local mode=$1 name=$2 prog=$3; shift 3
 	local ref rc
-	ref=$WORK/ref.$(echo "$prog $*" | md5sum | cut -c1-12)
+	ref="$prog $*"
+	ref=$WORK/ref.${ref//[^A-Za-z0-9_.-]/_}
 	if [ ! -e "$ref" ]; then
 		timeout 600 "$BIN/sem_$prog" "$@" >"$ref.tmp" 2>"$ref.err"
 		rc=$?
@@ -161,7 +191,7 @@ same_outcome() {
 			sed 's/^/    ref | /' "$ref.tmp"; tail -5 "$ref.err" | sed 's/^/    ref ! /'; rm -f "$ref.tmp"; return 1; }
 		mv "$ref.tmp" "$ref"
 	fi
-	if under "$mode" "$name" "$BIN/sem_$prog" "$@" && diff -q "$ref" "$WORK/$name.out" >/dev/null; then
+	if under "$mode" "$name" "$BIN/sem_$prog" "$@" && same_file "$ref" "$WORK/$name.out"; then
 		ok "$name ${mode:-sysfs}: outcome equals the reference" "sem_$prog${*:+ $*}"
 		return 0
 	fi
