@@ -2,6 +2,8 @@
 # (ok:, FAIL:, skip:; tests/support/check.sh).
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../../support/check.sh"
+# nap, tcp_listening
+. "$(dirname "${BASH_SOURCE[0]}")/../../../scripts/lib/guest/waiting.sh"
 BUILD=${UNLOAD_BUILD_DIR:?UNLOAD_BUILD_DIR is not set (run through ctest)}
 SHIM=$BUILD/shim/libunload_shim.so
 BIN=$BUILD/tests/shim
@@ -45,25 +47,6 @@ indent() {
 	local l
 	[ -r "$2" ] || return 0
 	while IFS= read -r l || [ -n "$l" ]; do printf '%s%s\n' "$1" "$l"; done <"$2"
-}
-
-# nap SECONDS: sleep(1) without an exec, for the polling loops here: a read that times out
-# on a pipe no one writes (opened per call, so no program under test inherits it).
-nap() { read -r -t "$1" _ <> <(:) || true; }
-
-# tcp_listening PORT: whether a TCP socket listens on PORT (/proc/net/tcp{,6}, state 0A),
-# read with builtins: the loop below asks ten times a second, and an exec costs 50-150 ms
-# of the guest's one CPU, which the server starting beside it needs.
-tcp_listening() {
-	local hex f _ local_addr _r state
-	printf -v hex ':%04X' "$1"
-	for f in /proc/net/tcp /proc/net/tcp6; do
-		[ -r "$f" ] || continue
-		while read -r _ local_addr _r state _; do
-			[ "$state" = 0A ] && [[ $local_addr == *"$hex" ]] && return 0
-		done <"$f"
-	done
-	return 1
 }
 
 # wait_listen PORT PID [tcp|cm|any]: until a server listens on PORT, over TCP or on an RDMA
