@@ -7,11 +7,14 @@
 # (opened per call, so no program started later inherits it).
 nap() { read -r -t "$1" _ <> <(:) || true; }
 
-# tcp_listening PORT: whether a TCP socket listens on PORT (/proc/net/tcp{,6}, state 0A).
+# tcp_listening PORT [TABLE...]: whether a TCP socket listens on PORT, by the kernel's
+# socket tables (default /proc/net/tcp and tcp6; a listener's state is 0A).
 tcp_listening() {
-	local hex f _ local_addr _r state
-	printf -v hex ':%04X' "$1"
-	for f in /proc/net/tcp /proc/net/tcp6; do
+	local hex f _ local_addr _r state port=$1
+	shift
+	printf -v hex ':%04X' "$port"
+	[ $# -gt 0 ] || set -- /proc/net/tcp /proc/net/tcp6
+	for f in "$@"; do
 		[ -r "$f" ] || continue
 		while read -r _ local_addr _r state _; do
 			[ "$state" = 0A ] && [[ $local_addr == *"$hex" ]] && return 0
