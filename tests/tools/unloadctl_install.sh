@@ -8,6 +8,8 @@ BUILD=${UNLOAD_BUILD_DIR:?UNLOAD_BUILD_DIR is not set (run through ctest)}
 SRC=${UNLOAD_SOURCE_DIR:?UNLOAD_SOURCE_DIR is not set (run through ctest)}
 # shellcheck source=tests/support/check.sh
 . "$SRC/tests/support/check.sh"
+# wait_tcp, nap
+. "$SRC/scripts/lib/guest/waiting.sh"
 PREFIX=${UNLOAD_INSTALL_PREFIX:-}
 BUILT=${UNLOAD_DKMS_BUILT:-}
 if [ -z "$PREFIX" ] || [ -z "$BUILT" ]; then
@@ -165,11 +167,11 @@ export UNLOAD_MODE=unload
 # Every write submitted to the module (UNLOAD_MAPPED=0): its own counts are what ps shows.
 LD_PRELOAD=$SHIM UNLOAD_MAPPED=0 ib_write_lat -d "$DEV" -x "$GIDX" -s 64 -n 50000000 >"$WORK/srv.log" 2>&1 &
 SPID=$!
-for _ in $(seq 300); do ss -ltnH 'sport = :18515' | grep -q . && break; sleep 0.1; done
+wait_tcp 18515 $SPID
 LD_PRELOAD=$SHIM UNLOAD_MAPPED=0 ib_write_lat -d "$DEV" -x "$GIDX" -s 64 -n 50000000 "$ADDR" >"$WORK/cli.log" 2>&1 &
 CPID=$!
 unset UNLOAD_MODE
-for _ in $(seq 600); do readv d $SYS/stats/writes_direct && [ "$d" -gt 1000 ] && break; sleep 0.1; done
+for ((i = 0; i < 600; i++)); do readv d $SYS/stats/writes_direct && [ "$d" -gt 1000 ] && break; nap 0.1; done
 kill -0 $SPID $CPID 2>/dev/null || { cat "$WORK/srv.log" "$WORK/cli.log"; fail "ib_write_lat server and client run under the shim" "one exited early"; finish; }
 check "writes go direct: writes_direct = $(cat $SYS/stats/writes_direct)" test "$(cat $SYS/stats/writes_direct)" -gt 1000
 
