@@ -318,6 +318,7 @@ void unload_session_close(struct unload_session *sess)
 	unsigned long idx;
 
 	unload_pairs_release(sess);
+	unload_remote_queues_free(sess);	/* every queued write was completed: idle */
 	mutex_lock(&sess->lock);
 	WRITE_ONCE(sess->dead, true);	/* its QPs are no longer registered for a grant */
 	unload_qps_remove(sess, NULL);

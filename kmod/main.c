@@ -191,7 +191,8 @@ static int unload_mmap(struct file *file, struct vm_area_struct *vma)
 }
 
 /*
- * io_uring: IORING_OP_URING_CMD with cmd_op UNLOAD_URING_SUBMIT. Small batches run at
+ * io_uring: IORING_OP_URING_CMD with cmd_op UNLOAD_URING_SUBMIT, or UNLOAD_URING_REMOTE
+ * (remote_queue.c: one remote write, completed when its target answers). Small batches run at
  * issue; larger ones are handed to io_uring's workers (-EAGAIN under NONBLOCK), which
  * run in the submitting process, so the submitter's ring is not held up by the copy.
  */
@@ -205,6 +206,8 @@ static int unload_uring_cmd(struct io_uring_cmd *ioucmd, unsigned int issue_flag
 	u64 reqs;
 	int ret;
 
+	if (ioucmd->cmd_op == UNLOAD_URING_REMOTE)
+		return unload_said_hello(sess) ? unload_remote_issue(sess, ioucmd) : -EPROTO;
 	if (ioucmd->cmd_op != UNLOAD_URING_SUBMIT)
 		return -ENOTTY;
 	p = unload_uring_cmd_payload(ioucmd);
@@ -293,12 +296,17 @@ static int __init unload_init(void)
 	ret = unload_channel_init(&unload_ctl->channels_up);
 	if (ret)
 		goto err_unregister_client;
-	ret = misc_register(&unload_misc);
+	ret = unload_remote_queue_init();
 	if (ret)
 		goto err_channel_exit;
+	ret = misc_register(&unload_misc);
+	if (ret)
+		goto err_remote_queue_exit;
 	pr_info("unload: loaded, version %s, ABI %d\n", UNLOAD_MODULE_VERSION, UNLOAD_ABI_VERSION);
 	return 0;
 
+err_remote_queue_exit:
+	unload_remote_queue_exit();
 err_channel_exit:
 	unload_channel_exit();
 err_unregister_client:
@@ -320,6 +328,7 @@ static void __exit unload_exit(void)
 {
 	misc_deregister(&unload_misc);
 	unload_maps_exit();
+	unload_remote_queue_exit();	/* idle: every session, and so every command, is gone */
 	unload_channel_exit();
 	ib_unregister_client(&unload_ib_client);
 	unload_sysfs_exit();

@@ -142,26 +142,23 @@ static u32 unload_remote_send(const char *devname, u32 port, const union ib_gid 
 }
 
 /*
- * Check and send one remote request; returns its reason (NONE: placed at the target).
- * `list` and `inl` are as unload_direct_one takes them; `seg` room for UNLOAD_MAX_IOV
- * resolved segments. Sleeps until the target answers: nothing is held meanwhile but the
- * message, so the sender's QP and regions can go at any time.
+ * Check one remote request as the requester RNIC checks it and read its bytes into a
+ * message (*m, kvfree m->msg after), in the submitter's context; returns its reason
+ * (NONE: ready to send). `list` and `inl` are as unload_direct_one takes them; `seg` room
+ * for UNLOAD_MAX_IOV resolved segments. Nothing of the sender is held after: its QP and
+ * regions can go while the message waits or crosses the network.
  */
-u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_req *req,
-		      const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
-		      int *result)
+u32 unload_remote_prepare(struct unload_session *sess, const struct unload_direct_req *req,
+			  const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
+			  struct unload_remote_msg *m, int *result)
 {
-	char devname[IB_DEVICE_NAME_MAX];
 	struct unload_src src = { .nr = 0 };
 	struct unload_chan_write *w;
 	const struct unload_iov *uiov;
 	struct unload_qp_view v;
 	struct ib_device *dev;
 	struct unload_iov one;
-	unsigned int ack_ms;
-	u32 deny, port;
-	union ib_gid dgid;
-	u8 *msg;
+	u32 deny;
 
 	BUILD_BUG_ON(UNLOAD_REMOTE_MAX_LEN != UNLOAD_CHAN_MSG_MAX - sizeof(*w));
 	/* The whole write goes as one message, its header first. */
@@ -180,10 +177,11 @@ u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_re
 			goto out_put_src;
 	}
 	deny = UNLOAD_DENY_FAULT;
-	msg = kvmalloc(sizeof(*w) + req->length, GFP_KERNEL);
-	if (!msg)
+	m->len = sizeof(*w) + req->length;
+	m->msg = kvmalloc(m->len, GFP_KERNEL_ACCOUNT);
+	if (!m->msg)
 		goto out_put_src;
-	w = (struct unload_chan_write *)msg;
+	w = (struct unload_chan_write *)m->msg;
 	*w = (struct unload_chan_write){
 		.src_qpn = cpu_to_le32(req->qp_num),
 		.dst_qpn = cpu_to_le32(v.dest_qpn),	/* the QP's own, not the caller's */
@@ -191,23 +189,40 @@ u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_re
 		.length = cpu_to_le32(req->length),
 		.remote_addr = cpu_to_le64(req->remote_addr),
 	};
-	unload_src_gather(&src, msg + sizeof(*w), req->length);
-	unload_src_put(&src);
-	strscpy(devname, dev_name(&dev->dev), sizeof(devname));
-	port = v.port;
-	dgid = v.dgid;
-	ack_ms = unload_remote_ack_ms(&v);
-	/* Nothing of the sender held across the network wait: its destroy never waits on it. */
-	unload_qp_view_put(&v);
-	ib_device_put(dev);
-	deny = unload_remote_send(devname, port, &dgid, msg, sizeof(*w) + req->length, ack_ms,
-				  result);
-	kvfree(msg);
-	return deny;
-
+	unload_src_gather(&src, m->msg + sizeof(*w), req->length);
+	strscpy(m->devname, dev_name(&dev->dev), sizeof(m->devname));
+	m->port = v.port;
+	m->dgid = v.dgid;
+	m->ack_ms = unload_remote_ack_ms(&v);
+	deny = UNLOAD_DENY_NONE;
 out_put_src:
 	unload_src_put(&src);
 	unload_qp_view_put(&v);
 	ib_device_put(dev);
 	return deny;
+}
+
+/* Send a prepared message and wait for its verdict; frees it. As unload_remote_send. */
+u32 unload_remote_deliver(struct unload_remote_msg *m, int *result)
+{
+	u32 deny = unload_remote_send(m->devname, m->port, &m->dgid, m->msg, m->len, m->ack_ms,
+				      result);
+
+	kvfree(m->msg);
+	m->msg = NULL;
+	return deny;
+}
+
+/* Check, send and wait for one remote request: the synchronous submission's. */
+u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_req *req,
+		      const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
+		      int *result)
+{
+	struct unload_remote_msg m;
+	u32 deny;
+
+	deny = unload_remote_prepare(sess, req, list, inl, seg, &m, result);
+	if (deny)
+		return deny;
+	return unload_remote_deliver(&m, result);
 }

@@ -147,6 +147,9 @@ struct unload_session *unload_session_alloc(struct file *file)
 	hash_init(sess->targets);
 	hash_init(sess->sources);
 	xa_init_flags(&sess->arenas, XA_FLAGS_ALLOC);
+	xa_init(&sess->remote_queues);
+	atomic_set(&sess->remote_queued, 0);
+	atomic64_set(&sess->remote_queued_bytes, 0);
 	atomic64_set(&sess->direct_writes, 0);
 	atomic64_set(&sess->direct_bytes, 0);
 	sess->id = atomic64_inc_return(&unload_next_session_id);

@@ -99,6 +99,12 @@ struct unload_session {
 
 	struct unload_pair_slot *pairs;	/* UNLOAD_PAIR_SLOTS, by sender qpn (pairs.c) */
 	struct delayed_work pair_reaper;	/* drops idle or dying pairs */
+
+	struct xarray remote_queues;	/* sender qpn -> struct unload_rq (remote_queue.c):
+					 * created at a QP's first queued write, freed at
+					 * close; its lock guards inserts */
+	atomic_t remote_queued;		/* writes in those queues, not yet completed */
+	atomic64_t remote_queued_bytes;
 };
 
 /* A QP registered by a session; hashed by qpn for peer lookups. */
@@ -200,7 +206,7 @@ struct unload_pin {
 
 /*
  * The files, each one concept, listed so that each calls only those after it: main.c,
- * lifecycle.c, list.c, copy.c, probe.c, remote.c, channel.c, channel_rx.c, target.c,
+ * lifecycle.c, list.c, copy.c, probe.c, remote_queue.c, remote.c, channel.c, channel_rx.c, target.c,
  * place.c, pairs.c, mappings.c, regions.c, registry.c, qp_view.c, arenas.c, sysfs.c,
  * channel_io.c, session.c, users.c.
  */
@@ -227,10 +233,30 @@ long unload_ioctl_list_sessions(struct unload_session *self, struct file *file,
 
 /* remote.c: the sender half of a remote write */
 struct unload_seg;
+/* A checked remote write, its bytes read in: what goes to the host its QP is connected to. */
+struct unload_remote_msg {
+	char devname[IB_DEVICE_NAME_MAX];	/* the sender QP's device, port and peer */
+	u32 port;
+	union ib_gid dgid;
+	unsigned int ack_ms;		/* how long its QP's NIC would wait for the ack */
+	u8 *msg;			/* struct unload_chan_write and the bytes (kvmalloc) */
+	u32 len;
+};
+u32 unload_remote_prepare(struct unload_session *sess, const struct unload_direct_req *req,
+			  const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
+			  struct unload_remote_msg *m, int *result);
+u32 unload_remote_deliver(struct unload_remote_msg *m, int *result);
 u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_req *req,
 		      const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
 		      int *result);
 extern atomic64_t unload_remote_denied;	/* remote requests not placed */
+
+/* remote_queue.c: remote writes submitted without waiting (UNLOAD_URING_REMOTE) */
+struct io_uring_cmd;
+int unload_remote_issue(struct unload_session *sess, struct io_uring_cmd *ioucmd);
+void unload_remote_queues_free(struct unload_session *sess);
+int unload_remote_queue_init(void);
+void unload_remote_queue_exit(void);
 
 /*
  * target.c: a remote write that arrived from another host's module, placed here under the

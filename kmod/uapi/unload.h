@@ -504,6 +504,35 @@ struct unload_uring_submit {
 };
 #define UNLOAD_URING_SUBMIT	0x5501
 
+/*
+ * io_uring: IORING_OP_URING_CMD with cmd_op UNLOAD_URING_REMOTE submits one remote write
+ * (the request as UNLOAD_SUBMIT_REMOTE takes it, its result field zero) without waiting
+ * for the network. The request, its segment list and its bytes are read and checked at
+ * issue; the write is then queued behind its sender QP's earlier ones, which the module
+ * sends one at a time, and its CQE's res is its result once the target answered:
+ *   0            placed;
+ *   -EACCES      refused, nothing placed (post it to the NIC, which gives its verdict);
+ *   -ECOMM       sent and not answered: it may have been placed (complete it as the NIC
+ *                completes a write to a peer that stopped answering);
+ *   -ECANCELED   not sent: an earlier write of the same epoch on its QP was not placed
+ *                (post it to the NIC after that one);
+ *   -EBUSY       not sent: the session has UNLOAD_REMOTE_QUEUE_MAX writes or
+ *                UNLOAD_REMOTE_QUEUE_BYTES bytes queued (as -ECANCELED, for those after);
+ *   -EINVAL      malformed; -EFAULT the request could not be read; -EPERM not the
+ *                opener's process.
+ * Every result but 0 ends the epoch on that QP: its later writes of the same epoch are
+ * cancelled unsent, in order, so none is placed ahead of one the NIC has still to carry.
+ * The submitter takes a new epoch once it has handed the failed one's writes to the NIC.
+ */
+struct unload_uring_remote {
+	__u64 req;		/* struct unload_direct_req */
+	__u32 epoch;		/* the submitter's, per QP */
+	__u32 reserved;		/* zero */
+};
+#define UNLOAD_URING_REMOTE	0x5502
+#define UNLOAD_REMOTE_QUEUE_MAX		1024
+#define UNLOAD_REMOTE_QUEUE_BYTES	(64U << 20)
+
 #define UNLOAD_IOC_HELLO	_IOWR(UNLOAD_IOC_MAGIC, 0x00, struct unload_hello)
 #define UNLOAD_IOC_REG_QP	_IOWR(UNLOAD_IOC_MAGIC, 0x01, struct unload_qp_reg)
 #define UNLOAD_IOC_UNREG_QP	_IOWR(UNLOAD_IOC_MAGIC, 0x02, struct unload_qp_reg)

@@ -1,4 +1,4 @@
-// The remote path's two halves (UNLOAD_SUBMIT_REMOTE): writes sent by host A's module and placed by host B's under the responder's checks, every refusal placing nothing.
+// The remote path's two halves (UNLOAD_SUBMIT_REMOTE, UNLOAD_URING_REMOTE): writes sent by host A's module and placed by host B's under the responder's checks, in order, every refusal placing nothing.
 //
 //   kmod_remote          on both hosts of scripts/sandbox --hosts 2 (UNLOAD_HOST says which)
 //
@@ -8,10 +8,12 @@
 // byte of its region (placed where A says, nothing else) and its module's counts. One line
 // per check with its figure; exit 0 pass, 1 fail, 2 set-up, 3 hang, 77 skip.
 #include <fcntl.h>
+#include <liburing.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -150,6 +152,141 @@ int send_one(const Rc& rc, int fd, uint8_t* src, const ibv_mr* smr, const Info& 
 // Where the writes refused for a QP's state would have gone: B checks they did not.
 constexpr size_t kAfterErrOff = 200 * 1024;
 
+// UNLOAD_URING_REMOTE: writes queued without waiting, 144 KiB to 200 KiB of both regions.
+constexpr size_t kAsyncSlots = 32, kAsyncSlotOff = 144 * 1024;  // a 64 B slot each
+constexpr size_t kOrdered = 8, kOrderedOff = 147 * 1024;        // one word, written 8 times
+constexpr size_t kOrderedSrc = 148 * 1024;                      // their sources
+constexpr size_t kEpochOff = 150 * 1024;                        // the epoch cases' slots
+// The epoch cases, in submission order: slot, bad rkey, epoch, the result A must get, placed.
+struct EpochCase {
+  const char* name;
+  bool bad_rkey;
+  uint32_t epoch;
+  int want;
+};
+const EpochCase kEpochCases[] = {
+    {"async_before_refusal", false, 2, 0},
+    {"async_refused", true, 2, -EACCES},
+    {"async_cancelled_behind", false, 2, -ECANCELED},
+    {"async_cancelled_last", false, 2, -ECANCELED},
+};
+// Submitted after the epoch cases were reaped: the failed epoch stays failed, the next runs.
+const EpochCase kAfterCases[] = {
+    {"async_failed_epoch_again", false, 2, -ECANCELED},
+    {"async_next_epoch", false, 3, 0},
+};
+constexpr size_t kEpochCount = std::size(kEpochCases) + std::size(kAfterCases);
+bool epoch_placed(size_t k) {
+  return k < std::size(kEpochCases) ? kEpochCases[k].want == 0 : kAfterCases[k - std::size(kEpochCases)].want == 0;
+}
+size_t async_placed() {
+  size_t n = kAsyncSlots + kOrdered;
+  for (size_t k = 0; k < kEpochCount; k++) n += epoch_placed(k);
+  return n;
+}
+
+// Queue one write (user_data tag) on the ring; nothing goes to the kernel until submit.
+void queue_remote(io_uring* ring, int fd, unload_direct_req* r, uint32_t epoch, uint64_t tag,
+                  uint32_t reserved = 0) {
+  io_uring_sqe* sqe = io_uring_get_sqe(ring);
+  if (!sqe) die("io_uring_get_sqe", -EBUSY);
+  io_uring_prep_rw(IORING_OP_URING_CMD, sqe, fd, nullptr, 0, 0);
+  sqe->cmd_op = UNLOAD_URING_REMOTE;
+  const unload_uring_remote u{reinterpret_cast<uintptr_t>(r), epoch, reserved};
+  memcpy(sqe->cmd, &u, sizeof u);
+  sqe->user_data = tag;
+}
+
+// Submit what is queued in one call and reap n completions: tag -> res.
+std::map<uint64_t, int> submit_reap(io_uring* ring, unsigned n) {
+  const int sub = io_uring_submit(ring);
+  if (sub < 0) die("io_uring_submit", sub);
+  std::map<uint64_t, int> res;
+  for (unsigned i = 0; i < n; i++) {
+    io_uring_cqe* cqe;
+    __kernel_timespec ts{30, 0};
+    if (io_uring_wait_cqe_timeout(ring, &cqe, &ts)) hang("a remote write's completion", "none in 30 s");
+    res[cqe->user_data] = cqe->res;
+    io_uring_cqe_seen(ring, cqe);
+  }
+  return res;
+}
+
+unload_direct_req async_req(const Rc& rc, const ibv_mr* smr, const Info& b, uint8_t* src, size_t src_off,
+                            size_t off, size_t n) {
+  unload_direct_req r{};
+  r.qp_num = rc.qp->qp_num;
+  r.rkey = b.rkey;
+  r.remote_addr = b.addr + off;
+  r.length = static_cast<uint32_t>(n);
+  r.iov = reinterpret_cast<uintptr_t>(src + src_off);
+  r.lkey = smr->lkey;
+  return r;
+}
+
+// Writes queued without waiting: placed in order, and a refusal ends its epoch in order.
+void run_sender_async(Rc& rc, int fd, uint8_t* src, ibv_mr* smr, const Info& b) {
+  io_uring ring;
+  if (int r = io_uring_queue_init(64, &ring, 0)) die("io_uring_queue_init", r);
+  // 32 slots, then one word 8 times: one submission, epoch 1.
+  std::vector<unload_direct_req> reqs;
+  reqs.reserve(kAsyncSlots + kOrdered);
+  for (size_t j = 0; j < kAsyncSlots; j++) {
+    const size_t off = kAsyncSlotOff + 64 * j;
+    for (size_t i = 0; i < 64; i++) src[off + i] = pattern(100 + j, i);
+    reqs.push_back(async_req(rc, smr, b, src, off, off, 64));
+  }
+  for (size_t k = 0; k < kOrdered; k++) {
+    for (size_t i = 0; i < 8; i++) src[kOrderedSrc + 8 * k + i] = pattern(200 + k, i);
+    reqs.push_back(async_req(rc, smr, b, src, kOrderedSrc + 8 * k, kOrderedOff, 8));
+  }
+  for (size_t t = 0; t < reqs.size(); t++) queue_remote(&ring, fd, &reqs[t], 1, t);
+  auto res = submit_reap(&ring, static_cast<unsigned>(reqs.size()));
+  size_t ok = 0;
+  for (size_t t = 0; t < reqs.size(); t++) ok += res.count(t) && res[t] == 0;
+  expect(ok == reqs.size(), "async_placed", "%zu of %zu completed 0", ok, reqs.size());
+
+  // The epoch cases: a refusal mid-queue cancels what follows it in its epoch.
+  unload_direct_req er[kEpochCount];
+  for (size_t k = 0; k < kEpochCount; k++) {
+    const size_t off = kEpochOff + 64 * k;
+    for (size_t i = 0; i < 64; i++) src[off + i] = pattern(300 + k, i);
+    er[k] = async_req(rc, smr, b, src, off, off, 64);
+  }
+  for (size_t k = 0; k < std::size(kEpochCases); k++) {
+    if (kEpochCases[k].bad_rkey) er[k].rkey ^= 0x5a5a00;
+    queue_remote(&ring, fd, &er[k], kEpochCases[k].epoch, 1000 + k);
+  }
+  res = submit_reap(&ring, std::size(kEpochCases));
+  for (size_t k = 0; k < std::size(kEpochCases); k++)
+    expect(res[1000 + k] == kEpochCases[k].want, kEpochCases[k].name, "result %d (want %d)", res[1000 + k],
+           kEpochCases[k].want);
+  for (size_t a = 0; a < std::size(kAfterCases); a++) {
+    const size_t k = std::size(kEpochCases) + a;
+    queue_remote(&ring, fd, &er[k], kAfterCases[a].epoch, 1000 + k);
+    res = submit_reap(&ring, 1);
+    expect(res[1000 + k] == kAfterCases[a].want, kAfterCases[a].name, "result %d (want %d)", res[1000 + k],
+           kAfterCases[a].want);
+  }
+
+  // Malformed: a reserved field of the command is refused at once, nothing queued.
+  unload_direct_req bad = async_req(rc, smr, b, src, kEpochOff, kEpochOff, 8);
+  queue_remote(&ring, fd, &bad, 4, 7, 1);
+  res = submit_reap(&ring, 1);
+  expect(res[7] == -EINVAL, "async_reserved_set", "result %d (want %d)", res[7], -EINVAL);
+  io_uring_queue_exit(&ring);
+}
+
+// What the async writes leave in B's region.
+void async_want(std::vector<uint8_t>& want) {
+  for (size_t j = 0; j < kAsyncSlots; j++)
+    for (size_t i = 0; i < 64; i++) want[kAsyncSlotOff + 64 * j + i] = pattern(100 + j, i);
+  for (size_t i = 0; i < 8; i++) want[kOrderedOff + i] = pattern(200 + kOrdered - 1, i);
+  for (size_t k = 0; k < kEpochCount; k++)
+    if (epoch_placed(k))
+      for (size_t i = 0; i < 64; i++) want[kEpochOff + 64 * k + i] = pattern(300 + k, i);
+}
+
 // B's responder goes to ERR between A's writes: the next one is refused, as a responder
 // NIC in ERR drops it; then A's own QP goes to ERR, and its module refuses to send.
 void run_sender_errors(Rc& rc, int fd, uint8_t* src, ibv_mr* smr, const Info& b) {
@@ -171,11 +308,12 @@ void check_target(const uint8_t* tgt) {
     if (!c.placed) continue;
     for (size_t i = 0; i < c.len; i++) want[c.off + i] = pattern(w, i);
   }
+  async_want(want);
   size_t bad = 0, first = kLen;
   for (size_t i = 0; i < kLen; i++)
     if (tgt[i] != want[i] && bad++ == 0) first = i;
   expect(bad == 0, "target_bytes", "%zu of %zu bytes differ (first at %zu)", bad, kLen, first);
-  size_t placed = 0;
+  size_t placed = async_placed();
   for (const Case& c : cases()) placed += c.placed;
   const long long n = stat("remote_placed_writes");
   expect(n == static_cast<long long>(placed), "placed_counted", "stats/remote_placed_writes %lld (want %zu)", n,
@@ -215,6 +353,7 @@ int main() {
 
   if (sender) {
     run_sender(rc, fd, buf, mr, theirs);
+    run_sender_async(rc, fd, buf, mr, theirs);
     run_sender_errors(rc, fd, buf, mr, theirs);
     put_file("remote.A.done", &ready, 1);
   } else {

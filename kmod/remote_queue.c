@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Remote writes submitted without waiting (UNLOAD_URING_REMOTE, docs/design.md, "A remote
+ * write's walk"): each is an io_uring command, checked and read in at issue by remote.c in
+ * the submitter's context, then queued behind the earlier ones of its sender QP. A queue's
+ * worker sends them one at a time, as the synchronous submission does, and completes each
+ * command through io_uring with the verdict that came back.
+ *
+ * One write per QP on the wire keeps what the target relies on (its writes arrive in order,
+ * and a refusal is seen before the next is sent) and what the NIC does after a failure: the
+ * rest of the epoch is cancelled unsent (uapi/unload.h), so the submitter can hand the
+ * failed write and those behind it to the NIC in order.
+ */
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/workqueue.h>
+
+#include "compat.h"
+#include "unload_kmod.h"
+
+/* One sender QP's queued writes (sess->remote_queues). */
+struct unload_rq {
+	struct unload_session *sess;	/* which outlives it: freed at the session's close */
+	struct work_struct work;	/* sends the queue's writes in order */
+	spinlock_t lock;		/* guards jobs, running, failed and failed_epoch */
+	struct list_head jobs;		/* struct unload_rq_job.node, oldest first */
+	bool running;			/* the work is queued or sending: it takes new jobs */
+	bool failed;			/* a write of failed_epoch was not placed */
+	u32 failed_epoch;
+};
+
+/* One queued write: a prepared message, or a verdict reached at issue (msg.msg NULL). */
+struct unload_rq_job {
+	struct list_head node;
+	struct io_uring_cmd *ioucmd;
+	u32 epoch;
+	int result;			/* the verdict at issue, when nothing is to be sent */
+	u32 bytes;			/* its share of sess->remote_queued_bytes */
+	struct unload_remote_msg msg;
+};
+
+static struct workqueue_struct *unload_rq_wq;
+
+/* The command's result, kept in its free area until the submitter's task posts it. */
+static void unload_rq_post(struct io_uring_cmd *ioucmd, unsigned int issue_flags)
+{
+	unload_uring_cmd_done(ioucmd, *(int *)ioucmd->pdu, issue_flags);
+}
+
+/*
+ * The CQE is posted from the submitter's task (as drivers complete commands from other
+ * contexts): io_uring may require it of a ring set up for a single issuer.
+ */
+static void unload_rq_complete(struct unload_session *sess, struct unload_rq_job *job,
+			       int result)
+{
+	struct io_uring_cmd *ioucmd = job->ioucmd;
+
+	BUILD_BUG_ON(sizeof(ioucmd->pdu) < sizeof(int));
+	atomic_dec(&sess->remote_queued);
+	atomic64_sub(job->bytes, &sess->remote_queued_bytes);
+	kvfree(job->msg.msg);
+	kfree(job);
+	*(int *)ioucmd->pdu = result;
+	io_uring_cmd_complete_in_task(ioucmd, unload_rq_post);
+}
+
+/*
+ * Sends a QP's writes in order until none is left. A write not placed ends its epoch:
+ * the writes of that epoch behind it are cancelled, as the NIC flushes a QP's requests
+ * after an error, and a write of a later epoch starts afresh.
+ */
+static void unload_rq_work(struct work_struct *work)
+{
+	struct unload_rq *q = container_of(work, struct unload_rq, work);
+	struct unload_rq_job *job;
+	bool cancel;
+	int result;
+
+	for (;;) {
+		spin_lock(&q->lock);
+		job = list_first_entry_or_null(&q->jobs, struct unload_rq_job, node);
+		if (!job) {
+			q->running = false;
+			spin_unlock(&q->lock);
+			return;
+		}
+		list_del(&job->node);
+		cancel = q->failed && q->failed_epoch == job->epoch;
+		if (!cancel)
+			q->failed = false;
+		spin_unlock(&q->lock);
+
+		result = job->result;
+		if (cancel) {
+			result = -ECANCELED;
+		} else if (job->msg.msg) {
+			if (unload_remote_deliver(&job->msg, &result))
+				atomic64_inc(&unload_remote_denied);
+		}
+		if (result && !cancel) {
+			spin_lock(&q->lock);
+			q->failed = true;
+			q->failed_epoch = job->epoch;
+			spin_unlock(&q->lock);
+		}
+		unload_rq_complete(q->sess, job, result);
+	}
+}
+
+/* The queue of sender QP qpn, created at its first write. NULL: no memory. */
+static struct unload_rq *unload_rq_get(struct unload_session *sess, u32 qpn)
+{
+	struct unload_rq *q, *old;
+
+	q = xa_load(&sess->remote_queues, qpn);
+	if (q)
+		return q;
+	q = kzalloc(sizeof(*q), GFP_KERNEL_ACCOUNT);
+	if (!q)
+		return NULL;
+	q->sess = sess;
+	INIT_WORK(&q->work, unload_rq_work);
+	spin_lock_init(&q->lock);
+	INIT_LIST_HEAD(&q->jobs);
+	old = xa_cmpxchg(&sess->remote_queues, qpn, NULL, q, GFP_KERNEL_ACCOUNT);
+	if (old) {
+		kfree(q);
+		return xa_is_err(old) ? NULL : old;
+	}
+	return q;
+}
+
+/* Queue a job behind its QP's earlier ones; the worker takes it from there. */
+static void unload_rq_queue(struct unload_rq *q, struct unload_rq_job *job)
+{
+	bool start;
+
+	spin_lock(&q->lock);
+	list_add_tail(&job->node, &q->jobs);
+	start = !q->running;
+	q->running = true;
+	spin_unlock(&q->lock);
+	if (start)
+		queue_work(unload_rq_wq, &q->work);
+}
+
+/* A request, its segment list and its inline bytes, read in; -EFAULT if the request is not. */
+struct unload_rq_read {
+	struct unload_direct_req req;
+	struct unload_iov iov[UNLOAD_MAX_IOV];
+	u8 inl[UNLOAD_MAX_INLINE];
+	struct unload_seg seg[UNLOAD_MAX_IOV];
+	bool list_ok, inl_ok;
+};
+
+static int unload_rq_read(struct unload_rq_read *rd, u64 ureq)
+{
+	struct unload_direct_req *req = &rd->req;
+
+	if (copy_from_user(req, u64_to_user_ptr(ureq), sizeof(*req)))
+		return -EFAULT;
+	rd->list_ok = req->iov_count && req->iov_count <= UNLOAD_MAX_IOV &&
+		      !copy_from_user(rd->iov, u64_to_user_ptr(req->iov),
+				      array_size(req->iov_count, sizeof(*rd->iov)));
+	rd->inl_ok = unload_req_inline(req) &&
+		     !copy_from_user(rd->inl, u64_to_user_ptr(req->iov), req->length);
+	return 0;
+}
+
+/*
+ * UNLOAD_URING_REMOTE at issue (main.c): read and check the write, then queue it, or its
+ * verdict, behind its QP's earlier ones. -EIOCBQUEUED, or an error io_uring posts as the
+ * CQE's res at once (nothing queued: no QP to order it on).
+ */
+int unload_remote_issue(struct unload_session *sess, struct io_uring_cmd *ioucmd)
+{
+	const struct unload_uring_remote *p = unload_uring_cmd_payload(ioucmd);
+	struct unload_rq_read *rd;
+	struct unload_rq_job *job;
+	struct unload_rq *q;
+	u64 ureq = READ_ONCE(p->req);
+	u32 epoch = READ_ONCE(p->epoch);
+	bool over;
+	u32 deny;
+	int ret;
+
+	if (READ_ONCE(p->reserved))
+		return -EINVAL;
+	/* The source is the submitter's memory: only the opener's process submits. */
+	if (current->mm != sess->mm)
+		return -EPERM;
+	rd = kmalloc(sizeof(*rd), GFP_KERNEL);
+	if (!rd)
+		return -ENOMEM;
+	ret = unload_rq_read(rd, ureq);
+	if (ret)
+		goto out_free_read;
+	ret = -ENOMEM;
+	q = unload_rq_get(sess, rd->req.qp_num);
+	if (!q)
+		goto out_free_read;
+	job = kzalloc(sizeof(*job), GFP_KERNEL_ACCOUNT);
+	if (!job)
+		goto out_free_read;
+	job->ioucmd = ioucmd;
+	job->epoch = epoch;
+	job->bytes = rd->req.length <= UNLOAD_REMOTE_MAX_LEN ? rd->req.length : 0;
+	/* Both counted whatever the verdict: unload_rq_complete takes both back. */
+	over = atomic_inc_return(&sess->remote_queued) > UNLOAD_REMOTE_QUEUE_MAX;
+	over |= atomic64_add_return(job->bytes, &sess->remote_queued_bytes) >
+		UNLOAD_REMOTE_QUEUE_BYTES;
+	if (over) {
+		job->result = -EBUSY;
+	} else {
+		deny = unload_remote_prepare(sess, &rd->req, rd->list_ok ? rd->iov : NULL,
+					     rd->inl_ok ? rd->inl : NULL, rd->seg, &job->msg,
+					     &job->result);
+		if (deny)
+			atomic64_inc(&unload_remote_denied);
+	}
+	kfree(rd);
+	unload_rq_queue(q, job);
+	return -EIOCBQUEUED;
+
+out_free_read:
+	kfree(rd);
+	return ret;
+}
+
+/* The session's close: every command completed (each held the file), so only the queues. */
+void unload_remote_queues_free(struct unload_session *sess)
+{
+	struct unload_rq *q;
+	unsigned long qpn;
+
+	xa_for_each(&sess->remote_queues, qpn, q) {
+		flush_work(&q->work);	/* a worker may still be returning from its last */
+		WARN_ON_ONCE(!list_empty(&q->jobs));
+		kfree(q);
+	}
+	xa_destroy(&sess->remote_queues);
+}
+
+int unload_remote_queue_init(void)
+{
+	/* Its workers wait on the network: a queue of their own, not the channel's. */
+	unload_rq_wq = alloc_workqueue("unload_remote", 0, 0);
+	return unload_rq_wq ? 0 : -ENOMEM;
+}
+
+void unload_remote_queue_exit(void)
+{
+	destroy_workqueue(unload_rq_wq);
+}
