@@ -17,6 +17,7 @@
 #include <new>
 
 #include "kmod.hpp"
+#include "remote_ring.hpp"
 #include "stage.hpp"
 #include "tls.hpp"
 #include "unload/policy/resident_set.hpp"
@@ -337,6 +338,7 @@ void config_init() {
   // first use of the module), and its parent's staging arenas are not mapped in it.
   pthread_atfork(nullptr, nullptr, [] {
     stage_forget_after_fork();
+    remote_ring_leave_inherited();
     if (g_have_kmod.load(std::memory_order_relaxed)) {
       kmod_leave_inherited();
       g_have_kmod.store(false, std::memory_order_relaxed);

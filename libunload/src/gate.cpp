@@ -48,4 +48,28 @@ void Gate::join() {
   handed_.store(true, std::memory_order_release);
 }
 
+bool Gate::try_enter(uint32_t me, bool* how) {
+  uint32_t o = owner_.load(std::memory_order_relaxed);
+  if (o == 0 && biased_allowed() && owner_.compare_exchange_strong(o, me, std::memory_order_relaxed)) o = me;
+  if (o == me && !shared_.load(std::memory_order_relaxed)) {
+    owner_in_.store(true, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (!shared_.load(std::memory_order_acquire)) {
+      *how = kBiased;
+      return true;
+    }
+    owner_in_.store(false, std::memory_order_release);
+  }
+  // join() without its wait: the owner inside means try again later, the hand-over undone.
+  if (!handed_.load(std::memory_order_acquire)) {
+    shared_.store(true, std::memory_order_seq_cst);
+    (void)membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+    if (owner_in_.load(std::memory_order_acquire)) return false;
+    handed_.store(true, std::memory_order_release);
+  }
+  if (mu_.test_and_set(std::memory_order_acquire)) return false;
+  *how = kLocked;
+  return true;
+}
+
 }  // namespace unload::rt

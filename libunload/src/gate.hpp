@@ -67,6 +67,8 @@ class Gate {
       mu_.clear(std::memory_order_release);
   }
   bool shared() const { return shared_.load(std::memory_order_relaxed); }
+  // As enter(), but never waits: false when another thread is inside (or in the hand-over).
+  bool try_enter(uint32_t me, bool* how);
 
   static constexpr bool kBiased = true;
   static constexpr bool kLocked = false;

@@ -12,6 +12,7 @@
 #include "post.hpp"
 #include "qp_ex.hpp"
 #include "registry.hpp"
+#include "remote_ring.hpp"
 #include "stage.hpp"
 
 #include <cerrno>
@@ -268,6 +269,14 @@ void purge_qp_completions(CqRec* c, const QpRec* q) {
 
 namespace {
 
+// A modify or destroy of q waits for its remote writes' verdicts, and gives the NIC the
+// ones not placed, under its post gate.
+void settle_remote(QpRec* q) {
+  if (!q || !remote_pending(q)) return;
+  GateScope g(q->sq.gate);
+  remote_settle(q);
+}
+
 CqRec* cq_register(ContextRec* c, ibv_cq* cq, ibv_cq_ex* cqx, uint64_t wc_flags) {
   auto* r = new (std::nothrow) CqRec();
   if (!r) return nullptr;
@@ -378,6 +387,7 @@ int unload_qp_query(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* i
 }
 
 int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
+  settle_remote(g_qps.find(key_of(qp)));  // as if they executed before the change
   const int rc = g_real.modify_qp(qp, attr, mask);
   if (rc) return rc;
   QpRec* q = g_qps.find(key_of(qp));
@@ -459,6 +469,7 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
 // the CQs' gates are passed once (a poller that found it before has left).
 int unload_qp_destroy(ibv_qp* qp) {
   QpRec* q = g_qps.find(key_of(qp));
+  settle_remote(q);  // none is left in the module's queue for a QP that is gone
   // Forgotten by the module first: no direct write can name it after this, its number
   // may be reused once the QP is gone, and the registration holds the device.
   if (q) busy_detach(q);
@@ -487,6 +498,7 @@ int unload_qp_destroy(ibv_qp* qp) {
       GateScope g(rcq->gate);
     }
   }
+  remote_release(q);
   qp_free(q);
   return rc;
 }

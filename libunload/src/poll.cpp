@@ -5,6 +5,7 @@
 #include "direct.hpp"
 #include "merge.hpp"
 #include "registry.hpp"
+#include "remote_ring.hpp"
 #include "route.hpp"
 
 namespace unload::rt {
@@ -54,6 +55,7 @@ using namespace unload::rt;
 extern "C" int unload_cq_poll(ibv_cq* cq, int n, ibv_wc* wc) {
   CqRec* c = g_cqs.find(key_of(cq));
   if (__builtin_expect(!c, 0)) return context_find(cq->context)->provider.poll_cq(cq, n, wc);
+  remote_progress();  // before the gate: it may give a failed remote write to the NIC
   GateScope g(c->gate);
   if (__builtin_expect(!c->tracked.load(std::memory_order_acquire), 0)) {
     // Nothing of the shim's reached this CQ yet (offload from the start): the provider's

@@ -9,6 +9,7 @@
 #include "express.hpp"
 #include "registry.hpp"
 #include "remote.hpp"
+#include "remote_ring.hpp"
 #include "stage.hpp"
 
 #include <atomic>
@@ -36,6 +37,7 @@ class Batch {
   bool add(ibv_send_wr* w, const Route& rt, Why fallback = Why::none) {
     SendQueue& sq = q_->sq;
     if (n_ == 0) {  // a fence's marker may have taken entries since the last flush
+      remote_settle_if_pending(q_);  // remote writes posted before it are placed first
       start_ = sq.ring.tail();
       stage_start_ = sq.stage.tail;
     }
@@ -157,6 +159,10 @@ bool list_locally_valid(const QpRec* q, const ibv_send_wr* wr) {
 // no ring entries; its completions carry the program's wr_ids, which the merger passes
 // through. A later direct write is ordered behind them by the marker `untracked` asks for.
 int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  if (remote_pending(q)) [[unlikely]] {  // the mode changed with remote writes in flight
+    GateScope g(q->sq.gate);
+    remote_settle(q);
+  }
   if (!q->sq.untracked.load(std::memory_order_relaxed))
     q->sq.untracked.store(true, std::memory_order_relaxed);
   busy_raise(q);
@@ -176,7 +182,8 @@ int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
 // to their real depth, which may exceed what they report: rxe on 6.1 reports the depth
 // asked for and takes up to the next power of two less one).
 bool list_fits(const QpRec* q, const ibv_send_wr* wr) {
-  const uint64_t used = q->sq.ring.in_flight();
+  // Remote writes in flight hold a place: the NIC may have to take them yet.
+  const uint64_t used = q->sq.ring.in_flight() + (remote_pending(q) ? remote_in_flight(q) : 0);
   if (used >= q->sq.max_wr) return false;
   uint64_t room = q->sq.max_wr - used;
   for (const ibv_send_wr* w = wr; w; w = w->next)

@@ -32,6 +32,7 @@
 #include "post.hpp"
 #include "registry.hpp"
 #include "remote.hpp"
+#include "remote_ring.hpp"
 #include "route.hpp"
 #include "stage.hpp"
 #include "unload.h"
@@ -425,6 +426,7 @@ extern "C" void unload_qpx_wr_start(ibv_qp_ex* qp) {
   QpxState* s = q->qpx;
   const bool how = q->sq.gate.enter(this_tid());
   s->gate_how = how;
+  remote_settle_if_pending(q);  // the batch's requests go behind its remote writes
   s->start = s->tail = q->sq.ring.tail();
   s->stage_start = q->sq.stage.tail;
   reset_batch(s);

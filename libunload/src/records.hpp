@@ -148,6 +148,9 @@ struct QpRec {
   SampleBox sample;
   struct QpxState* qpx = nullptr;  // the wr_* API's state (ibv_qp_ex QPs only)
   struct MappedSet* mapped = nullptr;  // the mapped engine's targets (mapped.cpp), post gate
+  // Its remote writes in flight without waiting (remote_ring.cpp): set by its poster at the
+  // first, read by anyone (a modify or destroy settles them first).
+  std::atomic<struct RemoteQueue*> rq{nullptr};
   ExpressMemo express;
 };
 

@@ -5,6 +5,8 @@
 // answer a sender gets when the target host stopped answering.
 #include "remote.hpp"
 
+#include "remote_ring.hpp"
+
 #include "config.hpp"
 #include "kmod.hpp"
 #include "registry.hpp"
@@ -45,15 +47,11 @@ Why remote_blocker(QpRec* q, const Tunables& t) {
   return p.channel == 1 ? Why::none : Why::no_channel;
 }
 
-namespace {
-
-// The NIC's outcome for a write to a peer that stopped answering: the write completes with
-// IBV_WC_RETRY_EXC_ERR and the QP goes to ERR, so what follows is flushed. The module may
-// have placed it (-ECOMM), so it is never sent again: the QP is moved to ERR through the
-// provider, and the requests after it, given to the NIC, flush as they would there.
-void fail_unanswered(QpRec* q, const DirectWrite& w, uint64_t ticket) {
+// The module may have placed it (-ECOMM), so it is never sent again: the QP is moved to ERR
+// through the provider, and the requests after it, given to the NIC, flush as they would there.
+void fail_unanswered(QpRec* q, uint64_t wr_id, uint64_t ticket) {
   ibv_wc wc{};
-  wc.wr_id = w.wr_id;
+  wc.wr_id = wr_id;
   wc.status = IBV_WC_RETRY_EXC_ERR;
   wc.opcode = IBV_WC_RDMA_WRITE;
   wc.qp_num = q->qp_num;
@@ -64,14 +62,22 @@ void fail_unanswered(QpRec* q, const DirectWrite& w, uint64_t ticket) {
   if (g_real.modify_qp(q->qp, &a, IBV_QP_STATE) == 0) q->state.store(IBV_QPS_ERR, std::memory_order_release);
 }
 
-}  // namespace
-
 int place_remote(QpRec* q, const DirectWrite* w, int n, Why* why) {
+  // A failed epoch's writes go to the NIC first: the fence then waits for them.
+  remote_settle_if_failed(q);
   bool waited = false;
   if (const int rc = fence_before_direct(q, w[0].rt.req, &waited)) {
     *why = fence_why(rc);
     return 0;
   }
+  bool fits = true;
+  for (int i = 0; i < n && fits; ++i) fits = remote_async_fits(q, w[i]);
+  if (fits) {
+    const int done = submit_remote_async(q, w, n, why);
+    if (done || *why != Why::no_module) return done;
+    *why = Why::none;  // no ring here: the synchronous submission
+  }
+  remote_settle_if_pending(q);  // it must not pass the writes in flight
   CqRec* c = q->scq;
   unload_direct_req reqs[kDirectRunMax];
   uint64_t tickets[kDirectRunMax];
@@ -118,7 +124,7 @@ int place_remote(QpRec* q, const DirectWrite* w, int n, Why* why) {
   int consumed = placed;
   if (placed < done && reqs[placed].result == -ECOMM) {
     count_writes(Path::unload_remote, 1, w[placed].rt.req.length);
-    fail_unanswered(q, w[placed], tickets[placed]);
+    fail_unanswered(q, w[placed].wr_id, tickets[placed]);
     queued = true;
     *why = Why::qp_error;  // the rest flush on the NIC, behind it
     consumed = placed + 1;

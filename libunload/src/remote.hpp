@@ -24,6 +24,12 @@ inline Why cpu_blocker(QpRec* q, const Tunables& t) {
 // when the target did not answer one, that one too, completed with IBV_WC_RETRY_EXC_ERR
 // and the QP moved to ERR. *why says what stopped the first one not consumed; the caller
 // sends it and the rest to the NIC in order (which flushes them after a move to ERR).
+// Without waiting (remote_ring.hpp) when every write of the run fits an entry and the ring
+// is there; else with one synchronous submission, after q's writes in flight settled.
 int place_remote(QpRec* q, const DirectWrite* w, int n, Why* why);
+
+// The NIC's outcome for a write to a peer that stopped answering (the module's -ECOMM):
+// the write completes in `ticket` with IBV_WC_RETRY_EXC_ERR and the QP goes to ERR.
+void fail_unanswered(QpRec* q, uint64_t wr_id, uint64_t ticket);
 
 }  // namespace unload::rt
