@@ -300,8 +300,17 @@ void keep_for_nic(RemoteEntry& e, const DirectWrite& w) {
 }  // namespace
 
 bool remote_async_fits(const QpRec* q, const DirectWrite& w) {
+  static const bool on = [] {
+    const char* v = std::getenv("UNLOAD_REMOTE_ASYNC");
+    if (!v || std::strcmp(v, "1") == 0) return true;
+    if (std::strcmp(v, "0") != 0) {
+      std::fprintf(stderr, "unload: UNLOAD_REMOTE_ASYNC=\"%s\" is not 0 or 1; keeping 1\n", v);
+      return true;
+    }
+    return false;
+  }();
   const WriteRequest& r = w.rt.req;
-  if (q->scq->cq->channel || r.sge_count > kSgeCopy) return false;
+  if (!on || q->scq->cq->channel || r.sge_count > kSgeCopy) return false;
   return !r.user_inline || (r.sge_count == 1 && r.length <= kInlineCopy);
 }
 

@@ -16,9 +16,10 @@ namespace unload::rt {
 
 struct RemoteQueue;
 
-// Whether w may go remote without waiting: the QP's send CQ has no completion channel
-// (whose event the shim raises only from the posting thread) and the request's copy fits
-// an entry (a few SGEs; inline data the NIC may need again).
+// Whether w may go remote without waiting: not turned off (UNLOAD_REMOTE_ASYNC=0), the QP's
+// send CQ has no completion channel (whose event the shim raises only from the posting
+// thread) and the request's copy fits an entry (a few SGEs; inline data the NIC may need
+// again).
 bool remote_async_fits(const QpRec* q, const DirectWrite& w);
 
 // Submits w[0..n) to the module with one io_uring_enter, each behind the QP's writes in
