@@ -152,13 +152,14 @@ if [ "$ME" = A ]; then
 	show_stats par_remote
 	check "parity: A's writes went remote ($w), B's module placed them (+$((p5 - p4)))" \
 		[ "$w" -gt 0 -a $((p5 - p4)) -eq "$w" ]
-	# The denied writes (a bad rkey; a responder QP without REMOTE_WRITE) were sent remote,
-	# refused there, and posted to the NIC; the write after each saw the failure and went to
+	# The denied writes (a bad rkey; a responder QP without REMOTE_WRITE; a bad rkey among
+	# writes in flight) were sent remote, refused there, and posted to the NIC; the writes
+	# after each (one, one, two) saw the failure, or were cancelled behind it, and went to
 	# the NIC to be flushed.
-	check "parity: the denied writes went remote, were refused and took the NIC (why_not_refused 2)" \
-		[ "$(stat "$WORK/par_remote.stats" why_not_refused)" -eq 2 ]
-	check "parity: the write after each saw the failure (why_not_qp_error 2)" \
-		[ "$(stat "$WORK/par_remote.stats" why_not_qp_error)" -eq 2 ]
+	check "parity: the denied writes went remote, were refused and took the NIC (why_not_refused 3)" \
+		[ "$(stat "$WORK/par_remote.stats" why_not_refused)" -eq 3 ]
+	check "parity: the writes after each saw the failure (why_not_qp_error 4)" \
+		[ "$(stat "$WORK/par_remote.stats" why_not_qp_error)" -eq 4 ]
 	check "parity: the reference's reads returned the bytes from before the writes after them" \
 		[ "$(grep -Ec 'read wr_id .* ([0-9]+) of \1 bytes from before the write' "$WORK/nic.cli")" -eq 2 ]
 	# The switch: both immediates on the NIC, the plain write between them remote, after a fence.

@@ -55,17 +55,25 @@ struct Wr {
   bool read = false;
 };
 // A case: its posts, each a list of requests given to one ibv_post_send; the server QP's
-// access flags; whether the server fills its target bytes before (so a read shows them).
+// access flags; whether the server fills its target bytes before (so a read shows them);
+// whether the posts go back to back, their completions collected after the last (so
+// remote writes of several posts are in flight at once), or each post's after it.
 struct Case {
   const char* name;
   std::vector<std::vector<Wr>> posts;
   int server_access = IBV_ACCESS_REMOTE_WRITE;
   bool prefill = false;
+  bool back_to_back = false;
 };
 
 std::vector<Case> cases() {
   std::vector<Wr> list8;
   for (size_t i = 0; i < 8; ++i) list8.push_back({i * 1024, 8 + i * 60, true});
+  // Eight posts over overlapping bytes, half unsignaled, then a READ of them all: the
+  // writes in flight together land in order, and the read (the NIC's) sees every one.
+  std::vector<std::vector<Wr>> overlapping;
+  for (size_t i = 0; i < 8; ++i) overlapping.push_back({{i * 512, 2048, i % 2 == 1}});
+  overlapping.push_back({{0, 8192, true, false, false, true}});
   return {
       {"one_byte", {{{0, 1, true}}}},
       {"four_kib", {{{4096, 4096, true}}}},
@@ -94,6 +102,14 @@ std::vector<Case> cases() {
         {{4096, 512, false, false, false, true}},
         {{4096, 512, true}}},
        IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+       true},
+      {"back_to_back_then_read", overlapping, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, true, true},
+      // A denied write among writes in flight: those before it placed, it denied by the
+      // NIC, those after it flushed, none of them placed.
+      {"back_to_back_denied",
+       {{{0, 64, true}}, {{128, 64, true}}, {{256, 64, true, true}}, {{384, 64, true}}, {{512, 64, true}}},
+       IBV_ACCESS_REMOTE_WRITE,
+       false,
        true},
   };
 }
@@ -329,8 +345,11 @@ void run_case(size_t ci, const Case& c, bool server, bool wr_api, t::Device& dev
       const int rc = wr_api ? post_wr(qp, wrs) : ibv_post_send(qp, wrs.data(), &bad);
       std::printf("R %s: post of %zu: rc %d\n", c.name, p.size(), rc);
       size_t signaled = 0;
-      for (const Wr& w : p) signaled += w.signaled;
-      // This post's signaled completions (a failure also completes what it flushes).
+      for (const auto& q : c.back_to_back ? c.posts : std::vector<std::vector<Wr>>{p})
+        for (const Wr& w : q) signaled += w.signaled;
+      if (c.back_to_back && &p != &c.posts.back()) continue;
+      // This post's signaled completions (a failure also completes what it flushes), or
+      // every post's after the last.
       for (const ibv_wc& wc : collect(cq, signaled, 30)) {
         if (wc.status == IBV_WC_SUCCESS)
           std::printf("R %s: wc wr_id %llu %s opcode %d byte_len %u\n", c.name,
