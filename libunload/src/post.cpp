@@ -36,8 +36,10 @@ class Batch {
   // the ring is full (the send queue is too).
   bool add(ibv_send_wr* w, const Route& rt, Why fallback = Why::none) {
     SendQueue& sq = q_->sq;
-    if (n_ == 0) {  // a fence's marker may have taken entries since the last flush
-      remote_settle_if_pending(q_);  // remote writes posted before it are placed first
+    if (n_ == 0) {
+      // Remote writes posted before it are placed first; a fence's marker may have taken
+      // entries since the last flush.
+      remote_settle_if_pending(q_);
       start_ = sq.ring.tail();
       stage_start_ = sq.stage.tail;
     }

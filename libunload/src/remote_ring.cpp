@@ -27,8 +27,11 @@ namespace unload::rt {
 
 // Writes submitted and not retired, or waiting for the NIC: polls look at the ring only then.
 std::atomic<uint64_t> g_remote_outstanding{0};
-
 namespace {
+
+// The module answered UNLOAD_URING_REMOTE with -ENOTTY (one from before it): the
+// synchronous submission from then on.
+std::atomic<bool> g_remote_ring_unknown{false};
 
 constexpr uint32_t kDepth = 128;       // a QP's writes in flight (a power of two): perftest's depth
 constexpr uint32_t kSgeCopy = 4;       // SGEs an entry keeps for the NIC
@@ -59,13 +62,13 @@ struct RemoteEntry {
 struct alignas(128) RemoteQueue {
   QpRec* q = nullptr;
   RemoteEntry e[kDepth];
-  uint64_t head = 0;  // the oldest entry not retired (g_ring.mu)
-  uint64_t tail = 0;  // the next entry (g_ring.mu, by the QP's poster)
-  uint32_t epoch = 1;           // the module's (uapi/unload.h): the post gate's
-  bool failed = false;          // an entry from head on was not placed (g_ring.mu)
+  uint64_t head = 0;                   // the oldest entry not retired (g_ring.mu)
+  uint64_t tail = 0;                   // the next entry (g_ring.mu, by the QP's poster)
+  uint32_t epoch = 1;                  // the module's (uapi/unload.h): the post gate's
+  bool failed = false;                 // an entry from head on was not placed (g_ring.mu)
   std::atomic<bool> needs_nic{false};  // failed, for readers without the mutex
-  bool listed = false;          // in g_ring.failing (g_ring.mu)
-  std::atomic<uint32_t> busy{0};  // tail - head, for readers without the mutex
+  bool listed = false;                 // in g_ring.failing (g_ring.mu)
+  std::atomic<uint32_t> busy{0};       // tail - head, for readers without the mutex
 };
 
 namespace {
@@ -78,7 +81,8 @@ struct Ring {
   int fd = -1;
   uint32_t session = 0;  // g_kmod.session the ring was made for
   unsigned sq_entries = 0;
-  unsigned *sq_head = nullptr, *sq_tail = nullptr, *sq_mask = nullptr, *sq_array = nullptr, *sq_flags = nullptr;
+  unsigned *sq_head = nullptr, *sq_tail = nullptr, *sq_mask = nullptr, *sq_array = nullptr,
+           *sq_flags = nullptr;
   io_uring_sqe* sqes = nullptr;
   unsigned *cq_head = nullptr, *cq_tail = nullptr, *cq_mask = nullptr;
   io_uring_cqe* cqes = nullptr;
@@ -143,7 +147,9 @@ int ring_ready() {
   g_ring.sqes_len = p.sq_entries * sizeof(io_uring_sqe);
   const int prot = PROT_READ | PROT_WRITE, flags = MAP_SHARED | MAP_POPULATE;
   void* sq = mmap(nullptr, g_ring.sq_len, prot, flags, g_ring.fd, IORING_OFF_SQ_RING);
-  void* cq = single || sq == MAP_FAILED ? sq : mmap(nullptr, g_ring.cq_len, prot, flags, g_ring.fd, IORING_OFF_CQ_RING);
+  void* cq = single || sq == MAP_FAILED
+                 ? sq
+                 : mmap(nullptr, g_ring.cq_len, prot, flags, g_ring.fd, IORING_OFF_CQ_RING);
   void* sqes = sq == MAP_FAILED || cq == MAP_FAILED
                    ? MAP_FAILED
                    : mmap(nullptr, g_ring.sqes_len, prot, flags, g_ring.fd, IORING_OFF_SQES);
@@ -231,6 +237,7 @@ void advance(RemoteQueue* rq) {
       list_failing(rq);
       break;
     } else {
+      if (e.result == -ENOTTY) g_remote_ring_unknown.store(true, std::memory_order_relaxed);
       list_failing(rq);
       break;
     }
@@ -310,7 +317,9 @@ bool remote_async_fits(const QpRec* q, const DirectWrite& w) {
     return false;
   }();
   const WriteRequest& r = w.rt.req;
-  if (!on || q->scq->cq->channel || r.sge_count > kSgeCopy) return false;
+  if (!on || g_remote_ring_unknown.load(std::memory_order_relaxed) || q->scq->cq->channel ||
+      r.sge_count > kSgeCopy)
+    return false;
   return !r.user_inline || (r.sge_count == 1 && r.length <= kInlineCopy);
 }
 
