@@ -82,8 +82,9 @@ void observe(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rke
 // As observe(), for a direct write whose cost the caller measured (its share of a
 // submission of several), all of it CPU time.
 void observe_direct(QpRec* q, const WriteRequest& r, uint64_t cost_ns);
-// As observe_direct, for a remote write: none of it this host's CPU (the thread sleeps
-// while the peer's module places it), so the CPU budget is not charged.
+// As observe_direct, for a remote write: its post to its verdict, none of it this host's
+// CPU (the program runs on, or sleeps, while the peer's module places it), so the CPU
+// budget is not charged.
 void observe_remote(QpRec* q, const WriteRequest& r, uint64_t cost_ns);
 
 // What the program's ibv_poll_cq returned (after the merge): a run of empty polls is a
