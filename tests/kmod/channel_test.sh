@@ -3,7 +3,8 @@
 #
 #   channel_test.sh FLAVOUR KMOD PROGRAM REMOTE     (ctest runs it, with UNLOAD_BUILD_DIR set)
 # One two-host sandbox runs REMOTE (kmod_remote: writes placed by the other host's
-# module) and then PROGRAM (kmod_channel, which ends by deleting A's device); the guests
+# module) and then PROGRAM (kmod_channel, which ends by deleting A's device; or true: the
+# remote writes alone); the guests
 # print their checks (prefixed "A| ", "B| "); this is the
 # verdict of both, and of the sandbox's own: rmmod of the module on both hosts at the end,
 # no kernel WARNING, BUG or leak report on either.
