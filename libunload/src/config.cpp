@@ -81,6 +81,18 @@ void env_u32(const char* var, uint32_t& field, uint32_t max = UINT32_MAX) {
   field = v;
 }
 
+}  // namespace
+
+bool env_switch_on(const char* var) {
+  const char* v = std::getenv(var);
+  if (!v || std::strcmp(v, "1") == 0) return true;
+  if (std::strcmp(v, "0") == 0) return false;
+  std::fprintf(stderr, "unload: %s=\"%s\" is not 0 or 1; keeping 1\n", var, v);
+  return true;
+}
+
+namespace {
+
 bool env_mode(Tunables& t) {
   const char* s = std::getenv("UNLOAD_MODE");
   if (!s) return false;

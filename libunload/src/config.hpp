@@ -108,6 +108,9 @@ bool kmod_present();
 // Once per process: read the environment, open the kmod (or print the notice).
 void config_init();
 
+// A switch in the environment, 0 or 1 (unset: true); anything else is reported and kept on.
+bool env_switch_on(const char* var);
+
 // Monotonic nanoseconds (vDSO, no syscall).
 uint64_t now_ns();
 

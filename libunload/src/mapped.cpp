@@ -184,15 +184,7 @@ MappedTarget* target_of(QpRec* q, uint32_t rkey) {
 }  // namespace
 
 bool mapped_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("UNLOAD_MAPPED");
-    if (!v || std::strcmp(v, "1") == 0) return true;
-    if (std::strcmp(v, "0") != 0) {
-      std::fprintf(stderr, "unload: UNLOAD_MAPPED=\"%s\" is not 0 or 1; keeping 1\n", v);
-      return true;
-    }
-    return false;
-  }();
+  static const bool on = env_switch_on("UNLOAD_MAPPED");
   return on && g_kmod.status != nullptr;
 }
 

@@ -307,15 +307,7 @@ void keep_for_nic(RemoteEntry& e, const DirectWrite& w) {
 }  // namespace
 
 bool remote_async_fits(const QpRec* q, const DirectWrite& w) {
-  static const bool on = [] {
-    const char* v = std::getenv("UNLOAD_REMOTE_ASYNC");
-    if (!v || std::strcmp(v, "1") == 0) return true;
-    if (std::strcmp(v, "0") != 0) {
-      std::fprintf(stderr, "unload: UNLOAD_REMOTE_ASYNC=\"%s\" is not 0 or 1; keeping 1\n", v);
-      return true;
-    }
-    return false;
-  }();
+  static const bool on = env_switch_on("UNLOAD_REMOTE_ASYNC");
   const WriteRequest& r = w.rt.req;
   if (!on || g_remote_ring_unknown.load(std::memory_order_relaxed) || q->scq->cq->channel ||
       r.sge_count > kSgeCopy)
