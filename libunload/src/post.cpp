@@ -185,7 +185,7 @@ int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
 // asked for and takes up to the next power of two less one).
 bool list_fits(const QpRec* q, const ibv_send_wr* wr) {
   // Remote writes in flight hold a place: the NIC may have to take them yet.
-  const uint64_t used = q->sq.ring.in_flight() + (remote_pending(q) ? remote_in_flight(q) : 0);
+  const uint64_t used = q->sq.ring.in_flight() + remote_in_flight_if_any(q);
   if (used >= q->sq.max_wr) return false;
   uint64_t room = q->sq.max_wr - used;
   for (const ibv_send_wr* w = wr; w; w = w->next)

@@ -381,11 +381,6 @@ int submit_remote_async(QpRec* q, const DirectWrite* w, int n, Why* why) {
   return m;
 }
 
-bool remote_pending(const QpRec* q) {
-  const RemoteQueue* rq = q->rq.load(std::memory_order_acquire);
-  return rq && rq->busy.load(std::memory_order_acquire) != 0;
-}
-
 uint32_t remote_in_flight(const QpRec* q) {
   const RemoteQueue* rq = q->rq.load(std::memory_order_acquire);
   return rq ? rq->busy.load(std::memory_order_acquire) : 0;

@@ -28,18 +28,23 @@ bool remote_async_fits(const QpRec* q, const DirectWrite& w);
 // the rest to the NIC, which waits for these first).
 int submit_remote_async(QpRec* q, const DirectWrite* w, int n, Why* why);
 
-// Whether q has remote writes in flight, or not placed and not yet given to the NIC; and
-// whether some were not placed.
-bool remote_pending(const QpRec* q);
-bool remote_failed(const QpRec* q);
-// How many: what the send queue must keep room for (the NIC may take them yet).
+// How many remote writes q has in flight, or not placed and not yet given to the NIC: what
+// the send queue must keep room for (the NIC may take them yet). Whether some were not placed.
 uint32_t remote_in_flight(const QpRec* q);
+bool remote_failed(const QpRec* q);
+// Inline: every post asks, and a QP that never went remote has no queue.
+inline bool remote_pending(const QpRec* q) {
+  return q->rq.load(std::memory_order_acquire) && remote_in_flight(q) != 0;
+}
+inline uint32_t remote_in_flight_if_any(const QpRec* q) {
+  return q->rq.load(std::memory_order_acquire) ? remote_in_flight(q) : 0;
+}
 
 // Waits for q's remote writes' verdicts and gives the ones not placed to the NIC, in
 // order: what any other request of q needs before it is posted. Inside q's post gate.
 void remote_settle(QpRec* q);
 inline void remote_settle_if_pending(QpRec* q) {
-  if (q->rq.load(std::memory_order_acquire) && remote_pending(q)) remote_settle(q);
+  if (remote_pending(q)) remote_settle(q);
 }
 inline void remote_settle_if_failed(QpRec* q) {
   if (q->rq.load(std::memory_order_acquire) && remote_failed(q)) remote_settle(q);
