@@ -12,6 +12,8 @@
 # Usage: parity_test.sh <kmod_parity binary>
 set -u
 . "$(dirname "$0")/../support/check.sh"
+# stat FILE KEY
+. "$(dirname "$0")/../support/stats.sh"
 BIN=$1
 BUILD=${UNLOAD_BUILD_DIR:?UNLOAD_BUILD_DIR is not set (run through ctest)}
 SHIM=$BUILD/shim/libunload_shim.so
@@ -41,12 +43,6 @@ delta() { # before after -> "r+n ..." for the reasons that moved
 		[ "$v" != "${b[$k]}" ] && out="$out $k+$((v - b[$k]))"
 	done
 	echo "${out# }"
-}
-# stat_of STATS KEY: KEY summed over a UNLOAD_STATS_FILE's process blocks.
-stat_of() {
-	local k v _ s=0
-	[ -r "$1" ] && while read -r k v _; do [ "$k" = "$2" ] && s=$((s + v)); done <"$1"
-	echo "$s"
 }
 # outcomes OUT: OUT's outcome lines (the program's verdicts, which the runs must share).
 outcomes() {
@@ -132,8 +128,8 @@ while read -r c want; do
 			diff <(echo "${oc[offload]}") <(echo "${oc[$mode]}") >>"$W/$n.diff"
 		fi
 	done
-	wd_off=$(stat_of "$W/$n.offload.stats" writes_direct)
-	wd_un=$(stat_of "$W/$n.unload.stats" writes_direct)
+	wd_off=$(stat "$W/$n.offload.stats" writes_direct)
+	wd_un=$(stat "$W/$n.unload.stats" writes_direct)
 	[ "$wd_off" = 0 ] || problems="$problems offload-went-direct($wd_off)"
 	# Every case but the one whose responder refuses everything has a control write
 	# that succeeds: in unload mode it must have gone direct (the pair was live).
@@ -142,7 +138,7 @@ while read -r c want; do
 	fi
 	wm=-
 	if [ -e "$W/$n.mapped.out" ]; then
-		wm=$(stat_of "$W/$n.mapped.stats" writes_direct_mapped)
+		wm=$(stat "$W/$n.mapped.stats" writes_direct_mapped)
 		if has_line "${oc[mapped]}" '^outcome control.* success' && [ "$wm" -lt 1 ]; then
 			problems="$problems mapped-never-mapped"
 		fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The guest scripts' builtin helpers on the host: lib.sh's file comparisons and copies, waiting.sh's nap, socket-table reading and wait.
+# The guest scripts' builtin helpers on the host: lib.sh's file comparisons and copies, stats.sh's sum, waiting.sh's nap, socket-table reading and wait.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
@@ -32,6 +32,12 @@ expect "file_has: a missing file has nothing" "$(file_has "$tmp/none" a || echo 
 
 expect "indent: every line, the last without its newline too" \
 	"$([ "$(indent '> ' "$tmp/ab_noeol")" = $'> a\n> b' ] && echo 1)" "$(indent '> ' "$tmp/ab_noeol" | tr '\n' '|')"
+
+printf 'pid 10\nwrites_direct 3\nwrites_directly 100\npid 11\nwrites_direct 4 extra\n' >"$tmp/stats"
+expect "stat: a counter summed over process blocks, whole names only" \
+	"$([ "$(stat "$tmp/stats" writes_direct)" = 7 ] && echo 1)" "$(stat "$tmp/stats" writes_direct)"
+expect "stat: a missing file or counter is 0" \
+	"$([ "$(stat "$tmp/none" writes_direct)" = 0 ] && [ "$(stat "$tmp/stats" fences)" = 0 ] && echo 1)"
 
 began=$EPOCHREALTIME
 nap 0.2

@@ -2,6 +2,8 @@
 # (ok:, FAIL:, skip:; tests/support/check.sh).
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../../support/check.sh"
+# stat FILE KEY
+. "$(dirname "${BASH_SOURCE[0]}")/../../support/stats.sh"
 # nap, tcp_listening
 . "$(dirname "${BASH_SOURCE[0]}")/../../../scripts/lib/guest/waiting.sh"
 BUILD=${UNLOAD_BUILD_DIR:?UNLOAD_BUILD_DIR is not set (run through ctest)}
@@ -16,17 +18,6 @@ ADDR=${UNLOAD_TEST_ADDR:-192.0.2.1}
 # Without the shim built there is nothing to test.
 need_shim() { [ -e "$SHIM" ] || skip "no $SHIM"; }
 
-# stat FILE KEY: the sum of KEY over every process block in a UNLOAD_STATS_FILE.
-# Builtins only: an awk per counter cost a second a program run under TCG.
-stat() {
-	local k v _ s=0
-	if [ -r "$1" ]; then
-		while read -r k v _; do
-			[ "$k" = "$2" ] && s=$((s + v))
-		done <"$1"
-	fi
-	echo "$s"
-}
 
 # Files compared, copied and shown with builtins only: under TCG every exec costs 50-150 ms,
 # and semantics.sh does these a few times a program run. Text files (no NUL bytes).
