@@ -10,6 +10,8 @@
 // is an offload. Own flags, before Google Benchmark's:
 //   --device=NAME  --gid=N  --footprint_mib=N  --iters_scale=F  --spin_yield=auto|0|1
 //   --target_warmup=N (untimed writes before a random-target workload's, to its own targets)
+//   --modes=M1,M2,.. --mode_block=N (the random-target workloads' timed writes in blocks of
+//   N, turning through the module's modes; counters per mode: see random_targets)
 #include "rc_link.hpp"
 #include "unload.h"
 
@@ -62,6 +64,13 @@ double g_iters_scale = 1.0;
 // The random-target workloads' untimed writes (--target_warmup): their own distribution,
 // so that a footprint's translations (and adaptive's resident set) reach a steady state.
 int64_t g_target_warmup = 40;
+
+// --modes: the module's modes (its sysfs `mode`) the random-target workloads turn through,
+// a block of g_mode_block timed writes each (empty: the mode stays as it is). 64: a
+// multiple of the 32 writes a thread's counts reach the module in (shim/README.md), so
+// that after a warm-up of a multiple of 32 each block's paths are counted in its mode.
+std::vector<std::string> g_modes;
+int64_t g_mode_block = 64;
 
 // Fewer iterations for big writes: under TCG a 1 MiB write takes milliseconds.
 int64_t iters_for(size_t bytes) {
@@ -333,6 +342,54 @@ void BM_Write_Bandwidth(benchmark::State& state) {
 constexpr size_t kHotPages = 16;
 constexpr unsigned kHotPct = 90;  // issue 27's hot set: 90 % on 16 pages
 
+constexpr const char* kModeFile = "/sys/kernel/unload/mode";
+
+// The module's mode for every shim on this host (the control page): false if refused.
+bool set_mode(const std::string& mode) {
+  std::ofstream f(kModeFile);
+  return static_cast<bool>(f << mode << '\n' << std::flush);
+}
+
+// One mode's share of an interleaved run (--modes): its writes' latencies and the writes
+// each path took while it was the mode.
+struct ModeArm {
+  std::string name;
+  std::vector<double> ns;
+  double paths[kPathNames] = {};
+};
+
+// Adds what each path took since `before` to `arm`, and makes `before` now.
+void charge_paths(ModeArm& arm, PathCounts& before) {
+  const PathCounts now = path_counts();
+  for (int i = 0; i < kPathNames; i++) arm.paths[i] += now.n[i] - before.n[i];
+  before = now;
+}
+
+// Per mode: median_ns.M, p99_ns.M, mean_ns.M and share_P.M for each path P it took.
+void report_arms(benchmark::State& state, std::vector<ModeArm>& arms) {
+  for (ModeArm& a : arms) {
+    if (a.ns.empty()) continue;
+    double sum = 0;
+    for (double v : a.ns) sum += v;
+    std::sort(a.ns.begin(), a.ns.end());
+    state.counters["median_ns." + a.name] = a.ns[a.ns.size() / 2];
+    state.counters["p99_ns." + a.name] = a.ns[std::min(a.ns.size() - 1, a.ns.size() * 99 / 100)];
+    state.counters["mean_ns." + a.name] = sum / static_cast<double>(a.ns.size());
+    double total = 0;
+    for (double n : a.paths) total += n;
+    for (int i = 0; total > 0 && i < kPathNames; i++)
+      state.counters[std::string("share_") + kPathName[i] + "." + a.name] = a.paths[i] / total;
+  }
+}
+
+// The random-target workloads. With --modes, the timed writes go in blocks of
+// --mode_block, each block under the next mode (the order reversed every other round, so
+// that no mode always follows the same one), and each mode's writes are reported apart:
+// the modes then share every slow spell of the emulator, which separate runs do not (under
+// TCG a run's median moves by half from one run to the next). The warm-up runs under the
+// last mode listed, whose steady state the others then share: B's translation cache, and
+// the adaptive policy's resident set and estimates, which a mode other than adaptive
+// leaves as they are.
 void random_targets(benchmark::State& state, unsigned hot_pct) {
   const auto bytes = static_cast<uint32_t>(state.range(0));
   const size_t pages = (g_footprint - bytes) / 4096;
@@ -343,19 +400,54 @@ void random_targets(benchmark::State& state, unsigned hot_pct) {
   };
   std::vector<double> ns;
   ns.reserve(static_cast<size_t>(state.max_iterations));
+  std::vector<ModeArm> arms;
+  for (const std::string& m : g_modes) arms.push_back(ModeArm{m, {}, {}});
+  std::string mode_was;
+  if (!arms.empty()) std::getline(std::ifstream(kModeFile) >> std::ws, mode_was);
+  if (!arms.empty() && !set_mode(arms.back().name)) {
+    state.SkipWithError("cannot set the module's mode (--modes needs root and the module)");
+    return;
+  }
   for (int64_t i = 0; i < g_target_warmup; i++)
     if (ub::post_write(g_link, kOut, next_target(), bytes, true, false, 0) || ub::poll_n(g_link, 1)) {
+      if (!arms.empty()) set_mode(mode_was);
       state.SkipWithError("write failed");
       return;
     }
-  const PathCounts before = path_counts();
-  for (auto _ : state)
+  PathCounts before = path_counts();
+  const PathCounts first = before;
+  int64_t i = 0;
+  size_t arm = 0;
+  for (auto _ : state) {
+    if (!arms.empty() && i % g_mode_block == 0) {
+      state.PauseTiming();
+      if (i != 0) charge_paths(arms[arm], before);
+      const auto block = static_cast<size_t>(i / g_mode_block);
+      const size_t round = block / arms.size(), k = block % arms.size();
+      arm = round % 2 == 0 ? k : arms.size() - 1 - k;
+      const bool ok = set_mode(arms[arm].name);
+      state.ResumeTiming();
+      if (!ok) {
+        state.SkipWithError("the module refused a mode");
+        break;
+      }
+    }
+    const size_t had = ns.size();
     if (!timed_write(state, ns, next_target(), bytes, 1)) break;
+    if (!arms.empty()) arms[arm].ns.push_back(ns[had]);
+    ++i;
+  }
   state.counters["footprint_mib"] = static_cast<double>(g_footprint >> 20);
   state.counters["warmup_writes"] = static_cast<double>(g_target_warmup);
   if (hot_pct != 0) state.counters["hot_pages"] = static_cast<double>(kHotPages);
   report(state, ns, bytes);
-  report_paths(state, before);
+  report_paths(state, first);
+  if (!arms.empty()) {
+    set_mode(mode_was);
+    charge_paths(arms[arm], before);
+    report_arms(state, arms);
+    state.counters["mode_block"] = static_cast<double>(g_mode_block);
+  }
 }
 
 void BM_Write_RandomTarget(benchmark::State& state) { random_targets(state, 0); }
@@ -644,6 +736,25 @@ int main(int argc, char** argv) {
       g_target_warmup = strtoll(v.c_str(), &end, 10);
       if (v.empty() || *end || g_target_warmup < 0 || g_target_warmup > 1'000'000) {
         fprintf(stderr, "bench: --target_warmup wants 0..1000000, not '%s'\n", v.c_str());
+        return 2;
+      }
+    } else if (take_flag(argv[i], "--modes", v)) {
+      g_modes.clear();
+      for (size_t at = 0; at <= v.size();) {
+        const size_t comma = std::min(v.find(',', at), v.size());
+        const std::string m = v.substr(at, comma - at);
+        if (m != "offload" && m != "unload" && m != "threshold" && m != "adaptive") {
+          fprintf(stderr, "bench: --modes wants offload, unload, threshold or adaptive, comma-separated, not '%s'\n",
+                  v.c_str());
+          return 2;
+        }
+        g_modes.push_back(m);
+        at = comma + 1;
+      }
+    } else if (take_flag(argv[i], "--mode_block", v)) {
+      g_mode_block = strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end || g_mode_block < 1 || g_mode_block > 1'000'000) {
+        fprintf(stderr, "bench: --mode_block wants 1..1000000, not '%s'\n", v.c_str());
         return 2;
       }
     } else {

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """scripts/lib/python/nic_model_report.py: a table per workload labelled as the NIC model's,
 each cell the median over repetitions, the model's effect on the NIC path and adaptive
-against the better path; a missing cell shown as such; the remote path and the target's
-misses for two hosts; no rows an error.
+against the better path, also paired within each repetition; a missing cell shown as such;
+the remote path and the target's misses for two hosts; no rows an error.
 
   nic_model_report_test.py SOURCE_DIR
 """
@@ -41,11 +41,11 @@ check(rc == 0, f"a table from the rows (exit {rc})")
 check(sum(l.startswith("UNDER THE NIC MODEL") for l in lines) == 2, "one table per workload, each labelled as the model's")
 row16 = next((l.split() for l in lines if l.split()[:1] == ["16"]), [])
 # MiB, offload/direct/adaptive off, offload/direct/adaptive on, on/off, adaptive/best off
-# (no adaptive run with the model off) and on, share
-want = ["16", "20.0", "5.0", "-", "30.0", "5.0", "6.0", "1.50", "-", "1.20", "0.98"]
+# (no adaptive run with the model off) and on, share, paired (1.2, 1.1 and 1.4 a repetition)
+want = ["16", "20.0", "5.0", "-", "30.0", "5.0", "6.0", "1.50", "-", "1.20", "0.98", "1.20"]
 check(row16 == want, f"the 16 MiB row is the medians and their ratios: {row16}")
 row1 = next((l.split() for l in lines if l.split()[:1] == ["1"]), [])
-check(row1[-4:] == ["-", "-", "-", "-"], f"a footprint missing a cell has no ratios: {row1}")
+check(row1[-5:] == ["-", "-", "-", "-", "-"], f"a footprint missing a cell has no ratios: {row1}")
 
 # Two hosts: remote the CPU path, the target's misses a write in a ninth column, the mean
 # in a tenth (here the NIC's mean 1000 us, remote's 650, adaptive's 715).
@@ -60,8 +60,22 @@ head = next((l for l in lines if "MiB" in l), "")
 check(rc == 0 and "remote on" in head and "NIC misses/write on" in head and "means" in head,
       f"two hosts: remote's columns ({head})")
 row64 = next((l.split() for l in lines if l.split()[:1] == ["64"]), [])
-want = ["64", "200.0", "600.0", "210.0", "900.0", "600.0", "610.0", "4.50", "1.05", "1.02", "0.97", "0.93", "1.10"]
+want = ["64", "200.0", "600.0", "210.0", "900.0", "600.0", "610.0", "4.50", "1.05", "1.02", "0.97", "0.93", "1.10",
+        "1.02"]
 check(row64 == want, f"two hosts: adaptive against the better path each way, the target's misses: {row64}")
+
+# Paired: each repetition's slow spell shared by its paths (interleaved runs). Adaptive is
+# 1.1x remote in two of three repetitions and 0.4x in the third; across repetitions its
+# median (8 ms) is 0.80 of remote's (10 ms), within each the median ratio is 1.10.
+spells = []
+for rep, (rem, ad) in enumerate([(5000000, 5500000), (10000000, 11000000), (20000000, 8000000)], 1):
+    spells += [(rep, "on", 4, "offload", "RandomTarget", 90000000, 1, "0.00", "0.00", 1),
+               (rep, "on", 4, "remote", "RandomTarget", rem, 1, "1.00", "0.00", 1),
+               (rep, "on", 4, "adaptive", "RandomTarget", ad, 1, "0.90", "0.00", 1)]
+rc, out = report(spells, "--cpu", "remote")
+row4 = next((l.split() for l in out.splitlines() if l.split()[:1] == ["4"]), [])
+check(row4[9:10] == ["0.80"] and row4[-1:] == ["1.10"],
+      f"paired: the median of each repetition's own ratio, not the ratio of medians: {row4}")
 rc, _ = report(hosts, "--cpu", "mapped")
 check(rc != 0, f"an unknown CPU path: an error (exit {rc})")
 rc, out = report([])

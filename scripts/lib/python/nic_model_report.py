@@ -10,8 +10,12 @@ Each cell is the median over the repetitions of a run's median latency, in micro
 one host, remote across two) with the model off and on, "adaptive CPU share" the share of
 adaptive's writes that took the CPU path. A TSV of two hosts also gives the target NIC's
 translation misses a write on the NIC path and adaptive against the better path by the
-means (which adaptive weighs by: it learns from each write's cost). Every figure is labelled as measured under the
-model: it is rxe with a modelled translation cache, not a NIC.
+means (which adaptive weighs by: it learns from each write's cost). "paired" is the median over
+the repetitions of each one's own ratio, adaptive's median over the better path's in the same
+repetition: with interleaved runs (bench-nic-model-hosts --interleave) the paths of a
+repetition share its slow spells, so this is the figure that resolves a few per cent. Every
+figure is labelled as measured under the model: it is rxe with a modelled translation
+cache, not a NIC.
 """
 import statistics
 import sys
@@ -29,13 +33,15 @@ def main(argv):
     share = defaultdict(list)
     misses = defaultdict(list)
     means = defaultdict(list)
+    by_rep = defaultdict(dict)  # (work, model, fp) -> {(rep, path): median}
     for line in open(argv[0]):
         f = line.rstrip("\n").split("\t")
         if len(f) < 8:
             continue
-        _rep, model, fp, p, work, med, _p99, cpu_share = f[:8]
+        rep, model, fp, p, work, med, _p99, cpu_share = f[:8]
         key = (work, model, int(fp), p)
         cells[key].append(int(med) / 1000)
+        by_rep[(work, model, int(fp))][(rep, p)] = int(med)
         share[key].append(float(cpu_share))
         if len(f) > 8:
             misses[key].append(float(f[8]))
@@ -51,6 +57,13 @@ def main(argv):
     def ratio_to_best(work, m, fp, of=med):
         best = min(of[(work, m, fp, "offload")], of[(work, m, fp, cpu)])
         return f"{of[(work, m, fp, 'adaptive')] / best:.2f}"
+
+    def paired(work, m, fp):
+        runs = by_rep[(work, m, fp)]
+        ratios = [runs[(r, "adaptive")] / min(runs[(r, "offload")], runs[(r, cpu)])
+                  for r in sorted({r for r, _ in runs})
+                  if all((r, p) in runs for p in paths)]
+        return f"{statistics.median(ratios):.2f}"
 
     def cell(figure):
         """A derived figure, or "-" when a cell it needs is missing."""
@@ -68,6 +81,7 @@ def main(argv):
             head.append("NIC misses/write on")
         if means:
             head.append("adaptive/best on, means")
+        head.append("adaptive/best on, paired")
         print("  ".join(f"{h:>14}" for h in head))
         for fp in sorted({k[2] for k in cells if k[0] == work}):
             row = [str(fp)]
@@ -81,6 +95,7 @@ def main(argv):
                 row.append(cell(lambda: f"{statistics.median(misses[(work, 'on', fp, 'offload')]):.2f}"))
             if means:
                 row.append(cell(lambda: ratio_to_best(work, "on", fp, mean)))
+            row.append(cell(lambda: paired(work, "on", fp)))
             print("  ".join(f"{c:>14}" for c in row))
         print()
     return 0
