@@ -744,7 +744,8 @@ int main(int argc, char** argv) {
         const size_t comma = std::min(v.find(',', at), v.size());
         const std::string m = v.substr(at, comma - at);
         if (m != "offload" && m != "unload" && m != "threshold" && m != "adaptive") {
-          fprintf(stderr, "bench: --modes wants offload, unload, threshold or adaptive, comma-separated, not '%s'\n",
+          fprintf(stderr,
+                  "bench: --modes wants offload, unload, threshold or adaptive, comma-separated, not '%s'\n",
                   v.c_str());
           return 2;
         }

@@ -136,9 +136,10 @@ TEST(policy_sim_resident, AtTheBenchsLengthAdaptiveIsWithin5PctOfTheBetterPath) 
         adaptive += mean_cost(t, wl, c, 1024, Path::offload, true, seed);
       }
       const double best = std::min(nic, remote);
-      std::printf("bench's length, %s, %5u pages: NIC %.0f, remote %.0f, adaptive %.0f (%.2f of the better)\n",
-                  hot_pct ? "hot set" : "random", pages, nic / kRuns, remote / kRuns, adaptive / kRuns,
-                  adaptive / best);
+      std::printf(
+          "bench's length, %s, %5u pages: NIC %.0f, remote %.0f, adaptive %.0f (%.2f of the better)\n",
+          hot_pct ? "hot set" : "random", pages, nic / kRuns, remote / kRuns, adaptive / kRuns,
+          adaptive / best);
       EXPECT_LE(adaptive, 1.05 * best) << (hot_pct ? "hot set, " : "random, ") << pages << " pages";
     }
   }
