@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# nicmodel_hosts: scripts/bench --nic-model --hosts 2's guest half at its smallest, both hosts' rxe the NIC model: a row for each model state, path and workload; remote writes all remote and untranslated by the target's NIC, NIC writes translated there once the model is on.
+# nicmodel_hosts: scripts/bench --nic-model --hosts 2's guest half at its smallest, both hosts' rxe the NIC model (on): a row for each path and workload; remote writes all remote and untranslated by the target's NIC, NIC writes translated there; the paths interleaved, each block counted in its own mode.
 #
 #   hosts.sh KMOD NIC_MODEL     (ctest runs it, with UNLOAD_BUILD_DIR and UNLOAD_SOURCE_DIR set)
 set -uo pipefail
