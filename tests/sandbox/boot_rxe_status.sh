@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# The sandbox boots the given kernel, shows an rxe device, returns the guest's status, retries a boot fault.
+# The sandbox boots the given kernel, shows an rxe device, returns the guest's status; on the default kernel it also fails a run on a kernel warning and retries a boot fault.
+#
+#   boot_rxe_status.sh FLAVOUR [default]
+#
+# The warning and the boot fault are the sandbox script's own logic, the same whatever the
+# kernel: one kernel checks them (each a boot of about half a minute under TCG).
 set -uo pipefail
 . "$(dirname "$0")/../support/check.sh"
-flavour=${1:?kernel flavour}
+flavour=${1:?kernel flavour} default=${2:-}
 # Each run bounded well inside ctest's limit, so a hang ends with the sandbox's report.
 sandbox() { "$(dirname "$0")/../../scripts/sandbox" --timeout 150 "$@"; }
 
@@ -17,9 +22,7 @@ expect "ibv_devinfo shows rxe0" "$(grep -q 'hca_id:.*rxe0' <<<"$out" && echo 1)"
 expect "kernel $flavour booted" "$(grep -q "^${flavour//./\\.}\." <<<"$out" && echo 1)" \
 	"uname -r: $(grep -m1 -E '^[0-9]+\.[0-9]+\.' <<<"$out")"
 
-out=$(sandbox --kernel "$flavour" -- true 2>&1)
-rc=$?
-if [ "$rc" -eq 0 ]; then ok "guest exit 0 -> sandbox exit 0"; else fail "guest exit 0 -> sandbox exit 0" "sandbox exit $rc"; echo "$out" | tail -n 30 | sed 's/^/    | /'; fi
+[ "$default" = default ] || finish
 
 # A kernel warning in the guest fails the run even when the command succeeds.
 sandbox --kernel "$flavour" -- sh -c 'echo "WARNING: sandbox self-test" >/dev/kmsg' >/dev/null 2>&1
