@@ -157,11 +157,16 @@ void report_paths(benchmark::State& state, const PathCounts& before) {
     state.counters[std::string("share_") + kPathName[i]] = (after.n[i] - before.n[i]) / total;
 }
 
+// median_ns and p99_ns of `ns` (sorted here), their names ending in `suffix`.
+void report_quantiles(benchmark::State& state, std::vector<double>& ns, const std::string& suffix) {
+  std::sort(ns.begin(), ns.end());
+  state.counters["median_ns" + suffix] = ns[ns.size() / 2];
+  state.counters["p99_ns" + suffix] = ns[std::min(ns.size() - 1, ns.size() * 99 / 100)];
+}
+
 void report(benchmark::State& state, std::vector<double>& ns, size_t bytes) {
   if (ns.empty()) return;
-  std::sort(ns.begin(), ns.end());
-  state.counters["median_ns"] = ns[ns.size() / 2];
-  state.counters["p99_ns"] = ns[std::min(ns.size() - 1, ns.size() * 99 / 100)];
+  report_quantiles(state, ns, "");
   if (bytes) state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
 }
 
@@ -371,9 +376,7 @@ void report_arms(benchmark::State& state, std::vector<ModeArm>& arms) {
     if (a.ns.empty()) continue;
     double sum = 0;
     for (double v : a.ns) sum += v;
-    std::sort(a.ns.begin(), a.ns.end());
-    state.counters["median_ns." + a.name] = a.ns[a.ns.size() / 2];
-    state.counters["p99_ns." + a.name] = a.ns[std::min(a.ns.size() - 1, a.ns.size() * 99 / 100)];
+    report_quantiles(state, a.ns, "." + a.name);
     state.counters["mean_ns." + a.name] = sum / static_cast<double>(a.ns.size());
     double total = 0;
     for (double n : a.paths) total += n;
