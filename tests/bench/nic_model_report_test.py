@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/lib/python/nic_model_report.py: a table per workload labelled as the NIC model's,
 each cell the median over repetitions, the model's effect on the NIC path and adaptive
-against the better path, also paired within each repetition; a missing cell shown as such;
+against the better path, also paired within each repetition (the median, and each repetition's
+own under the table); a missing cell shown as such;
 the remote path and the target's misses for two hosts; no rows an error.
 
   nic_model_report_test.py SOURCE_DIR
@@ -76,6 +77,8 @@ rc, out = report(spells, "--cpu", "remote")
 row4 = next((l.split() for l in out.splitlines() if l.split()[:1] == ["4"]), [])
 check(row4[9:10] == ["0.80"] and row4[-1:] == ["1.10"],
       f"paired: the median of each repetition's own ratio, not the ratio of medians: {row4}")
+each = next((l for l in out.splitlines() if l.startswith("adaptive/best on, paired, each repetition")), "")
+check(each.endswith(": 4 MiB 1.10 1.10 0.40"), f"paired: every repetition's own ratio under the table: {each!r}")
 rc, _ = report(hosts, "--cpu", "mapped")
 check(rc != 0, f"an unknown CPU path: an error (exit {rc})")
 rc, out = report([])

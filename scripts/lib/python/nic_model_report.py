@@ -13,7 +13,8 @@ translation misses a write on the NIC path and adaptive against the better path 
 means (which adaptive weighs by: it learns from each write's cost). "paired" is the median over
 the repetitions of each one's own ratio, adaptive's median over the better path's in the same
 repetition: with interleaved runs (bench-nic-model-hosts --interleave) the paths of a
-repetition share its slow spells, so this is the figure that resolves a few per cent. Every
+repetition share its slow spells, so this is the figure that resolves a few per cent; a line
+under each table gives every repetition's own ratio, the spread behind the median. Every
 figure is labelled as measured under the model: it is rxe with a modelled translation
 cache, not a NIC.
 """
@@ -58,12 +59,15 @@ def main(argv):
         best = min(of[(work, m, fp, "offload")], of[(work, m, fp, cpu)])
         return f"{of[(work, m, fp, 'adaptive')] / best:.2f}"
 
-    def paired(work, m, fp):
+    def paired_each(work, m, fp):
+        """Each repetition's own ratio, in repetition order."""
         runs = by_rep[(work, m, fp)]
-        ratios = [runs[(r, "adaptive")] / min(runs[(r, "offload")], runs[(r, cpu)])
-                  for r in sorted({r for r, _ in runs})
-                  if all((r, p) in runs for p in paths)]
-        return f"{statistics.median(ratios):.2f}"
+        return [runs[(r, "adaptive")] / min(runs[(r, "offload")], runs[(r, cpu)])
+                for r in sorted({r for r, _ in runs}, key=int)
+                if all((r, p) in runs for p in paths)]
+
+    def paired(work, m, fp):
+        return f"{statistics.median(paired_each(work, m, fp)):.2f}"
 
     def cell(figure):
         """A derived figure, or "-" when a cell it needs is missing."""
@@ -97,6 +101,11 @@ def main(argv):
                 row.append(cell(lambda: ratio_to_best(work, "on", fp, mean)))
             row.append(cell(lambda: paired(work, "on", fp)))
             print("  ".join(f"{c:>14}" for c in row))
+        # The spread behind each paired median: whether a cell resolves a few per cent.
+        each = [f"{fp} MiB " + " ".join(f"{x:.2f}" for x in paired_each(work, "on", fp))
+                for fp in sorted({k[2] for k in cells if k[0] == work}) if paired_each(work, "on", fp)]
+        if each:
+            print("adaptive/best on, paired, each repetition: " + "; ".join(each))
         print()
     return 0
 
