@@ -87,7 +87,10 @@ def main(argv):
             head.append("adaptive/best on, means")
         head.append("adaptive/best on, paired")
         print("  ".join(f"{h:>14}" for h in head))
+        each = []  # the spread behind each paired median: whether a cell resolves a few per cent
         for fp in sorted({k[2] for k in cells if k[0] == work}):
+            if ratios := paired_each(work, "on", fp):
+                each.append(f"{fp} MiB " + " ".join(f"{x:.2f}" for x in ratios))
             row = [str(fp)]
             for m in ("off", "on"):
                 row += [f"{med[(work, m, fp, p)]:.1f}" if (work, m, fp, p) in med else "-" for p in paths]
@@ -101,9 +104,6 @@ def main(argv):
                 row.append(cell(lambda: ratio_to_best(work, "on", fp, mean)))
             row.append(cell(lambda: paired(work, "on", fp)))
             print("  ".join(f"{c:>14}" for c in row))
-        # The spread behind each paired median: whether a cell resolves a few per cent.
-        each = [f"{fp} MiB " + " ".join(f"{x:.2f}" for x in paired_each(work, "on", fp))
-                for fp in sorted({k[2] for k in cells if k[0] == work}) if paired_each(work, "on", fp)]
         if each:
             print("adaptive/best on, paired, each repetition: " + "; ".join(each))
         print()
