@@ -28,12 +28,12 @@ inline uint8_t* busy_byte(const QpRec* q) {
 
 // Whether q's send queue may hold a NIC request, or had one fail.
 inline bool busy_now(const QpRec* q) {
-  return q->sq.ring.in_flight() != 0 || q->sq.untracked.load(std::memory_order_relaxed) ||
+  return nic_in_flight(q->sq) != 0 || q->sq.untracked.load(std::memory_order_relaxed) ||
          q->failed.load(std::memory_order_relaxed);
 }
 
-// Before a NIC request of q reaches the provider (its ring entry published, or `untracked`
-// or `failed` set).
+// Before a NIC request of q reaches the provider (its ring entry published, its plain count
+// raised, or `untracked` or `failed` set).
 inline void busy_raise(QpRec* q) {
   uint8_t* b = busy_byte(q);
   if (!b) return;

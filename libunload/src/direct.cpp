@@ -100,32 +100,43 @@ bool fence_poll(CqRec* c) {
 // is unsignaled no completion would say so: a marker is posted behind it. IBV_SEND_FENCE
 // asks for less (earlier reads and atomics only), so a direct write always honours it.
 // Requests posted around the ring (`untracked`) have no entries: a marker stands for them.
+// Plain writes (post.cpp) are signaled and their completions counted: the fence waits for
+// the count, with no marker.
 // docs/design.md, "Ordering", says what "executed" assumes on NICs with relaxed ordering.
 //
 // Inside q's post gate. 0 when the write may be placed now; else -errno: no room for a
 // marker, an extended CQ with requests in flight, an earlier request failed, or the wait
 // did not finish promptly.
 int fence_wait(QpRec* q, const WriteRequest& r, bool* waited) {
-  SqRing& ring = q->sq.ring;
-  const bool untracked = q->sq.untracked.load(std::memory_order_relaxed);
+  SendQueue& sq = q->sq;
+  SqRing& ring = sq.ring;
+  const bool untracked = sq.untracked.load(std::memory_order_relaxed);
   CqRec* c = q->scq;
   if (c->cqx && ring.in_flight() != 0) return -EBUSY;
-  if (untracked || !ring.last_signaled()) {
+  // With the ring empty the newest request is a plain write (signaled) unless nothing is
+  // in flight at all, which the caller's fast path already passed.
+  const bool marker = untracked || (ring.in_flight() != 0 ? !ring.last_signaled() : plain_idle(sq));
+  if (marker) {
     if (int rc = post_marker(q, r.rkey, r.remote_addr)) return rc;
-    q->sq.untracked.store(false, std::memory_order_relaxed);
+    sq.untracked.store(false, std::memory_order_relaxed);
   }
   if (c->cqx) return -EBUSY;  // the marker's completion, polled by the program, clears the way
   const uint64_t start = now_ns();
   uint64_t last_progress = start;
-  while (ring.in_flight() != 0) {
+  while (ring.in_flight() != 0 || !plain_idle(sq)) {
     const uint64_t now = now_ns();
     if (fence_poll(c)) {
       last_progress = now;
     } else if (now - last_progress > kFenceIdleNs || now - start > kFenceTotalNs) {
       q->peer.stuck_below = ring.tail();  // no direct until these are done
+      // Plain writes whose completions were not seen: the next fence's marker stands for them.
+      if (!plain_idle(sq)) sq.untracked.store(true, std::memory_order_relaxed);
       return -ETIMEDOUT;
     }
   }
+  // Behind a marker everything before it is done, whatever the count saw: requests around
+  // the ring count as plain completions too. The plain writes are the poster's (this gate).
+  if (marker) sq.plain_done.store(sq.plain_posted.load(std::memory_order_relaxed), std::memory_order_release);
   if (q->failed.load(std::memory_order_acquire)) return -EIO;
   busy_settle(q);  // a poller that retired the marker may have seen `untracked` still set
   count_fence();

@@ -48,11 +48,29 @@ bool merge_entry(QpRec* q, SqEntry* e, ibv_wc_status* st, uint64_t* wr_id) {
   return visible;
 }
 
+namespace {
+
+// A completion of tracked QP q that names no entry: a plain write's (post.cpp), a
+// receive's, or one of a request posted around the ring. Any error means the QP went to
+// ERR (RC and UC), as a failed entry's does; an error's opcode is undefined, so it counts
+// as done whatever it completed.
+void merge_untagged(QpRec* q, const ibv_wc& wc) {
+  const bool error = wc.status != IBV_WC_SUCCESS;
+  if (!error && (wc.opcode & IBV_WC_RECV)) return;
+  if (error && !q->failed.load(std::memory_order_relaxed)) q->failed.store(true, std::memory_order_release);
+  // An atomic add: a receive's error may be merged on the QP's receive CQ, under another gate.
+  q->sq.plain_done.fetch_add(1, std::memory_order_release);
+  busy_settle(q);
+}
+
+}  // namespace
+
 void merge_wc(CqRec* c, Emitter& em, ibv_wc& wc) {
   QpRec* q = nullptr;
   SqEntry* e = tagged_entry(c, wc.qp_num, wc.wr_id, &q);
   if (!e) {
     em.emit(wc);
+    if (q && q->tracked) merge_untagged(q, wc);  // after the emit, as a retire is (below)
     return;
   }
   if (merge_entry(q, e, &wc.status, &wc.wr_id)) em.emit(wc);

@@ -424,6 +424,7 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     }
     q->sq.stage.head.store(q->sq.stage.tail, std::memory_order_release);
     q->sq.untracked.store(false, std::memory_order_relaxed);
+    q->sq.plain_done.store(q->sq.plain_posted.load(std::memory_order_relaxed), std::memory_order_release);
     q->peer.stuck_below = 0;
     q->peer.has_last = false;  // no marker target until the next direct write
     q->carried = IBV_WC_SUCCESS;

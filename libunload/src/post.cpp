@@ -178,6 +178,37 @@ int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   return rc;
 }
 
+// Whether the lone request w, routed rt, may go to the NIC as a plain write: a signaled
+// write the route sent to the NIC untimed (no sample waits for its cost), on a QP with
+// nothing around the ring and a ring whose newest entry reports its own completion (so
+// that every entry retires through the ring's completions), whose send CQ the shim polls
+// through the merger that counts plain completions (not an extended one).
+bool plain_fits(const QpRec* q, const ibv_send_wr& w, const Route& rt) {
+  return rt.path == Path::offload && rt.t0 == 0 && rt.req.is_write && rt.req.signaled && !w.next && q->scq &&
+         !q->scq->cqx && !q->sq.untracked.load(std::memory_order_relaxed) &&
+         (q->sq.ring.in_flight() == 0 || q->sq.ring.last_signaled());
+}
+
+// A plain write: the program's request to the provider as built, no ring entry, no copy, no
+// tag; the merger counts its completion (merge.cpp), and a later CPU-path write's fence
+// waits for that count instead of a marker. What a tracked NIC write spends on its entry
+// and its tag's merge (about 500 instructions, callgrind) is for writes the policy times.
+int post_plain(QpRec* q, ibv_send_wr* w, const Route& rt, ibv_send_wr** bad) {
+  remote_settle_if_pending(q);  // remote writes posted before it are placed first
+  SendQueue& sq = q->sq;
+  const uint64_t posted = sq.plain_posted.load(std::memory_order_relaxed);
+  sq.plain_posted.store(posted + 1, std::memory_order_relaxed);  // first: it may complete at once
+  busy_raise(q);
+  if (const int rc = q->c->provider.post_send(q->qp, w, bad)) {
+    sq.plain_posted.store(posted, std::memory_order_relaxed);
+    busy_settle(q);
+    return rc;
+  }
+  count_why(route_why(rt, Path::offload, Why::none));  // before its write, as Batch::give counts
+  count_writes(Path::offload, 1, rt.req.length);
+  return 0;
+}
+
 // Whether the list fits the send queue's room as the program knows it (its max_send_wr,
 // less what is in flight). A list that may not is the provider's to cut: a direct write
 // takes no slot, so the CPU could not stop where the provider would (providers accept up
@@ -185,7 +216,7 @@ int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
 // asked for and takes up to the next power of two less one).
 bool list_fits(const QpRec* q, const ibv_send_wr* wr) {
   // Remote writes in flight hold a place: the NIC may have to take them yet.
-  const uint64_t used = q->sq.ring.in_flight() + remote_in_flight_if_any(q);
+  const uint64_t used = nic_in_flight(q->sq) + remote_in_flight_if_any(q);
   if (used >= q->sq.max_wr) return false;
   uint64_t room = q->sq.max_wr - used;
   for (const ibv_send_wr* w = wr; w; w = w->next)
@@ -253,6 +284,7 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
     routed = false;
     const Path placing = rt.path;  // direct or remote: the CPU places the run
     if (placing != Path::unload_direct && placing != Path::unload_remote) {
+      if (w == wr && plain_fits(q, *w, rt)) return post_plain(q, w, rt, bad);
       if (int rc = to_nic(b, w, rt, Why::none, bad)) return rc;
       w = w->next;
       continue;

@@ -467,7 +467,7 @@ static int complete_held(QpRec* q, ibv_qp_ex* qp) {
   int rc = 0;
   // A full send queue refuses the batch on the NIC path; the provider says how.
   Why why = Why::queue;
-  const bool room = q->sq.ring.in_flight() < q->sq.max_wr;
+  const bool room = nic_in_flight(q->sq) < q->sq.max_wr;
   const DirectWrite d{h.sge, h.wr_id, rt};
   const bool remote = rt.path == Path::unload_remote;
   if (!room || (remote ? place_remote(q, &d, 1, &why) : place_direct(q, &d, 1, &why)) != 1) {

@@ -59,6 +59,13 @@ struct SendQueue {
   // Requests were posted around the ring (all_offload): some may still be in flight, and
   // no completion of the ring would say when they are done. The next fence posts a marker.
   std::atomic<bool> untracked{false};
+  // Plain writes (post.cpp): signaled writes settled on the NIC, posted as the program built
+  // them, with no ring entry. The poster counts them, the merger their completions (and any
+  // other completion of the QP without a tag that is not a receive's: done runs ahead of
+  // posted only past requests around the ring, or a failure, and a marker's wait resyncs
+  // it). The fence waits for done to reach posted.
+  std::atomic<uint64_t> plain_posted{0};
+  std::atomic<uint64_t> plain_done{0};
   uint64_t last_ordering = 0;  // ring seq + 1 of the newest READ or atomic
   uint64_t last_completing = 0;  // ring seq of the newest entry that yields a completion
 };
@@ -218,6 +225,20 @@ inline uint64_t key_of(const void* p) {
 
 // Before the first request of the shim's on `q`'s send CQ. Relaxed is enough: the provider
 // releases the request after it, and the poller acquires the completion before it looks.
+// Plain writes of q whose completions the merger has not passed yet.
+inline uint64_t plain_in_flight(const SendQueue& sq) {
+  const auto d = static_cast<int64_t>(sq.plain_posted.load(std::memory_order_relaxed) -
+                                      sq.plain_done.load(std::memory_order_acquire));
+  return d > 0 ? static_cast<uint64_t>(d) : 0;
+}
+inline bool plain_idle(const SendQueue& sq) {
+  return plain_in_flight(sq) == 0;
+}
+// Every NIC request of q in flight that a completion will report: the ring's and the plain ones.
+inline uint64_t nic_in_flight(const SendQueue& sq) {
+  return sq.ring.in_flight() + plain_in_flight(sq);
+}
+
 inline void mark_tracked(QpRec* q) {
   if (q->scq && !q->scq->tracked.load(std::memory_order_relaxed))
     q->scq->tracked.store(true, std::memory_order_relaxed);

@@ -47,7 +47,7 @@ policy::WriteFeatures features_of(const QpRec* q, uint32_t length, uint32_t sge_
                                .now_ns = 0,
                                .eligible = eligible,
                                .peer_local = q->peer.local,
-                               .nic_outstanding = q->sq.ring.in_flight() != 0};
+                               .nic_outstanding = nic_in_flight(q->sq) != 0};
 }
 
 // IBV_SEND_FENCE: the write waits for the QP's earlier READs and atomics, so a payload

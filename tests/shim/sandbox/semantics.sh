@@ -178,6 +178,8 @@ note wr_multi_sge unequal
 fi
 if [ "$PART" = all ] || [ "$PART" = 2 ]; then
 sem integrity 3000 7
+# Writes behind the NIC's still in flight (WRITE_WITH_IMM, posted plain under the shim).
+sem behind_nic 20
 sem order 2000 3
 # rxe on 6.12 sometimes flushes the good unsignaled write before the bad-lkey one although it
 # was placed (its acknowledgement not yet taken when the QP errs), shim or not (design.md section 8).
