@@ -179,33 +179,44 @@ int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
 }
 
 // Whether the lone request w, routed rt, may go to the NIC as a plain write: a signaled
-// write the route sent to the NIC untimed (no sample waits for its cost), on a QP with
-// nothing around the ring and a ring whose newest entry reports its own completion (so
-// that every entry retires through the ring's completions), whose send CQ the shim polls
-// through the merger that counts plain completions (not an extended one).
+// write the route sent to the NIC, as built or inline, untimed (no sample waits for its
+// cost), on a QP with nothing around the ring and a ring whose newest entry reports its
+// own completion (so that every entry retires through the ring's completions), whose send
+// CQ the shim polls through the merger that counts plain completions (not an extended one).
 bool plain_fits(const QpRec* q, const ibv_send_wr& w, const Route& rt) {
-  return rt.path == Path::offload && rt.t0 == 0 && rt.req.is_write && rt.req.signaled && !w.next && q->scq &&
-         !q->scq->cqx && !q->sq.untracked.load(std::memory_order_relaxed) &&
+  return (rt.path == Path::offload || rt.path == Path::unload_inline) && rt.t0 == 0 && rt.req.is_write &&
+         rt.req.signaled && !w.next && q->scq && !q->scq->cqx &&
+         !q->sq.untracked.load(std::memory_order_relaxed) &&
          (q->sq.ring.in_flight() == 0 || q->sq.ring.last_signaled());
 }
 
-// A plain write: the program's request to the provider as built, no ring entry, no copy, no
-// tag; the merger counts its completion (merge.cpp), and a later CPU-path write's fence
-// waits for that count instead of a marker. What a tracked NIC write spends on its entry
-// and its tag's merge (about 500 instructions, callgrind) is for writes the policy times.
+// A plain write: the program's request to the provider as built (inline: a copy that asks
+// for it), no ring entry, no tag; the merger counts its completion (merge.cpp), and a later
+// CPU-path write's fence waits for that count instead of a marker. What a tracked write
+// spends on its entry and its tag's merge (about 225 instructions, callgrind) is for the
+// writes the policy times and the stage path's, whose arena the completion frees.
 int post_plain(QpRec* q, ibv_send_wr* w, const Route& rt, ibv_send_wr** bad) {
   remote_settle_if_pending(q);  // remote writes posted before it are placed first
   SendQueue& sq = q->sq;
+  ibv_send_wr copy;
+  ibv_send_wr* given = w;
+  if (rt.path == Path::unload_inline) {
+    copy = *w;
+    copy.send_flags |= IBV_SEND_INLINE;
+    given = &copy;
+  }
   const uint64_t posted = sq.plain_posted.load(std::memory_order_relaxed);
   sq.plain_posted.store(posted + 1, std::memory_order_relaxed);  // first: it may complete at once
   busy_raise(q);
-  if (const int rc = q->c->provider.post_send(q->qp, w, bad)) {
+  ibv_send_wr* refused = nullptr;
+  if (const int rc = q->c->provider.post_send(q->qp, given, &refused)) {
     sq.plain_posted.store(posted, std::memory_order_relaxed);
     busy_settle(q);
+    *bad = w;
     return rc;
   }
-  count_why(route_why(rt, Path::offload, Why::none));  // before its write, as Batch::give counts
-  count_writes(Path::offload, 1, rt.req.length);
+  count_why(route_why(rt, rt.path, Why::none));  // before its write, as Batch::give counts
+  count_writes(rt.path, 1, rt.req.length);
   return 0;
 }
 

@@ -23,9 +23,13 @@ unsigned first_path_from(PathSet set, unsigned from) {
 // The paths adaptive weighs for a write of a class with this hotness. The target-page
 // hint: a hot page's translation stays in the target NIC's cache, so the NIC places its
 // writes as cheaply as the target's CPU would (the origin paper keeps heavy hitters on the
-// NIC); remote is for the cold ones.
+// NIC); remote is for the cold ones. Stage only where inline cannot go: both copy on the
+// CPU and leave the NIC the send, but stage copies into an arena the NIC must still read
+// and free, so where both fit it is inline with more work (TCG's noise let adaptive drift
+// to it on a third of a 64 B stream, docs/perf/nic-model.md).
 PathSet class_eligible(const WriteFeatures& f, const Tunables& t, bool hot) {
-  const PathSet e = effective_eligible(f, t);
+  PathSet e = effective_eligible(f, t);
+  if (e.contains(Path::unload_inline)) e = e.without(Path::unload_stage);
   return hot ? e.without(Path::unload_remote) : e;
 }
 

@@ -1,6 +1,6 @@
-// Adaptive mode's rules in isolation: warm-up then the cheapest path, hysteresis, the fence cost of going
-// direct, exploration rate, remote outside the CPU budget, sampling, write classes kept apart, and seeded
-// determinism.
+// Adaptive mode's rules in isolation: warm-up then the cheapest path, hysteresis, stage only past
+// inline's reach, the fence cost of going direct, exploration rate, remote outside the CPU budget,
+// sampling, write classes kept apart, and seeded determinism.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -79,6 +79,22 @@ TEST(policy_adaptive, AGainAboveTheHysteresisMovesIt) {
   Path chosen;
   stage_writes_after_a_15pct_gain(10, &chosen);
   EXPECT_EQ(chosen, Path::unload_stage);
+}
+
+// Stage is inline's copy plus an arena: adaptive weighs it only for writes inline cannot take.
+TEST(policy_adaptive, StagesOnlyAWriteInlineCannotTake) {
+  const CostOf stage_cheapest = [](Path p, uint64_t) -> uint64_t {
+    return p == Path::unload_stage ? 1000 : p == Path::unload_inline ? 2000 : 3000;
+  };
+  const WriteFeatures f = write_of(64, PathSet(Path::unload_inline).with(Path::unload_stage));
+  Policy both;
+  EXPECT_EQ(run(both, tunables_in(Mode::adaptive), f, 4000, stage_cheapest, Path::unload_stage), 0u);
+  EXPECT_EQ(both.chosen_path(f), Path::unload_inline);
+  Tunables no_inline = tunables_in(Mode::adaptive);
+  no_inline.inline_max = 0;
+  Policy stage_only;
+  run(stage_only, no_inline, f, 4000, stage_cheapest);
+  EXPECT_EQ(stage_only.chosen_path(f), Path::unload_stage);
 }
 
 // Same-host writes: offload chosen, then direct becomes 25% cheaper, less than the fence
