@@ -28,8 +28,7 @@ inline uint8_t* busy_byte(const QpRec* q) {
 
 // Whether q's send queue may hold a NIC request, or had one fail.
 inline bool busy_now(const QpRec* q) {
-  return nic_in_flight(q->sq) != 0 || q->sq.untracked.load(std::memory_order_relaxed) ||
-         q->failed.load(std::memory_order_relaxed);
+  return !send_queue_quiet(q->sq) || q->failed.load(std::memory_order_relaxed);
 }
 
 // Before a NIC request of q reaches the provider (its ring entry published, its plain count

@@ -61,8 +61,7 @@ bool place_mapped_one(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& 
 // fence_why names. Inside q's post gate. Inline for a run's usual case, nothing in flight.
 int fence_wait(QpRec* q, const WriteRequest& r, bool* waited);
 inline int fence_before_direct(QpRec* q, const WriteRequest& r, bool* waited) {
-  if (q->sq.ring.in_flight() == 0 && !q->sq.untracked.load(std::memory_order_relaxed) && plain_idle(q->sq))
-    return q->failed.load(std::memory_order_acquire) ? -EIO : 0;
+  if (send_queue_quiet(q->sq)) return q->failed.load(std::memory_order_acquire) ? -EIO : 0;
   return fence_wait(q, r, waited);
 }
 Why fence_why(int rc);

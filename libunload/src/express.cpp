@@ -29,8 +29,7 @@ bool direct_clear(const QpRec* q) {
   return p.registered && p.session == g_kmod.session &&
          (p.flags & (UNLOAD_PEER_PAIRED | UNLOAD_PEER_POISONED)) == UNLOAD_PEER_PAIRED &&
          (p.local || (p.flags & UNLOAD_PEER_LOCAL)) && !q->failed.load(std::memory_order_acquire) &&
-         q->sq.ring.in_flight() == 0 && !q->sq.untracked.load(std::memory_order_relaxed) &&
-         plain_idle(q->sq) && q->sq.ring.head() >= p.stuck_below;
+         send_queue_quiet(q->sq) && q->sq.ring.head() >= p.stuck_below;
 }
 
 // The source of a write that is not inline, as route() found it: the region the memo

@@ -70,6 +70,24 @@ struct SendQueue {
   uint64_t last_completing = 0;  // ring seq of the newest entry that yields a completion
 };
 
+// Plain writes of q whose completions the merger has not passed yet.
+inline uint64_t plain_in_flight(const SendQueue& sq) {
+  const auto d = static_cast<int64_t>(sq.plain_posted.load(std::memory_order_relaxed) -
+                                      sq.plain_done.load(std::memory_order_acquire));
+  return d > 0 ? static_cast<uint64_t>(d) : 0;
+}
+inline bool plain_idle(const SendQueue& sq) {
+  return plain_in_flight(sq) == 0;
+}
+// Every NIC request of q in flight that a completion will report: the ring's and the plain ones.
+inline uint64_t nic_in_flight(const SendQueue& sq) {
+  return sq.ring.in_flight() + plain_in_flight(sq);
+}
+// No NIC request in flight, counted or posted around the ring: a CPU-path write needs no fence.
+inline bool send_queue_quiet(const SendQueue& sq) {
+  return nic_in_flight(sq) == 0 && !sq.untracked.load(std::memory_order_relaxed);
+}
+
 // The direct path's view of the QP's connection (the kmod's UNLOAD_IOC_REG_QP), and what
 // keeps it from trying where it cannot succeed. Producer side (post gate) only, except
 // `failed`, which the merger sets.
@@ -225,20 +243,6 @@ inline uint64_t key_of(const void* p) {
 
 // Before the first request of the shim's on `q`'s send CQ. Relaxed is enough: the provider
 // releases the request after it, and the poller acquires the completion before it looks.
-// Plain writes of q whose completions the merger has not passed yet.
-inline uint64_t plain_in_flight(const SendQueue& sq) {
-  const auto d = static_cast<int64_t>(sq.plain_posted.load(std::memory_order_relaxed) -
-                                      sq.plain_done.load(std::memory_order_acquire));
-  return d > 0 ? static_cast<uint64_t>(d) : 0;
-}
-inline bool plain_idle(const SendQueue& sq) {
-  return plain_in_flight(sq) == 0;
-}
-// Every NIC request of q in flight that a completion will report: the ring's and the plain ones.
-inline uint64_t nic_in_flight(const SendQueue& sq) {
-  return sq.ring.in_flight() + plain_in_flight(sq);
-}
-
 inline void mark_tracked(QpRec* q) {
   if (q->scq && !q->scq->tracked.load(std::memory_order_relaxed))
     q->scq->tracked.store(true, std::memory_order_relaxed);
