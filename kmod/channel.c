@@ -93,6 +93,7 @@ static struct unload_chan *unload_chan_alloc(const char *devname, u32 port, cons
 	spin_lock_init(&chan->lock);
 	chan->state = UNLOAD_CHAN_CONNECTING;
 	INIT_LIST_HEAD(&chan->tx_free);
+	INIT_LIST_HEAD(&chan->tx_posted);
 	INIT_LIST_HEAD(&chan->reqs);
 	return chan;
 }
@@ -139,7 +140,7 @@ static int unload_chan_setup(struct unload_chan *chan, struct rdma_cm_id *id)
 	qpa.send_cq = cq;
 	qpa.recv_cq = cq;
 	qpa.qp_type = IB_QPT_RC;
-	qpa.sq_sig_type = IB_SIGNAL_ALL_WR;
+	qpa.sq_sig_type = IB_SIGNAL_REQ_WR;	/* data slots signal one in a batch */
 	/* Room for ib_drain_qp's marker on each queue beside every slot and receive. */
 	qpa.cap.max_send_wr = UNLOAD_CHAN_RING + 2;
 	qpa.cap.max_recv_wr = UNLOAD_CHAN_RING + 1;

@@ -19,6 +19,14 @@ static u64 *unload_chan_up_word;	/* the control page's channels_up (unload_chan_
  * message of ours carries them sooner. */
 #define UNLOAD_CHAN_CREDIT_BATCH	(UNLOAD_CHAN_RING / 2)
 
+/*
+ * A data slot's send asks for a completion only once in this many, or when it takes the
+ * last free slot. RC completes sends in order, so a signaled completion gives back every
+ * slot posted before it; each completion saved is a work item less on the CPU that the
+ * next write's driver needs (on the target, one came after every write's ack).
+ */
+#define UNLOAD_CHAN_SIGNAL_EVERY	(UNLOAD_CHAN_RING / 2)
+
 void unload_chan_count(enum unload_chan_stat s, u64 n)
 {
 	atomic64_add(n, &unload_chan_stats[s]);
@@ -106,12 +114,13 @@ void unload_chan_give_up(struct unload_chan *chan, int err)
 	__unload_chan_fail(chan, err, true);
 }
 
-static int unload_chan_post_send(struct unload_chan *chan, struct unload_chan_buf *b, u32 len)
+static int unload_chan_post_send(struct unload_chan *chan, struct unload_chan_buf *b, u32 len,
+				 bool signaled)
 {
 	struct ib_sge sge = { .addr = b->dma, .length = len, .lkey = chan->pd->local_dma_lkey };
 	struct ib_send_wr wr = {
 		.wr_cqe = &b->cqe, .sg_list = &sge, .num_sge = 1,
-		.opcode = IB_WR_SEND, .send_flags = IB_SEND_SIGNALED,
+		.opcode = IB_WR_SEND, .send_flags = signaled ? IB_SEND_SIGNALED : 0,
 	};
 	int ret;
 
@@ -163,8 +172,26 @@ void unload_chan_return_credits(struct unload_chan *chan)
 	if (!n)
 		return;
 	unload_chan_hdr_fill(slot->data, UNLOAD_CHAN_CREDIT, n, 0, 0, 0, 0, 0);
-	if (unload_chan_post_send(chan, slot, UNLOAD_CHAN_HDR_LEN))
+	if (unload_chan_post_send(chan, slot, UNLOAD_CHAN_HDR_LEN, true))
 		unload_chan_fail(chan, -EIO);
+}
+
+/*
+ * The completion of data slot b: b and every unsignaled slot posted before it are free.
+ * A flushed unsignaled slot completes on its own, after those before it.
+ */
+static void unload_chan_slots_done(struct unload_chan *chan, struct unload_chan_buf *b)
+{
+	struct unload_chan_buf *first;
+
+	lockdep_assert_held(&chan->lock);
+	if (!b->on_wire)
+		return;
+	do {
+		first = list_first_entry(&chan->tx_posted, struct unload_chan_buf, link);
+		first->on_wire = false;
+		list_move(&first->link, &chan->tx_free);
+	} while (first != b);
 }
 
 void unload_chan_send_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -177,7 +204,7 @@ void unload_chan_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (credit_slot)
 		chan->credit_busy = false;
 	else
-		list_add(&b->free, &chan->tx_free);
+		unload_chan_slots_done(chan, b);
 	spin_unlock(&chan->lock);
 	if (wc->status != IB_WC_SUCCESS) {
 		if (wc->status != IB_WC_WR_FLUSH_ERR)
@@ -194,7 +221,7 @@ void unload_chan_send_done(struct ib_cq *cq, struct ib_wc *wc)
  * -EAGAIN: wait (none free yet, or a passive channel not yet established).
  */
 static int unload_chan_take_slot(struct unload_chan *chan, struct unload_chan_buf **slot,
-				 u16 *credits)
+				 u16 *credits, bool *signaled)
 {
 	int ret = -EAGAIN;
 
@@ -203,8 +230,14 @@ static int unload_chan_take_slot(struct unload_chan *chan, struct unload_chan_bu
 		ret = chan->err;
 	} else if (chan->state == UNLOAD_CHAN_UP && chan->credits > 1 &&
 		   !list_empty(&chan->tx_free)) {
-		*slot = list_first_entry(&chan->tx_free, struct unload_chan_buf, free);
-		list_del_init(&(*slot)->free);
+		/* Taken in post order: the caller holds tx_mutex until the post. */
+		*slot = list_first_entry(&chan->tx_free, struct unload_chan_buf, link);
+		list_move_tail(&(*slot)->link, &chan->tx_posted);
+		(*slot)->on_wire = true;
+		*signaled = list_empty(&chan->tx_free) ||
+			    ++chan->tx_unsignaled >= UNLOAD_CHAN_SIGNAL_EVERY;
+		if (*signaled)
+			chan->tx_unsignaled = 0;
 		chan->credits--;
 		*credits = chan->to_return;
 		chan->to_return = 0;
@@ -237,6 +270,7 @@ int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
 {
 	struct unload_chan_buf *slot;
 	u32 off = 0, n = 0, seg;
+	bool signaled;
 	u16 credits;
 	long left;
 	int ret;
@@ -251,11 +285,11 @@ int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
 		 */
 		if (!n)
 			left = wait_event_killable_timeout(chan->wq,
-				(ret = unload_chan_take_slot(chan, &slot, &credits)) != -EAGAIN,
+				(ret = unload_chan_take_slot(chan, &slot, &credits, &signaled)) != -EAGAIN,
 				msecs_to_jiffies(UNLOAD_CHAN_WAIT_MS));
 		else
 			left = wait_event_timeout(chan->wq,
-				(ret = unload_chan_take_slot(chan, &slot, &credits)) != -EAGAIN,
+				(ret = unload_chan_take_slot(chan, &slot, &credits, &signaled)) != -EAGAIN,
 				msecs_to_jiffies(UNLOAD_CHAN_WAIT_MS));
 		if (left <= 0) {
 			ret = left ? -EINTR : -ETIMEDOUT;
@@ -268,10 +302,12 @@ int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
 			memcpy(slot->data + UNLOAD_CHAN_HDR_LEN, payload + off, seg);
 		if (share && off + seg == len)
 			unload_chan_share_return(chan, share);
-		ret = unload_chan_post_send(chan, slot, UNLOAD_CHAN_HDR_LEN + seg);
+		ret = unload_chan_post_send(chan, slot, UNLOAD_CHAN_HDR_LEN + seg, signaled);
 		if (ret) {
+			/* The channel goes down for it: the slots before it wait for the flush. */
 			spin_lock(&chan->lock);
-			list_add(&slot->free, &chan->tx_free);
+			slot->on_wire = false;
+			list_move(&slot->link, &chan->tx_free);
 			spin_unlock(&chan->lock);
 			break;
 		}

@@ -35,7 +35,7 @@ static int unload_chan_buf_map(struct unload_chan *chan, struct unload_chan_buf 
 {
 	b->chan = chan;
 	b->cqe.done = done;
-	INIT_LIST_HEAD(&b->free);
+	INIT_LIST_HEAD(&b->link);
 	b->data = kzalloc(UNLOAD_CHAN_BUF, GFP_KERNEL);
 	if (!b->data)
 		return -ENOMEM;
@@ -394,7 +394,7 @@ int unload_chan_ring_create(struct unload_chan *chan)
 		if (ret)
 			return ret;
 		if (i < UNLOAD_CHAN_RING)
-			list_add_tail(&chan->tx[i].free, &chan->tx_free);
+			list_add_tail(&chan->tx[i].link, &chan->tx_free);
 	}
 	chan->credits = UNLOAD_CHAN_RING;
 	for (i = 0; i < UNLOAD_CHAN_RING; i++) {
@@ -415,6 +415,7 @@ void unload_chan_ring_destroy(struct unload_chan *chan)
 	for (i = 0; chan->tx && i <= UNLOAD_CHAN_RING; i++)
 		unload_chan_buf_unmap(chan, &chan->tx[i], DMA_TO_DEVICE);
 	INIT_LIST_HEAD(&chan->tx_free);
+	INIT_LIST_HEAD(&chan->tx_posted);
 	kfree(chan->rx);
 	kfree(chan->tx);
 	chan->rx = NULL;

@@ -44,7 +44,8 @@ struct unload_chan_buf {
 	struct unload_chan *chan;
 	void *data;			/* UNLOAD_CHAN_BUF bytes */
 	u64 dma;
-	struct list_head free;		/* a free send slot: in chan->tx_free */
+	struct list_head link;		/* a send slot: in chan->tx_free or chan->tx_posted */
+	bool on_wire;			/* in chan->tx_posted */
 };
 
 /* A request of ours waiting for its ack; freed by the last of its references (the
@@ -111,6 +112,8 @@ struct unload_chan {
 	bool credit_busy;		/* the credit slot is on the wire */
 	bool closing;			/* saying goodbye: the peer's requests are dropped */
 	struct list_head tx_free;	/* free send slots */
+	struct list_head tx_posted;	/* data slots posted, in the order they went */
+	u32 tx_unsignaled;		/* data slots posted since the last signaled one */
 	struct list_head reqs;		/* our pending requests */
 	u64 next_id;
 	u32 out_reqs, out_bytes;	/* our requests outstanding */
