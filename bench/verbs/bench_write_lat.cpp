@@ -170,6 +170,8 @@ void report(benchmark::State& state, std::vector<double>& ns, size_t bytes) {
   if (bytes) state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
 }
 
+double g_last_post_ns;  // the last timed write's ibv_post_send alone (timed_write)
+
 // Post one signaled write to the peer's buffer at `remote_off` and wait for its
 // completion: one timed iteration of the post-to-completion benchmarks. False (and the
 // benchmark skipped) when the write failed.
@@ -177,6 +179,7 @@ bool timed_write(benchmark::State& state, std::vector<double>& ns, size_t remote
                  uint64_t wr_id) {
   auto t0 = Clock::now();
   int rc = ub::post_write(g_link, kOut, remote_off, bytes, true, false, wr_id);
+  g_last_post_ns = ns_since(t0);
   if (!rc) rc = ub::poll_n(g_link, 1);
   double dt = ns_since(t0);
   if (rc) {
@@ -360,6 +363,7 @@ bool set_mode(const std::string& mode) {
 struct ModeArm {
   std::string name;
   std::vector<double> ns;
+  std::vector<double> post_ns;  // each write's post call alone
   double paths[kPathNames] = {};
 };
 
@@ -370,13 +374,21 @@ void charge_paths(ModeArm& arm, PathCounts& before) {
   before = now;
 }
 
-// Per mode: median_ns.M, p99_ns.M, mean_ns.M and share_P.M for each path P it took.
+double median_of(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// Per mode: median_ns.M, p99_ns.M, mean_ns.M, post_median_ns.M (the post call alone: the
+// CPU a write costs its program before the wait, the shim's own part in it) and share_P.M
+// for each path P it took.
 void report_arms(benchmark::State& state, std::vector<ModeArm>& arms) {
   for (ModeArm& a : arms) {
     if (a.ns.empty()) continue;
     double sum = 0;
     for (double v : a.ns) sum += v;
     report_quantiles(state, a.ns, "." + a.name);
+    state.counters["post_median_ns." + a.name] = median_of(a.post_ns);
     state.counters["mean_ns." + a.name] = sum / static_cast<double>(a.ns.size());
     double total = 0;
     for (double n : a.paths) total += n;
@@ -404,7 +416,7 @@ void random_targets(benchmark::State& state, unsigned hot_pct) {
   std::vector<double> ns;
   ns.reserve(static_cast<size_t>(state.max_iterations));
   std::vector<ModeArm> arms;
-  for (const std::string& m : g_modes) arms.push_back(ModeArm{m, {}, {}});
+  for (const std::string& m : g_modes) arms.push_back(ModeArm{m, {}, {}, {}});
   std::string mode_was;
   if (!arms.empty()) std::getline(std::ifstream(kModeFile) >> std::ws, mode_was);
   if (!arms.empty() && !set_mode(arms.back().name)) {
@@ -437,7 +449,10 @@ void random_targets(benchmark::State& state, unsigned hot_pct) {
     }
     const size_t had = ns.size();
     if (!timed_write(state, ns, next_target(), bytes, 1)) break;
-    if (!arms.empty()) arms[arm].ns.push_back(ns[had]);
+    if (!arms.empty()) {
+      arms[arm].ns.push_back(ns[had]);
+      arms[arm].post_ns.push_back(g_last_post_ns);
+    }
     ++i;
   }
   state.counters["footprint_mib"] = static_cast<double>(g_footprint >> 20);
