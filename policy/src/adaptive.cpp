@@ -72,8 +72,8 @@ Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot
     sampled_ = true;  // its wait is what the budget's charges are measured against
     return Path::offload;
   }
-  // A write that will not be observed is charged what its path usually costs.
-  const uint64_t usual_ns = charges_budget(p) ? wc.estimate[index_of(p)].settled_ns() : 0;
+  // A write that will not be observed is charged what its path usually costs the CPU.
+  const uint64_t usual_ns = usual_cpu_ns(wc, p);
   if (!sampled_ && usual_ns != 0) charge_cpu(wc, p, usual_ns);
 
   // Steady: what a reuse of this decision would be, so Reuse::off samples as Reuse::on does.
@@ -149,7 +149,7 @@ bool Policy::trial_due(const WriteClass& wc, Path chosen, PathSet explorable) {
 // all of its usual cost): then the balance only grows, and every later decision would see
 // it positive too. `waived_ns`: what each unsampled reuse adds to budget_waived_ns.
 bool Policy::waives_all(const WriteClass& wc, Path p, bool budget_capped, uint64_t& waived_ns) {
-  const uint64_t usual_ns = charges_budget(p) ? wc.estimate[index_of(p)].settled_ns() : 0;
+  const uint64_t usual_ns = usual_cpu_ns(wc, p);
   waived_ns = 0;
   if (!budget_capped || usual_ns == 0) return true;
   if (usual_ns > wc.nic_wait.settled_ns()) return false;

@@ -41,6 +41,11 @@ void Policy::learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t
   // The wait matters only to a capped budget: uncapped, skip the cost of estimating it.
   if (path == Path::offload && budget_enforced_) wc.nic_wait.add(nic_wait_ns);
   charge_cpu(wc, path, cpu_ns);
+  if (charges_budget(path) && cost_ns != 0) {
+    const unsigned share = cpu_ns >= cost_ns ? kShareOne : static_cast<unsigned>(cpu_ns * kShareOne / cost_ns);
+    uint16_t& s = wc.cpu_share[index_of(path)];
+    s = static_cast<uint16_t>(s + (static_cast<int>(share) - static_cast<int>(s)) / 8);
+  }
   CostEstimate& e = wc.estimate[index_of(path)];
   if (wc.warming[index_of(path)] != 0) --wc.warming[index_of(path)];
   const uint32_t settled_before = e.settled_ns();

@@ -269,6 +269,37 @@ TEST(policy_adaptive, RemoteDrawsNothingOnTheCpuBudget) {
   EXPECT_EQ(policy.stats().budget_charged_ns, 0u);
 }
 
+TEST(policy_adaptive, AnInlinePathWhosePostIsItsOnlyCpuTimeIsReusedUnderACappedBudget) {
+  // Inline's latency (850 ns) is over what the program waits for the NIC (500 of
+  // offload's 1000), but its CPU time is its post (150): the wait waives all of it, so
+  // its decisions are steady and reused as offload's would be.
+  Policy policy;
+  const Tunables t = tunables_in(Mode::adaptive);
+  ASSERT_LT(t.cpu_budget_pct, 100u);
+  WriteFeatures f = write_of(64, PathSet(Path::unload_inline));
+  const auto observe = [&](Path p) {
+    if (p == Path::offload)
+      policy.observe(p, f, 1000, 0, 500);
+    else
+      policy.observe(p, f, 850, 150, 0);
+  };
+  uint64_t inline_writes = 0;
+  PolicyStats before{};
+  for (uint64_t i = 0; i < 6000; ++i) {
+    if (i == 2000) before = policy.stats();
+    f.now_ns = policy.wants_clock() ? i * 1000 : 0;
+    f.remote_addr = (i % (1u << 24)) << kTargetPageShift;
+    const Path p = policy.decide(f, t);
+    inline_writes += i >= 2000 && p == Path::unload_inline;
+    if (policy.sampled()) observe(p);
+  }
+  EXPECT_EQ(policy.chosen_path(f), Path::unload_inline);
+  EXPECT_GT(inline_writes, 3800u);
+  // Every decision but the explorations and the ones right after them is a reuse.
+  EXPECT_GT(policy.stats().reused - before.reused, 3600u);
+  EXPECT_EQ(policy.stats().budget_charged_ns, 0u);
+}
+
 TEST(policy_adaptive, WriteClassesLearnApart) {
   Policy policy;
   const Tunables t = tunables_in(Mode::adaptive);

@@ -205,7 +205,22 @@ class Policy {
     // on them (a sample the runtime could not observe never comes).
     uint8_t warming[kPathCount] = {};
     uint8_t warm_waits = 0;
+    // Per path, the part of its cost that is this thread's CPU time, in 1/kShareOne (a
+    // decayed mean of its samples' cpu_ns / cost_ns): all of a direct write's, an inline
+    // or stage write's post. What an unsampled write is charged, and what makes a
+    // decision steady under a capped budget, is that part of the path's estimate: its
+    // whole latency put an inline path that did not draw on the budget out of reuse.
+    uint16_t cpu_share[kPathCount] = {kShareOne, kShareOne, kShareOne, kShareOne, kShareOne};
   };
+  static constexpr uint16_t kShareOne = 256;
+  static_assert(kPathCount == 5, "cpu_share's initialiser names every path");
+  // What a write of `p` in `wc` usually costs this thread's CPU (0 for a path the budget
+  // does not cap).
+  static uint64_t usual_cpu_ns(const WriteClass& wc, Path p) {
+    if (!charges_budget(p)) return 0;
+    const unsigned i = index_of(p);
+    return uint64_t{wc.estimate[i].settled_ns()} * wc.cpu_share[i] / kShareOne;
+  }
   static constexpr uint8_t kWarmWaits = 255;
 
   // The last adaptive decision, while the next may reuse it (decide()).
