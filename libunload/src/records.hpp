@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "config.hpp"
 #include "gate.hpp"
 #include "unload/policy.hpp"
 #include "unload/runtime.h"
@@ -143,6 +144,35 @@ struct ExpressMemo {
   policy::PathSet eligible;
 };
 
+// What route() derives of a write before the policy's choice (route.cpp).
+struct RouteShape {
+  Path preferred = Path::offload;  // what the mode wants: direct or remote, or the forced path
+  Why why = Why::none;             // not none: the NIC takes it before any choice (a window, its SGEs)
+  policy::PathSet eligible = Path::offload;
+  bool translated = false;        // an SGE names an iova other than its address
+  bool direct_available = false;  // the direct path could take it
+};
+
+// The route's memo (route.cpp): the shape of a one-SGE write without a fence that route()
+// derived in full, kept with what the derivation depended on, so that the next request of
+// that shape is not derived again. Post gate.
+struct RouteMemo {
+  bool armed = false;
+  bool inline_data = false;  // IBV_SEND_INLINE: no source region to check
+  bool stage_ok = false;     // stage_usable() then
+  bool registered = false;   // the QP's peer registered then (places_remote)
+  bool peer_here = false;    // ... on this host
+  Why direct_why = Why::none;      // the caller's, which the shape depended on
+  Why why_preferred = Why::none;   // why_not() for the preferred path
+  uint32_t length = 0;
+  uint32_t seen_length = 0;  // the length last derived: a shape is kept the second time in a row
+  uint32_t lkey = 0;
+  uint32_t tunables_seq = 0;
+  uint64_t mr_epoch = 0;
+  uint64_t lo = 0, hi = 0;  // the source region: an SGE inside it is valid as derived
+  RouteShape shape;
+};
+
 struct CqRec;
 
 struct QpRec {
@@ -177,6 +207,7 @@ struct QpRec {
   // first, read by anyone (a modify or destroy settles them first).
   std::atomic<struct RemoteQueue*> rq{nullptr};
   ExpressMemo express;
+  RouteMemo route_memo;
 };
 
 // The QPs whose send CQ a CQ is, for completions that do not name their QP (some providers

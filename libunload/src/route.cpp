@@ -222,27 +222,27 @@ bool places_remote(const QpRec* q) {
   return places_remote(q, is_forced, forced);
 }
 
-Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t, Why direct_why) {
-  Route out;
-  out.req = r;
-  Path forced;
-  const bool is_forced = forced_path(forced);
-  if (!t.enabled || !r.is_write || (!is_forced && t.mode == static_cast<uint32_t>(Mode::offload))) return out;
+namespace {
+
+// The shape of `r` derived in full: what route() knows before the policy chooses.
+RouteShape shape_of(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t, Why direct_why,
+                    bool is_forced, Path forced) {
+  RouteShape s;
   // Forced remote, or a ranking mode's peer on another host: `direct_why` is what keeps
   // the caller from a remote write (remote_blocker); direct is not offered (its peer would
   // be on this host).
   const bool want_remote = places_remote(q, is_forced, forced);
-  out.preferred = is_forced ? forced : want_remote ? Path::unload_remote : Path::unload_direct;
-  if (out.preferred == Path::offload) return out;
+  s.preferred = is_forced ? forced : want_remote ? Path::unload_remote : Path::unload_direct;
+  if (s.preferred == Path::offload) return s;
   // A window's binding is the NIC's to check, in the order of the QP's requests.
   if (window_rkey(q, r.rkey)) {
-    out.why = Why::window;
-    return out;
+    s.why = Why::window;
+    return s;
   }
   // More SGEs than the QP takes: the provider refuses it at post, so must the CPU paths.
   if (r.sge_count > q->sq.max_sge) {
-    out.why = Why::size;
-    return out;
+    s.why = Why::size;
+    return s;
   }
   const bool copy_ok = !fence_blocks_copy(q, r);
   const bool placeable = direct_why == Why::none && (!want_remote || !peer_here(q));
@@ -263,13 +263,93 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
                          r.length <= q->sq.stage.size / 4 && stage_usable(q->sq.stage);
     pc.sges_valid =
         (r.length <= pc.max_inline || pc.direct_available || pc.remote_available || pc.stage_available) &&
-        sges_valid(q, sg, r.sge_count, &out.translated);
+        sges_valid(q, sg, r.sge_count, &s.translated);
   }
-  if (out.translated) {  // the copies read process addresses: only direct and remote translate
+  if (s.translated) {  // the copies read process addresses: only direct and remote translate
     pc.max_inline = 0;
     pc.stage_available = false;
   }
-  const PathSet eligible = eligible_paths(r, pc);
+  s.eligible = eligible_paths(r, pc);
+  s.direct_available = pc.direct_available;
+  return s;
+}
+
+// A request the memo may stand for: a write of one SGE with no fence (whose copies would
+// depend on the QP's READs in flight) and no immediate.
+bool memo_shape(const WriteRequest& r) {
+  return r.is_write && !r.with_imm && !r.fence && r.sge_count == 1;
+}
+
+// Whether the memo's shape is r's: the same kind and length, the same source region (none
+// deregistered since), and everything else shape_of() read unchanged: the caller's
+// blocker, the tunables, no memory window, the peer, the stage arena. What the memo
+// leaves out, shape_of() read only for other shapes or never changes for a QP (its
+// inline and SGE caps, its arena's size).
+bool memo_holds(const QpRec* q, const RouteMemo& x, const WriteRequest& r, const ibv_sge* sg, Why direct_why) {
+  if (!x.armed || !memo_shape(r) || r.length != x.length || r.user_inline != x.inline_data ||
+      direct_why != x.direct_why || tunables_seq() != x.tunables_seq ||
+      g_windows.load(std::memory_order_relaxed) != 0 || q->peer.registered != x.registered ||
+      peer_here(q) != x.peer_here)
+    return false;
+  if (!x.inline_data) {
+    const uint64_t end = sg[0].addr + sg[0].length;
+    if (sg[0].lkey != x.lkey || sg[0].addr < x.lo || end > x.hi || end < sg[0].addr ||
+        g_mr_epoch.load(std::memory_order_acquire) != x.mr_epoch)
+      return false;
+  }
+  return stage_usable(q->sq.stage) == x.stage_ok;
+}
+
+// After a full derivation: keeps its shape when r is of a kind the memo stands for, the
+// second of its length in a row (so a program whose lengths vary does not pay the keeping
+// on every write), with no window and, unless inline, a source region the derivation found.
+void memo_keep(QpRec* q, RouteMemo& x, const WriteRequest& r, const ibv_sge* sg, const Tunables& t,
+               Why direct_why) {
+  x.armed = false;
+  if (!memo_shape(r) || x.shape.why != Why::none) return;
+  if (r.length != x.seen_length) {
+    x.seen_length = r.length;
+    return;
+  }
+  if (g_windows.load(std::memory_order_relaxed) != 0) return;
+  x.inline_data = r.user_inline;
+  if (!x.inline_data) {
+    x.mr_epoch = g_mr_epoch.load(std::memory_order_acquire);  // before the lookup it vouches for
+    const MrRec* m = g_mrs.find(lkey_key(q->c, sg[0].lkey));
+    if (!m || m->pd != q->qp->pd) return;
+    x.lkey = sg[0].lkey;
+    x.lo = m->iova;
+    x.hi = m->iova + m->length;
+  }
+  x.stage_ok = stage_usable(q->sq.stage);
+  x.registered = q->peer.registered;
+  x.peer_here = peer_here(q);
+  x.direct_why = direct_why;
+  x.length = r.length;
+  x.tunables_seq = tunables_seq();
+  x.why_preferred = why_not(q, r, sg, x.shape.preferred, t, direct_why, true);
+  x.armed = true;
+}
+
+}  // namespace
+
+Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& t, Why direct_why) {
+  Route out;
+  out.req = r;
+  Path forced;
+  const bool is_forced = forced_path(forced);
+  if (!t.enabled || !r.is_write || (!is_forced && t.mode == static_cast<uint32_t>(Mode::offload))) return out;
+  RouteMemo& x = q->route_memo;
+  if (!memo_holds(q, x, r, sg, direct_why)) {
+    x.shape = shape_of(q, r, sg, t, direct_why, is_forced, forced);
+    memo_keep(q, x, r, sg, t, direct_why);
+  }
+  const RouteShape& s = x.shape;
+  out.preferred = s.preferred;
+  out.why = s.why;
+  out.translated = s.translated;
+  if (s.preferred == Path::offload || s.why != Why::none) return out;
+  const PathSet eligible = s.eligible;
   out.eligible = eligible;
   const policy::Policy* adaptive_pol = nullptr;  // when adaptive decided: it says why
   if (is_forced) {
@@ -296,9 +376,10 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
     }
   }
   if (out.path != out.preferred) {
-    out.why = r.user_inline && out.path == Path::offload && !pc.direct_available
-                  ? Why::program_inline
-                  : why_not(q, r, sg, out.preferred, t, direct_why, copy_ok);
+    if (r.user_inline && out.path == Path::offload && !s.direct_available)
+      out.why = Why::program_inline;
+    else
+      out.why = x.armed ? x.why_preferred : why_not(q, r, sg, out.preferred, t, direct_why, !fence_blocks_copy(q, r));
     if (out.why == Why::policy && adaptive_pol) out.why = adaptive_why(adaptive_pol->reason());
   }
   return out;
