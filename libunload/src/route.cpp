@@ -370,7 +370,7 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
         if (q->sample.seq.load(std::memory_order_acquire) != q->sample.learnt) [[unlikely]]
           learn_boxed(q, pol);
         if (adaptive && pol->wants_clock()) f.now_ns = now_ns();
-        out.path = pol->decide(f, t);
+        out.path = adaptive ? pol->decide_unreused(f, t) : pol->decide(f, t);
         if (adaptive && pol->sampled()) out.t0 = f.now_ns ? f.now_ns : now_ns();
       }
     }

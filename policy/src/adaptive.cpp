@@ -48,6 +48,8 @@ Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
 }
 
 Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot) {
+  // The settled decision of the other hotness is parked; one of this hotness is replaced.
+  if (settled_.live && settled_.hot != hot && reuse_ == Reuse::on) parked_ = settled_;
   settled_.live = false;
   steady_ = false;
   reason_ = Reason::cost;
@@ -120,8 +122,7 @@ bool Policy::switches_to(const WriteClass& wc, Path best, uint64_t best_ns, Path
 // The warm-up is over for good (estimates stay warm) and exploration is counted down by
 // the reuse itself; what may have moved is the best path, the switch test, a trial and
 // the budget's charge.
-bool Policy::settled_still_holds() {
-  Settled& s = settled_;
+bool Policy::settled_still_holds(Settled& s) {
   if (!s.explores) return true;  // only the NIC was eligible: no estimate was consulted
   const Tunables& t = s.t;
   if (!budget_.allows_cpu(t.cpu_budget_pct)) return false;
@@ -168,7 +169,7 @@ void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool ex
   s.eligible = f.eligible;
   s.peer_local = f.peer_local;
   s.nic_outstanding = f.nic_outstanding;
-  retarget(f, hot);
+  retarget(f, hot, HotnessSketch::key_of(f.rkey, s.page));
   s.cls = &class_of(f, hot);
   s.explores = explores;
   s.path = p;
@@ -176,15 +177,16 @@ void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool ex
   s.live = true;
 }
 
-// The settled decision's target becomes f's, whose page the sketch just judged `hot`.
+// The settled decision's target becomes f's (its sketch key `key`), whose page the sketch
+// just judged `hot`.
 // Its touches may be deferred while the answer cannot change: by the sketch, up to its
 // count's next step or halving; in the resident set, while the page is a member (only
 // another page's touch can evict it), never while it is not (a touch may let it join).
-void Policy::retarget(const WriteFeatures& f, bool hot) {
+void Policy::retarget(const WriteFeatures& f, bool hot, uint64_t key) {
   Settled& s = settled_;
   s.page = f.remote_addr >> kTargetPageShift;
   s.rkey = f.rkey;
-  s.key = HotnessSketch::key_of(f.rkey, s.page);
+  s.key = key;
   s.slots = HotnessSketch::slots_of_key(s.key);
   s.hot = hot;
   const bool steady =
@@ -197,9 +199,11 @@ Path Policy::decide_settled_elsewhere(const WriteFeatures& f, const Tunables& t)
   sampled_ = --sample_countdown_ == 0;
   if (sampled_) sample_countdown_ = kSteadySampleEvery;  // as decide_settled()
   pay_touches();
-  const bool hot =
-      touch_target(f.peer_local, HotnessSketch::key_of(f.rkey, f.remote_addr >> kTargetPageShift));
-  if (hot != settled_.hot || (settled_.explores && explore_left_ == 1)) [[unlikely]]
+  const uint64_t key = HotnessSketch::key_of(f.rkey, f.remote_addr >> kTargetPageShift);
+  const bool hot = touch_target(f.peer_local, key);
+  if (hot != settled_.hot && !unpark(f, t, hot)) [[unlikely]]
+    return decide_in_class(f, t, hot);
+  if (settled_.explores && explore_left_ == 1) [[unlikely]]
     return decide_in_class(f, t, hot);
   if (settled_.explores) {
     --explore_left_;
@@ -207,8 +211,19 @@ Path Policy::decide_settled_elsewhere(const WriteFeatures& f, const Tunables& t)
   }
   if (!sampled_) stats_.budget_waived_ns += settled_.waived_ns;
   ++stats_.reused;
-  retarget(f, hot);
+  retarget(f, hot, key);
   return settled_.path;
+}
+
+// A write of the hotness `hot` the settled decision does not have: the parked decision
+// becomes the settled one (and the settled one parked) when it is of that hotness and saw
+// f's features and these tunables. What else it depended on is kept true while it is
+// parked: observe() checks it as it checks the settled one, a decision's charge on the
+// budget ends it (charge_cpu), and exploration's countdown is the caller's to check.
+bool Policy::unpark(const WriteFeatures& f, const Tunables& t, bool hot) {
+  if (!parked_.live || parked_.hot != hot || differs_beside_target(parked_, f, t) != 0) return false;
+  std::swap(settled_, parked_);
+  return true;
 }
 
 // Exploration's draw, once per decision that reaches it: true with probability

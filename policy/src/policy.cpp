@@ -9,7 +9,7 @@ Policy::Policy(uint64_t seed, Reuse reuse) : reuse_(reuse), prng_(seed) {}
 
 Path Policy::decide_full(const WriteFeatures& f, const Tunables& t) {
   sampled_ = true;
-  if (t.enabled == 0 || mode_of(t) != Mode::adaptive) settled_.live = steady_ = false;
+  if (t.enabled == 0 || mode_of(t) != Mode::adaptive) settled_.live = parked_.live = steady_ = false;
   if (t.enabled == 0) return Path::offload;
   switch (mode_of(t)) {
     case Mode::offload:
@@ -31,7 +31,8 @@ void Policy::observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64
   reuse_left_ = 0;  // a sample may move the countdowns (learn) or the choice
   learn(path, f, cost_ns, cpu_ns, nic_wait_ns);
   // Most samples confirm the choice: the reuse goes on unless this one moved it.
-  if (settled_.live) settled_.live = settled_still_holds();
+  if (settled_.live) settled_.live = settled_still_holds(settled_);
+  if (parked_.live) parked_.live = settled_still_holds(parked_);
 }
 
 void Policy::learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns,
@@ -104,7 +105,10 @@ void Policy::charge_cpu(WriteClass& wc, Path path, uint64_t cpu_ns) {
   const uint64_t waived = cpu_ns < wait_ns ? cpu_ns : wait_ns;
   stats_.budget_waived_ns += waived;
   stats_.budget_charged_ns += cpu_ns - waived;
-  if (cpu_ns > waived) budget_.charge(cpu_ns - waived);
+  if (cpu_ns > waived) {
+    budget_.charge(cpu_ns - waived);
+    parked_.live = false;  // it was steady with the budget as it was
+  }
 }
 
 unsigned Policy::class_index(const WriteFeatures& f, bool hot) {

@@ -34,6 +34,12 @@ struct Stream {
   uint64_t run_length = 64;  // writes to one page before the next, on average
   uint32_t xlate_pages = 0;  // nonzero: the peer is on another host and this is target_xlate_pages
   uint64_t reused_pct = 50;  // decisions that must have been reused, at least
+  uint64_t hot_set = 0;      // nonzero: 9 targets in 10 are among these pages, the rest among `pages` others
+  uint32_t cpu_budget_pct = kDefaultTunables.cpu_budget_pct;
+  // With a hot set: a CPU path costs 4000 to a hot page and 9000 to a cold one (the NIC
+  // 10000 to either; direct's step as above), so that only the cold class's copies
+  // outlast the wait and are charged.
+  bool hot_pages_cheaper = false;
   // The runtime's express lane: decide_reused_as(direct) first, decide() when it declines.
   bool shortcut = false;
 
@@ -41,6 +47,7 @@ struct Stream {
     Prng rng(seed);
     Tunables t = tunables_in(Mode::adaptive);
     t.target_xlate_pages = xlate_pages;
+    t.cpu_budget_pct = cpu_budget_pct;
     // Across hosts remote takes direct's place: the costs below are the CPU path's.
     WriteFeatures f = write_of(64, PathSet::cpu_paths(), xlate_pages == 0);
     std::vector<Seen> seen;
@@ -53,7 +60,10 @@ struct Stream {
     std::vector<Sample> pending;
     for (uint64_t i = 0; i < 40'000; ++i) {
       const uint64_t r = rng.next();
-      if (r % run_length == 0) f.remote_addr = (rng.next() % pages) << kTargetPageShift;
+      if (r % run_length == 0) {
+        const uint64_t page = hot_set && rng.next() % 10 != 0 ? rng.next() % hot_set : hot_set + rng.next() % pages;
+        f.remote_addr = page << kTargetPageShift;
+      }
       if (r % 512 == 1) f.length = r % 1024 < 512 ? 64 : 4096;
       if (r % 1024 == 2) f.eligible = f.eligible == PathSet() ? PathSet::cpu_paths() : PathSet();
       f.nic_outstanding = r % 256 == 3;
@@ -72,7 +82,11 @@ struct Stream {
       seen.push_back({wanted, p, policy.sampled()});
       const uint64_t direct_ns = i < 20'000 || i >= 30'000 ? 3000 : 9000;
       const bool cheapest = p == Path::unload_direct || p == Path::unload_remote;
-      const uint64_t cost = p == Path::offload ? 10'000 : cheapest ? direct_ns : 7000;
+      uint64_t cost = p == Path::offload ? 10'000 : cheapest ? direct_ns : 7000;
+      if (hot_pages_cheaper && p != Path::offload) {
+        const uint64_t base = f.remote_addr >> kTargetPageShift < hot_set ? 4000 : 9000;
+        cost = cheapest ? base * direct_ns / 3000 : base + 500;  // direct's step, as above
+      }
       const uint64_t wait = p == Path::offload && cost > compute_ns ? cost - compute_ns : 0;
       const bool sampled = policy.sampled();
       for (const Sample& x : pending) policy.observe(x.p, x.f, x.cost, is_cpu_path(x.p) ? x.cost : 0, x.wait);
@@ -152,6 +166,36 @@ TEST(policy_settled, ReuseChangesNoDecisionWithAResidentSet) {
   // touched at every write, in case it may join: fewer decisions are reused.
   for (uint64_t seed : {16, 17}) expect_reuse_changes_nothing({seed, 0, false, 4096, 1, 64});
   for (uint64_t seed : {18, 19}) expect_reuse_changes_nothing({seed, 0, false, 150, 8, 64, 40});
+}
+
+TEST(policy_settled, ReuseChangesNoDecisionOfAHotSetAmongColdPages) {
+  // Nine writes in ten to 16 pages, the rest over 4096, each to another page than the one
+  // before: the hot and the cold class take turns, each with its own settled decision
+  // (the other one parked), on this host (the sketch's hotness) and across hosts (a
+  // resident set, where the cold pages' class takes remote and the hot one does not).
+  for (uint64_t seed : {22, 23}) {
+    Stream s{seed, 0, false, 4096, 1};
+    s.hot_set = 16;
+    s.reused_pct = 85;  // 75-79 % with the turns decided in full
+    expect_reuse_changes_nothing(s);
+  }
+  for (uint64_t seed : {24, 25}) {
+    Stream s{seed, 0, false, 4096, 1, 1024};
+    s.hot_set = 16;
+    s.reused_pct = 85;
+    expect_reuse_changes_nothing(s);
+  }
+  // A program that computes half as long as the NIC takes, on a 2 % budget: the cold
+  // class's copies outlast the wait and are charged (and denied when it runs dry), the hot
+  // class's are waived, steady and parked by turns.
+  for (uint64_t seed : {26, 27}) {
+    Stream s{seed, 5'000, false, 4096, 1};
+    s.hot_set = 16;
+    s.cpu_budget_pct = 2;
+    s.hot_pages_cheaper = true;
+    s.reused_pct = 77;  // 69 and 76 % with the turns decided in full
+    expect_reuse_changes_nothing(s);
+  }
 }
 
 TEST(policy_settled, AShortcutForDirectAloneChangesNoDecision) {

@@ -105,6 +105,14 @@ class Policy {
   Path decide(const WriteFeatures& f, const Tunables& t) {
     Path p;
     if (decide_reused(f, t, p)) return p;
+    return decide_unreused(f, t);
+  }
+
+  // decide() for a caller whose decide_reused() on these features just said false (with
+  // at most an observe() since, which ends a reuse): the rest of the decision, without
+  // asking again.
+  Path decide_unreused(const WriteFeatures& f, const Tunables& t) {
+    Path p;
     reuse_left_ = 0;
     if (!settled_.live || settled_differs_beside_target(f, t) != 0)
       p = decide_full(f, t);
@@ -255,7 +263,9 @@ class Policy {
   // The same, but for the target (rkey, page): what a write's class depends on besides
   // the target page's hotness. Nothing else of the policy reads the target.
   uint64_t settled_differs_beside_target(const WriteFeatures& f, const Tunables& t) const {
-    const Settled& s = settled_;
+    return differs_beside_target(settled_, f, t);
+  }
+  static uint64_t differs_beside_target(const Settled& s, const WriteFeatures& f, const Tunables& t) {
     const uint32_t diff = (f.length ^ s.length) | (f.sge_count ^ s.sge_count) |
                           uint32_t(f.eligible.bits() ^ s.eligible.bits()) |
                           uint32_t(f.peer_local ^ s.peer_local) |
@@ -331,12 +341,13 @@ class Policy {
   static Path cheapest_warm(const WriteClass& wc, PathSet eligible, uint64_t& ns);
   static bool switches_to(const WriteClass& wc, Path best, uint64_t best_ns, PathSet eligible,
                           bool nic_outstanding, const Tunables& t);
-  bool settled_still_holds();
+  bool settled_still_holds(Settled& s);
+  bool unpark(const WriteFeatures& f, const Tunables& t, bool hot);
   static bool trial_due(const WriteClass& wc, Path chosen, PathSet explorable);
   static bool waives_all(const WriteClass& wc, Path p, bool budget_capped, uint64_t& waived_ns);
   void learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns, uint64_t nic_wait_ns);
   void settle(const WriteFeatures& f, const Tunables& t, bool hot, bool explores, Path p, uint64_t waived_ns);
-  void retarget(const WriteFeatures& f, bool hot);
+  void retarget(const WriteFeatures& f, bool hot, uint64_t key);
   void charge_cpu(WriteClass& wc, Path path, uint64_t cpu_ns);
   void pay_touches() const {
     for (; touches_owed_ != 0; --touches_owed_) touch_target(settled_.peer_local, settled_.key);
@@ -356,6 +367,10 @@ class Policy {
   // What a reused decision reads and writes comes first, together: under an emulator that
   // flushes its TLB at every syscall, each page a write touches costs a page walk.
   Settled settled_;
+  // The settled decision of the other hotness, parked when a write of this one replaced
+  // it, and still live while nothing it depended on changed: a hot set's writes among
+  // cold ones turn between the two without a full decision at each turn.
+  Settled parked_;
   PolicyStats stats_;
   uint8_t sample_countdown_ = 1;  // adaptive decisions until the next periodic sample
   uint32_t reuse_left_ = 0;       // decide_reused() decisions left (arm_reuse())
