@@ -19,8 +19,13 @@
 
 namespace unload::rt {
 
-// q's byte, or nullptr: not registered in this session (or none: an older module).
+// q's byte, or nullptr: not registered in this session (or none: an older module), or a
+// QP whose peer is on another host. Only a pair on this host reads a QP's byte (the module
+// pairs QPs of this host, and a mapping is of a paired responder's regions); left as the
+// module raised it at registration, it says busy, which costs a pair nothing it can have.
+// A QP whose peer moves here is registered anew (its byte raised again) before it pairs.
 inline uint8_t* busy_byte(const QpRec* q) {
+  if (!q->peer.local && !(q->peer.flags & UNLOAD_PEER_LOCAL)) return nullptr;
   const uint64_t v = q->peer.busy.load(std::memory_order_acquire);
   if (!v || (v >> 32) != g_kmod.session || !g_kmod.busy) return nullptr;
   return g_kmod.busy + (static_cast<uint32_t>(v) - 1);

@@ -393,6 +393,19 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   QpRec* q = g_qps.find(key_of(qp));
   if (!q) return rc;
   if (mask & IBV_QP_DEST_QPN) q->peer.dest_qp_num = attr->dest_qp_num;
+  // Before the registration below: whether the busy byte is kept (busy.hpp) depends on it.
+  if ((mask & IBV_QP_AV) && attr->ah_attr.is_global && g_real.query_gid) {
+    // Local peer: the destination GID is one of this host's (first GIDs of the port).
+    bool local = false;
+    for (int i = 0; i < 16 && !local; ++i) {
+      ibv_gid gid;
+      if (g_real.query_gid(qp->context, attr->ah_attr.port_num, i, &gid)) break;
+      local = std::memcmp(&gid, &attr->ah_attr.grh.dgid, sizeof gid) == 0;
+    }
+    q->peer.local = local;
+    q->peer.port = attr->ah_attr.port_num;
+    q->peer.dgid = attr->ah_attr.grh.dgid;
+  }
   if (mask & IBV_QP_STATE) q->state.store(static_cast<uint8_t>(attr->qp_state), std::memory_order_release);
   if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR)
     q->failed.store(true, std::memory_order_release);
@@ -438,8 +451,8 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     uint32_t flags = 0, handle = 0, slot = 0;
     if (kmod_reg_qp(qp->context, qp->qp_num, &flags, &handle, &slot) == 0) {
       GateScope pg(q->sq.gate);
+      q->peer.flags = flags;  // first: busy_attach keeps the byte only for a peer here
       busy_attach(q, slot);
-      q->peer.flags = flags;
       q->peer.handle = handle;
       q->peer.registered = true;
       q->peer.session = g_kmod.session;
@@ -449,18 +462,6 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
       q->peer.backoff = 16;
       q->peer.channel = 0;  // the remote path probes its channel again
     }
-  }
-  if ((mask & IBV_QP_AV) && attr->ah_attr.is_global && g_real.query_gid) {
-    // Local peer: the destination GID is one of this host's (first GIDs of the port).
-    bool local = false;
-    for (int i = 0; i < 16 && !local; ++i) {
-      ibv_gid gid;
-      if (g_real.query_gid(qp->context, attr->ah_attr.port_num, i, &gid)) break;
-      local = std::memcmp(&gid, &attr->ah_attr.grh.dgid, sizeof gid) == 0;
-    }
-    q->peer.local = local;
-    q->peer.port = attr->ah_attr.port_num;
-    q->peer.dgid = attr->ah_attr.grh.dgid;
   }
   return rc;
 }
