@@ -348,7 +348,9 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
       }
     }
   }
-  settled = true;
+  // Steady only with every path explorable: a choice the budget kept from a CPU path's
+  // warm-up, trial or exploration is another once it refills, which no reuse would see.
+  settled = explorable == eligible;
   return chosen;
 }
 

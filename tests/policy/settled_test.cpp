@@ -196,6 +196,21 @@ TEST(policy_settled, ReuseChangesNoDecisionOfAHotSetAmongColdPages) {
     s.reused_pct = 77;  // 69 and 76 % with the turns decided in full
     expect_reuse_changes_nothing(s);
   }
+  // A program that computes for most of the NIC's time, on a 2 % budget, its samples
+  // observed at once and a write late: the budget runs dry and refills by turns. A choice
+  // made while it was dry (no CPU path's warm-up, trial or exploration) is not steady: the
+  // write after a refill decides again.
+  for (uint64_t seed : {28, 29}) {
+    for (bool pipelined : {false, true}) {
+      Stream s{seed, 8'000, pipelined, 4096, 1};
+      s.hot_set = 16;
+      s.cpu_budget_pct = 2;
+      s.hot_pages_cheaper = true;
+      s.reused_pct = 45;  // 49-55 %
+      SCOPED_TRACE(::testing::Message() << "seed " << seed << (pipelined ? ", pipelined" : ""));
+      expect_reuse_changes_nothing(s);
+    }
+  }
 }
 
 TEST(policy_settled, AShortcutForDirectAloneChangesNoDecision) {
