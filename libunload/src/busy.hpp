@@ -25,7 +25,7 @@ namespace unload::rt {
 // module raised it at registration, it says busy, which costs a pair nothing it can have.
 // A QP whose peer moves here is registered anew (its byte raised again) before it pairs.
 inline uint8_t* busy_byte(const QpRec* q) {
-  if (!q->peer.local && !(q->peer.flags & UNLOAD_PEER_LOCAL)) return nullptr;
+  if (!q->peer.on_this_host()) return nullptr;
   const uint64_t v = q->peer.busy.load(std::memory_order_acquire);
   if (!v || (v >> 32) != g_kmod.session || !g_kmod.busy) return nullptr;
   return g_kmod.busy + (static_cast<uint32_t>(v) - 1);

@@ -28,17 +28,14 @@ bool direct_clear(const QpRec* q) {
   const PeerLink& p = q->peer;
   return p.registered && p.session == g_kmod.session &&
          (p.flags & (UNLOAD_PEER_PAIRED | UNLOAD_PEER_POISONED)) == UNLOAD_PEER_PAIRED &&
-         (p.local || (p.flags & UNLOAD_PEER_LOCAL)) && !q->failed.load(std::memory_order_acquire) &&
+         p.on_this_host() && !q->failed.load(std::memory_order_acquire) &&
          send_queue_quiet(q->sq) && q->sq.ring.head() >= p.stuck_below;
 }
 
-// The source of a write that is not inline, as route() found it: the region the memo
-// checked (its PD, bounds and CPU access), none deregistered or re-registered since, and
-// the stage path's part of the eligible set unchanged.
+// The source of a write that is not inline, as route() found it (source_holds), and the
+// stage path's part of the eligible set unchanged.
 bool source_as_routed(const QpRec* q, const ExpressMemo& x, const ibv_sge& sg) {
-  const uint64_t end = sg.addr + sg.length;
-  return sg.lkey == x.lkey && sg.addr >= x.lo && end <= x.hi && end >= sg.addr &&
-         g_mr_epoch.load(std::memory_order_relaxed) == x.mr_epoch && stage_usable(q->sq.stage) == x.stage_ok;
+  return source_holds(x.source, sg) && stage_usable(q->sq.stage) == x.stage_ok;
 }
 
 }  // namespace
@@ -53,12 +50,7 @@ void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt) {
   if (target < 0) return;
   x.inline_data = rt.req.user_inline;
   if (!x.inline_data) {
-    x.mr_epoch = g_mr_epoch.load(std::memory_order_acquire);  // before the lookup it vouches for
-    const MrRec* m = g_mrs.find(lkey_key(q->c, w.sg_list[0].lkey));
-    if (!m) return;
-    x.lkey = w.sg_list[0].lkey;
-    x.lo = m->iova;
-    x.hi = m->iova + m->length;
+    if (!source_keep(q, w.sg_list[0], &x.source)) return;
     x.stage_ok = stage_usable(q->sq.stage);
   }
   x.target = static_cast<uint8_t>(target);

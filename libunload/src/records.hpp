@@ -13,6 +13,7 @@
 #include "gate.hpp"
 #include "unload/policy.hpp"
 #include "unload/runtime.h"
+#include "unload.h"
 #include "unload/sq_ring.hpp"
 #include "wc_queue.hpp"
 
@@ -116,6 +117,9 @@ struct PeerLink {
   // Its byte in the busy page (busy.hpp): session << 32 | (slot + 1); 0 none. Read by
   // pollers too.
   std::atomic<uint64_t> busy{0};
+
+  // The peer QP is on this host (the AV or the module says so): direct's, never remote's.
+  bool on_this_host() const { return local || (flags & UNLOAD_PEER_LOCAL); }
 };
 
 // The cost of a sampled write measured by a thread with no policy of its own (a program's
@@ -130,6 +134,15 @@ struct SampleBox {
 
 // The express lane's memo (express.hpp): a write shape the full route sent direct through
 // a mapping, with what that answer depended on. Post gate.
+// The region a memo's source SGE lay in when a route found it valid (its PD, bounds and
+// CPU access): an SGE inside it is valid as found while g_mr_epoch has not moved (no
+// region deregistered or re-registered since). source_keep and source_holds, registry.hpp.
+struct SourceRegion {
+  uint32_t lkey = 0;
+  uint64_t mr_epoch = 0;
+  uint64_t lo = 0, hi = 0;
+};
+
 struct ExpressMemo {
   bool armed = false;
   bool inline_data = false;  // IBV_SEND_INLINE: no source region to check
@@ -137,10 +150,8 @@ struct ExpressMemo {
   uint8_t target = 0;        // the mapping's place in the QP's MappedSet
   uint32_t length = 0;
   uint32_t rkey = 0;
-  uint32_t lkey = 0;
   uint32_t tunables_seq = 0;
-  uint64_t mr_epoch = 0;
-  uint64_t lo = 0, hi = 0;  // the source region: an SGE inside it is valid as the route found
+  SourceRegion source;  // not inline
   policy::PathSet eligible;
 };
 
@@ -161,15 +172,13 @@ struct RouteMemo {
   bool inline_data = false;  // IBV_SEND_INLINE: no source region to check
   bool stage_ok = false;     // stage_usable() then
   bool registered = false;   // the QP's peer registered then (places_remote)
-  bool peer_here = false;    // ... on this host
+  bool on_this_host = false;  // ... on this host
   Why direct_why = Why::none;      // the caller's, which the shape depended on
   Why why_preferred = Why::none;   // why_not() for the preferred path
   uint32_t length = 0;
   uint32_t seen_length = 0;  // the length last derived: a shape is kept the second time in a row
-  uint32_t lkey = 0;
   uint32_t tunables_seq = 0;
-  uint64_t mr_epoch = 0;
-  uint64_t lo = 0, hi = 0;  // the source region: an SGE inside it is valid as derived
+  SourceRegion source;  // not inline
   RouteShape shape;
 };
 

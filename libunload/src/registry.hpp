@@ -12,8 +12,8 @@ extern PtrTable<QpRec> g_qps_by_num;     // by qpn_key(context, qp_num)
 extern PtrTable<CqRec, 12> g_cqs;        // by ibv_cq*
 extern PtrTable<MrRec> g_mrs;            // by lkey_key(context, lkey)
 extern PtrTable<ibv_mw> g_mws;           // by mw_key(context, rkey) (nic_only.hpp)
-// Moves before a region's record leaves g_mrs: what was learnt of a region (the express
-// lane's source check) holds while it has not moved.
+// Moves before a region's record leaves g_mrs: what was learnt of a region (a memo's
+// SourceRegion) holds while it has not moved.
 extern std::atomic<uint64_t> g_mr_epoch;
 extern std::atomic<uint32_t> g_windows;  // how many g_mws holds: 0, no write looks
 
@@ -24,6 +24,25 @@ inline uint64_t qpn_key(const ContextRec* c, uint32_t qpn) {
 }
 inline uint64_t lkey_key(const ContextRec* c, uint32_t lkey) {
   return (static_cast<uint64_t>(c->id + 1) << 32) | lkey;
+}
+
+// Keeps in *s the region of q's PD that holds sg (whose SGE a route just found valid);
+// false, nothing kept, when the table has none.
+inline bool source_keep(const QpRec* q, const ibv_sge& sg, SourceRegion* s) {
+  s->mr_epoch = g_mr_epoch.load(std::memory_order_acquire);  // before the lookup it vouches for
+  const MrRec* m = g_mrs.find(lkey_key(q->c, sg.lkey));
+  if (!m || m->pd != q->qp->pd) return false;
+  s->lkey = sg.lkey;
+  s->lo = m->iova;
+  s->hi = m->iova + m->length;
+  return true;
+}
+
+// Whether sg lies inside the kept region and no region left since (no overflow on any input).
+inline bool source_holds(const SourceRegion& s, const ibv_sge& sg) {
+  const uint64_t end = sg.addr + sg.length;
+  return sg.lkey == s.lkey && sg.addr >= s.lo && end <= s.hi && end >= sg.addr &&
+         g_mr_epoch.load(std::memory_order_acquire) == s.mr_epoch;
 }
 
 }  // namespace unload::rt

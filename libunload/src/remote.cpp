@@ -28,7 +28,7 @@ Why remote_blocker(QpRec* q, const Tunables& t) {
   PeerLink& p = q->peer;
   // Read from the AV at the program's modify and from the module's report: either says the
   // peer QP is on this host, where direct places it without a network.
-  if (p.local || (p.flags & UNLOAD_PEER_LOCAL)) return Why::local_peer;
+  if (p.on_this_host()) return Why::local_peer;
   if (q->failed.load(std::memory_order_relaxed)) return Why::qp_error;
   if (q->sq.ring.head() < p.stuck_below) return Why::queue;
   const CqRec* c = q->scq;

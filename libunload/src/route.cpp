@@ -56,11 +56,6 @@ bool fence_blocks_copy(const QpRec* q, const WriteRequest& r) {
   return r.fence && q->sq.last_ordering > q->sq.ring.head();
 }
 
-// The peer QP is on this host (the AV or the module says so): direct's, never remote's.
-bool peer_here(const QpRec* q) {
-  return q->peer.local || (q->peer.flags & UNLOAD_PEER_LOCAL);
-}
-
 // Within direct_max (the module's cap for both), one channel message and the module's SGEs.
 bool remote_size_ok(const WriteRequest& r, const Tunables& t) {
   return r.length != 0 && r.length <= t.direct_max && r.length <= UNLOAD_REMOTE_MAX_LEN &&
@@ -161,7 +156,7 @@ Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, co
     case Path::unload_remote:
       if (r.with_imm) return Why::with_imm;
       if (direct_why != Why::none) return direct_why;
-      if (peer_here(q)) return Why::local_peer;
+      if (q->peer.on_this_host()) return Why::local_peer;
       if (!remote_size_ok(r, t)) return Why::size;
       break;
     default:
@@ -211,7 +206,7 @@ namespace {
 
 // places_remote, for a caller that has read the forced path already.
 bool places_remote(const QpRec* q, bool is_forced, Path forced) {
-  return is_forced ? forced == Path::unload_remote : q->peer.registered && !peer_here(q);
+  return is_forced ? forced == Path::unload_remote : q->peer.registered && !q->peer.on_this_host();
 }
 
 }  // namespace
@@ -245,7 +240,7 @@ RouteShape shape_of(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tu
     return s;
   }
   const bool copy_ok = !fence_blocks_copy(q, r);
-  const bool placeable = direct_why == Why::none && (!want_remote || !peer_here(q));
+  const bool placeable = direct_why == Why::none && (!want_remote || !q->peer.on_this_host());
   PathContext pc;
   if (r.user_inline) {
     // One buffer the provider would accept inline, read by the module at post time.
@@ -289,14 +284,9 @@ bool memo_holds(const QpRec* q, const RouteMemo& x, const WriteRequest& r, const
   if (!x.armed || !memo_shape(r) || r.length != x.length || r.user_inline != x.inline_data ||
       direct_why != x.direct_why || tunables_seq() != x.tunables_seq ||
       g_windows.load(std::memory_order_relaxed) != 0 || q->peer.registered != x.registered ||
-      peer_here(q) != x.peer_here)
+      q->peer.on_this_host() != x.on_this_host)
     return false;
-  if (!x.inline_data) {
-    const uint64_t end = sg[0].addr + sg[0].length;
-    if (sg[0].lkey != x.lkey || sg[0].addr < x.lo || end > x.hi || end < sg[0].addr ||
-        g_mr_epoch.load(std::memory_order_acquire) != x.mr_epoch)
-      return false;
-  }
+  if (!x.inline_data && !source_holds(x.source, sg[0])) return false;
   return stage_usable(q->sq.stage) == x.stage_ok;
 }
 
@@ -313,17 +303,10 @@ void memo_keep(QpRec* q, RouteMemo& x, const WriteRequest& r, const ibv_sge* sg,
   }
   if (g_windows.load(std::memory_order_relaxed) != 0) return;
   x.inline_data = r.user_inline;
-  if (!x.inline_data) {
-    x.mr_epoch = g_mr_epoch.load(std::memory_order_acquire);  // before the lookup it vouches for
-    const MrRec* m = g_mrs.find(lkey_key(q->c, sg[0].lkey));
-    if (!m || m->pd != q->qp->pd) return;
-    x.lkey = sg[0].lkey;
-    x.lo = m->iova;
-    x.hi = m->iova + m->length;
-  }
+  if (!x.inline_data && !source_keep(q, sg[0], &x.source)) return;
   x.stage_ok = stage_usable(q->sq.stage);
   x.registered = q->peer.registered;
-  x.peer_here = peer_here(q);
+  x.on_this_host = q->peer.on_this_host();
   x.direct_why = direct_why;
   x.length = r.length;
   x.tunables_seq = tunables_seq();
