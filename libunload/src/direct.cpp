@@ -358,7 +358,8 @@ bool place_mapped_one(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& 
     return false;
   }
   count_mapped_write(rt.req.length, true);
-  finish_direct(q, rt.req, wr_id, false, ticket, 0);
+  // run_mapped's charge for a run of one with no fence: the routing and the copy.
+  finish_direct(q, rt.req, wr_id, rt.t0 != 0, ticket, rt.t0 ? now_ns() - rt.t0 : 0);
   if (signaled) wake_after_queueing(q, rt.req);
   return true;
 }

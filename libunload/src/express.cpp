@@ -79,10 +79,17 @@ Express express_post(QpRec* q, const ibv_send_wr& w, const Tunables& t, Route* r
   r.sge_count = 1;
   r.rkey = x.rkey;
   r.remote_addr = w.wr.rdma.remote_addr;
-  if (!route_reuses_direct(q, r, x.eligible, t)) return Express::declined;
-  rt->path = Path::unload_direct;
-  rt->preferred = Path::unload_direct;
-  rt->eligible = x.eligible;
+  if (route_reuses_direct(q, r, x.eligible, t)) {
+    rt->path = Path::unload_direct;
+    rt->preferred = Path::unload_direct;
+    rt->eligible = x.eligible;
+  } else {
+    // Not the reused decision (a sample is due, an observe ended the reuse, or a mode that
+    // decides each write): the route decides it as the full path would, with nothing
+    // blocking direct (direct_clear), and from its own memo.
+    *rt = route(q, w, t, Why::none);
+    if (rt->path != Path::unload_direct) return Express::routed;
+  }
   return place_mapped_one(q, w.sg_list, w.wr_id, *rt, x.target) ? Express::placed : Express::routed;
 }
 

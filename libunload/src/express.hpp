@@ -4,8 +4,9 @@
 // rkey, its source region), the QP's peer and queue, the tunables, the stage arena, the
 // windows and the mapping. The memo keeps the answer with each of those, and the lane
 // takes a write only while all of them still hold, each a load or two. The policy still
-// decides every write (its reused decision, counted as route() counts it), and the
-// mapping's word still stands for what the responder checks.
+// decides every write (its reused decision, counted as route() counts it, or route()
+// itself when there is none to reuse), and the mapping's word still stands for what the
+// responder checks.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,8 @@ namespace unload::rt {
 enum class Express : uint8_t {
   declined,  // not the memo's shape, or something it depended on changed: nothing done
   placed,    // placed and finished as the full path finishes it (its completion queued)
-  routed,    // routed direct, but the mapping did not place it: the full path goes on from *rt
+  routed,    // routed, and not placed here (another path, or the mapping refused it): the full
+             // path goes on from *rt
 };
 
 // The full path placed the one-request list `w` direct, routed `rt`: remembers its shape

@@ -190,41 +190,53 @@ bool mapped_enabled() {
 
 namespace {
 
-// place_mapped through mapping `e` of q.
-bool place_into(QpRec* q, MappedTarget* e, const Route& rt, const ibv_sge* sg) {
+// The mapping still stands for what the responder checks: its word valid (no revocation
+// began, which clears the word before it zaps) and the responder quiet (no request of its
+// own could move its QP). Read before the copy and again after every store of it.
+bool target_stands(const MappedTarget& e) { return word_valid(e) && responder_quiet(e); }
+
+bool target_stood(const MappedTarget& e) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return __atomic_load_n(&g_kmod.status[e.slot], __ATOMIC_RELAXED) == e.cookie &&
+         __atomic_load_n(e.busy, __ATOMIC_RELAXED) == 0;
+}
+
+// In ascending order, the last 8 bytes last and after the rest (release), as the module
+// places: a poller of the last byte sees the whole write.
+[[gnu::always_inline]] inline void copy_tail_last(uint8_t* dst, const uint8_t* src, uint64_t n) {
+  const uint64_t tail = n < 8 ? n : 8;
+  const uint64_t body = n - tail;
+  if (body) std::memcpy(dst, src, body);
+  std::atomic_thread_fence(std::memory_order_release);
+  if (tail == 8) {  // one 8-byte move rather than a call
+    uint64_t last;
+    std::memcpy(&last, src + body, 8);
+    std::memcpy(dst + body, &last, 8);
+  } else {
+    std::memcpy(dst + body, src + body, tail);
+  }
+}
+
+// place_into for a write of several buffers, or of translated ones: gathered in order,
+// the last 8 bytes of the whole write last.
+[[gnu::noinline]] bool place_gathered(QpRec* q, MappedTarget* e, const Route& rt, const ibv_sge* sg, uint8_t* dst) {
   const WriteRequest& r = rt.req;
-  // Inside the region as granted (no overflow on any input); else the module judges it.
-  if (r.length > e->length || r.remote_addr < e->iova || r.remote_addr - e->iova > e->length - r.length)
-    return false;
   ibv_sge process_sg[UNLOAD_MAX_IOV];
   if (r.sge_count > UNLOAD_MAX_IOV) return false;
   if (rt.translated) {  // as build_request does: the module reads by process address too
     sges_translate(q, sg, r.sge_count, process_sg);
     sg = process_sg;
   }
-  uint8_t* dst = e->base + e->page_offset + (r.remote_addr - e->iova);
-  if (!word_valid(*e) || !responder_quiet(*e)) return false;
-  // In ascending order, the last 8 bytes last and after the rest (release), as the module
-  // places: a poller of the last byte sees the whole write.
-  uint64_t left = r.length;
-  const uint64_t tail = left < 8 ? left : 8;
-  uint64_t body = left - tail;
-  if (r.sge_count == 1 || r.user_inline) {  // one buffer (inline data is one): most writes
-    const auto* src = reinterpret_cast<const uint8_t*>(sg[0].addr);
-    if (body) std::memcpy(dst, src, body);
-    std::atomic_thread_fence(std::memory_order_release);
-    if (tail == 8) {  // one 8-byte move rather than a call
-      uint64_t last;
-      std::memcpy(&last, src + body, 8);
-      std::memcpy(dst + body, &last, 8);
-    } else {
-      std::memcpy(dst + body, src + body, tail);
-    }
-    left = 0;
+  if (!target_stands(*e)) return false;
+  if (r.sge_count == 1 || r.user_inline) {  // inline data is one buffer
+    copy_tail_last(dst, reinterpret_cast<const uint8_t*>(sg[0].addr), r.length);
+    return target_stood(*e);
   }
+  uint64_t left = r.length;
+  uint64_t body = left < 8 ? 0 : left - 8;
   for (uint32_t i = 0; i < r.sge_count && left; ++i) {
     const auto* src = reinterpret_cast<const uint8_t*>(sg[i].addr);
-    uint64_t n = r.user_inline ? r.length : sg[i].length;
+    const uint64_t n = sg[i].length;
     for (uint64_t off = 0; off < n && left;) {
       if (body) {
         const uint64_t k = std::min(n - off, body);
@@ -242,16 +254,23 @@ bool place_into(QpRec* q, MappedTarget* e, const Route& rt, const ibv_sge* sg) {
         left -= k;
       }
     }
-    if (r.user_inline) break;
   }
-  // The word again, after every store: still valid, the write was placed before any
-  // revocation began (which clears the word before it zaps); the responder still quiet,
-  // it was placed before a request of its own could move its QP.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (__atomic_load_n(&g_kmod.status[e->slot], __ATOMIC_RELAXED) != e->cookie ||
-      __atomic_load_n(e->busy, __ATOMIC_RELAXED) != 0)
+  return target_stood(*e);
+}
+
+// place_mapped through mapping `e` of q. One buffer the process reads where the program
+// put it (inline data is one) is most writes, and placed here; the rest, place_gathered.
+bool place_into(QpRec* q, MappedTarget* e, const Route& rt, const ibv_sge* sg) {
+  const WriteRequest& r = rt.req;
+  // Inside the region as granted (no overflow on any input); else the module judges it.
+  if (r.length > e->length || r.remote_addr < e->iova || r.remote_addr - e->iova > e->length - r.length)
     return false;
-  return true;
+  uint8_t* dst = e->base + e->page_offset + (r.remote_addr - e->iova);
+  if ((r.sge_count != 1 && !r.user_inline) || rt.translated) [[unlikely]]
+    return place_gathered(q, e, rt, sg, dst);
+  if (!target_stands(*e)) return false;
+  copy_tail_last(dst, reinterpret_cast<const uint8_t*>(sg[0].addr), r.length);
+  return target_stood(*e);
 }
 
 }  // namespace
