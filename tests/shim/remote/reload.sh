@@ -7,6 +7,7 @@
 # failed as unanswered (IBV_WC_RETRY_EXC_ERR would end perftest).
 reload_bw=(ib_write_bw -d "$DEV" -x "$GIDX" -q 64 -D 60 -s 1024)
 g0=$(cat "$S/channel/goodbyes")
+e0=$(cat "$S/channel/expired")
 check "ib_write_bw -q 64 -D 60, shim client A (remote), B's module reloaded twice" \
 	step reload B "$env" -- "$(dirname "${BASH_SOURCE[0]}")/reload_server.sh" 15 "${reload_bw[@]}" \
 	-- "${reload_bw[@]}" "$PEER_ADDR"
@@ -19,6 +20,8 @@ if [ "$ME" = A ]; then
 		[ "$(stat "$f" writes_remote)" -eq 0 -a "$(stat "$f" why_not_refused)" -gt 0 ]
 	check "reload: B said goodbye at each removal (channel/goodbyes +$(($(cat "$S/channel/goodbyes") - g0)))" \
 		[ $(($(cat "$S/channel/goodbyes") - g0)) -eq 2 ]
+	e=$(($(cat "$S/channel/expired") - e0))
+	check "reload: no write waited out its QP's ACK timeout while B was up (channel/expired +$e)" [ "$e" -eq 0 ]
 	check "reload: A's sessions and pinned pages back to 0" \
 		[ "$(cat "$S/stats/sessions")" -eq 0 -a "$(cat "$S/stats/pinned_pages")" -eq 0 ]
 fi
