@@ -244,6 +244,9 @@ static int unload_chan_accept(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	param.private_data = &hello;
 	param.private_data_len = sizeof(hello);
 	param.rnr_retry_count = 7;
+	ret = rdma_set_ack_timeout(id, UNLOAD_CHAN_ACK_TIMEOUT);	/* our QP's, not the peer's */
+	if (ret)
+		goto err_release;
 	id->context = chan;
 	ret = rdma_accept(id, &param);
 	if (ret)
@@ -357,6 +360,13 @@ static struct unload_chan *unload_chan_open(const char *devname, u32 port, const
 	if (IS_ERR(id)) {
 		kfree(chan);
 		return ERR_CAST(id);
+	}
+	/* Before route resolution, which derives the QP's timeout from it on RoCE. */
+	ret = rdma_set_ack_timeout(id, UNLOAD_CHAN_ACK_TIMEOUT);
+	if (ret) {
+		rdma_destroy_id(id);
+		kfree(chan);
+		return ERR_PTR(ret);
 	}
 	chan->cm_id = id;
 	chan->serial = ++unload_chans_serial;

@@ -381,11 +381,39 @@ static void unload_chan_forget(struct unload_chan *chan, struct unload_chan_req 
 }
 
 /*
+ * Wait for req's ack until the peer has sent us no ack for `quiet` (counted from `sent`
+ * at the earliest), or `most` after `sent`: > 0 answered, 0 not, < 0 killed. Silence,
+ * not the wait's length, is what fails a request: a NIC's retry timer restarts at every
+ * ACK, so a loaded responder still answering the channel's other requests is slow, not
+ * gone, and the NIC path would not fail the write either.
+ */
+static long unload_chan_wait_ack(struct unload_chan *chan, struct unload_chan_req *req,
+				 unsigned long sent, unsigned long quiet, unsigned long most)
+{
+	unsigned long heard, end, now;
+	long left;
+
+	for (;;) {
+		heard = READ_ONCE(chan->last_ack);
+		if (time_before(heard, sent))
+			heard = sent;
+		end = time_before(heard + quiet, sent + most) ? heard + quiet : sent + most;
+		now = jiffies;
+		if (!time_before(now, end))
+			return READ_ONCE(req->done) ? 1 : 0;
+		left = wait_event_killable_timeout(chan->wq, READ_ONCE(req->done), end - now);
+		if (left)
+			return left;
+	}
+}
+
+/*
  * Send a request and wait for its ack. On success the ack's payload (exactly resp_len
  * bytes: each type's answer has one size) is *resp, the caller's to kvfree. A caller
  * killed while waiting leaves the request pending: its ack still releases it.
  *
- * An ack not back within ack_ms (at most UNLOAD_CHAN_WAIT_MS) takes the channel down, so
+ * An ack not back while the peer stayed silent for ack_ms (the wait at most
+ * UNLOAD_CHAN_WAIT_MS) takes the channel down, so
  * the request can never be placed after its caller gave up on it: the channel would carry
  * it on once a cut link came back, and the write would land after its sender was told it
  * failed, perhaps over what the program wrote there since.
@@ -431,8 +459,8 @@ int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32
 		goto out_put;
 	}
 	ack_ms = min_t(unsigned int, ack_ms, UNLOAD_CHAN_WAIT_MS);
-	left = wait_event_killable_timeout(chan->wq, READ_ONCE(req->done),
-					   msecs_to_jiffies(ack_ms));
+	left = unload_chan_wait_ack(chan, req, jiffies, msecs_to_jiffies(ack_ms),
+				    msecs_to_jiffies(UNLOAD_CHAN_WAIT_MS));
 	if (left < 0) {
 		ret = -EINTR;
 		goto out_put;

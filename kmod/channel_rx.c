@@ -246,6 +246,7 @@ static int unload_chan_receive(struct unload_chan *chan, const void *data, u32 l
 	case UNLOAD_CHAN_ACK:
 		if (status > 0 || status < -MAX_ERRNO)
 			return -EBADMSG;
+		WRITE_ONCE(chan->last_ack, jiffies);	/* the responder is answering */
 		break;
 	default:
 		return -EBADMSG;

@@ -83,7 +83,7 @@ static u32 unload_remote_src(struct unload_session *sess, struct ib_device *dev,
 }
 
 /*
- * How long the sender QP's NIC would wait for this write's ack before failing it: its local
+ * How long the sender QP's NIC would go without an ack before failing this write: its local
  * ACK timeout (4.096 us << timeout) once and again for each retry; timeout 0 is no limit,
  * so the channel's own. At least UNLOAD_REMOTE_ACK_MIN_MS: a remote write crosses a worker
  * on each host, and a loaded host delays those far more than it delays a NIC.

@@ -37,6 +37,13 @@
 #define UNLOAD_CHAN_WAIT_MS	15000
 /* The least a remote write waits for its ack, whatever its QP's timeout (remote.c). */
 #define UNLOAD_REMOTE_ACK_MIN_MS	1000
+/*
+ * The channel QP's own local ACK timeout (4.096 us << 16: 268 ms a try, 7 retries, so a
+ * dead link after 2.1 s). rdma_cm's RoCE default on 6.1 is 19, 2.1 s a try: one lost
+ * packet then kept the channel silent past a remote write's ack wait, failing the write
+ * where the sender's own NIC, retrying every 67 ms, went on.
+ */
+#define UNLOAD_CHAN_ACK_TIMEOUT	16
 
 /* One registered buffer: a receive of the ring or a send slot. */
 struct unload_chan_buf {
@@ -104,6 +111,10 @@ struct unload_chan {
 	 */
 	struct mutex tx_mutex;
 
+	/* jiffies of the last ack the peer sent us: the receive completion writes it,
+	 * waiters read it locklessly (a stale value only shortens a wait's restart) */
+	unsigned long last_ack;
+
 	spinlock_t lock;		/* guards everything below */
 	int state;			/* UNLOAD_CHAN_* */
 	int err;			/* why it went down */
@@ -132,8 +143,9 @@ enum unload_chan_stat {
 	UNLOAD_CHAN_STAT_ERRORS,	/* channels that went down for an error */
 	UNLOAD_CHAN_STAT_BAD_MSGS,	/* messages refused as malformed (the peer's fault) */
 	UNLOAD_CHAN_STAT_GOODBYES,	/* channels the peer closed with a goodbye */
-	UNLOAD_CHAN_STAT_EXPIRED,	/* requests unanswered within their QP's ACK
-					 * timeout and retries (the channel went with them) */
+	UNLOAD_CHAN_STAT_EXPIRED,	/* requests unanswered while the peer sent no ack
+					 * for their QP's ACK timeout and retries (the
+					 * channel went with them) */
 	UNLOAD_CHAN_STAT_COUNT,
 };
 extern atomic64_t unload_chan_stats[UNLOAD_CHAN_STAT_COUNT];
