@@ -358,16 +358,13 @@ static struct unload_chan *unload_chan_open(const char *devname, u32 port, const
 		return ERR_PTR(-ENOMEM);
 	id = rdma_create_id(&init_net, unload_chan_cm_handler, chan, RDMA_PS_TCP, IB_QPT_RC);
 	if (IS_ERR(id)) {
-		kfree(chan);
-		return ERR_CAST(id);
+		ret = PTR_ERR(id);
+		goto err_free_chan;
 	}
 	/* Before route resolution, which derives the QP's timeout from it on RoCE. */
 	ret = rdma_set_ack_timeout(id, UNLOAD_CHAN_ACK_TIMEOUT);
-	if (ret) {
-		rdma_destroy_id(id);
-		kfree(chan);
-		return ERR_PTR(ret);
-	}
+	if (ret)
+		goto err_destroy_id;
 	chan->cm_id = id;
 	chan->serial = ++unload_chans_serial;
 	list_add_tail(&chan->node, &unload_chans);	/* the list's reference */
@@ -382,6 +379,12 @@ static struct unload_chan *unload_chan_open(const char *devname, u32 port, const
 	if (ret)
 		unload_chan_fail(chan, ret);
 	return chan;
+
+err_destroy_id:
+	rdma_destroy_id(id);
+err_free_chan:
+	kfree(chan);
+	return ERR_PTR(ret);
 }
 
 /*

@@ -382,14 +382,15 @@ static void unload_chan_forget(struct unload_chan *chan, struct unload_chan_req 
 
 /*
  * Wait for req's ack until the peer has sent us no ack for `quiet` (counted from `sent`
- * at the earliest), or `most` after `sent`: > 0 answered, 0 not, < 0 killed. Silence,
+ * at the earliest), or UNLOAD_CHAN_WAIT_MS after `sent`: > 0 answered, 0 not, < 0 killed. Silence,
  * not the wait's length, is what fails a request: a NIC's retry timer restarts at every
  * ACK, so a loaded responder still answering the channel's other requests is slow, not
  * gone, and the NIC path would not fail the write either.
  */
 static long unload_chan_wait_ack(struct unload_chan *chan, struct unload_chan_req *req,
-				 unsigned long sent, unsigned long quiet, unsigned long most)
+				 unsigned long sent, unsigned long quiet)
 {
+	const unsigned long last = sent + msecs_to_jiffies(UNLOAD_CHAN_WAIT_MS);
 	unsigned long heard, end, now;
 	long left;
 
@@ -397,7 +398,7 @@ static long unload_chan_wait_ack(struct unload_chan *chan, struct unload_chan_re
 		heard = READ_ONCE(chan->last_ack);
 		if (time_before(heard, sent))
 			heard = sent;
-		end = time_before(heard + quiet, sent + most) ? heard + quiet : sent + most;
+		end = time_before(heard + quiet, last) ? heard + quiet : last;
 		now = jiffies;
 		if (!time_before(now, end))
 			return READ_ONCE(req->done) ? 1 : 0;
@@ -459,8 +460,7 @@ int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32
 		goto out_put;
 	}
 	ack_ms = min_t(unsigned int, ack_ms, UNLOAD_CHAN_WAIT_MS);
-	left = unload_chan_wait_ack(chan, req, jiffies, msecs_to_jiffies(ack_ms),
-				    msecs_to_jiffies(UNLOAD_CHAN_WAIT_MS));
+	left = unload_chan_wait_ack(chan, req, jiffies, msecs_to_jiffies(ack_ms));
 	if (left < 0) {
 		ret = -EINTR;
 		goto out_put;

@@ -46,9 +46,9 @@ listening() {
 # show_log FILE: a program's output for a failed step, without perftest's per-QP address
 # lines (128 at 64 QPs), which would push the error out of CI's excerpt.
 show_log() {
-	local n
-	n=$(grep -cE '^ *(local|remote) address:|^ *GID:' "$1")
-	grep -vE '^ *(local|remote) address:|^ *GID:' "$1"
+	local addr='^ *(local|remote) address:|^ *GID:' n
+	n=$(grep -cE "$addr" "$1")
+	grep -vE "$addr" "$1"
 	((n == 0)) || echo "    ($n address lines left out)"
 }
 
