@@ -19,11 +19,21 @@
 /* Guards unload_chans, unload_chans_exiting and unload_chans_serial. */
 static DEFINE_MUTEX(unload_chans_lock);
 static LIST_HEAD(unload_chans);
-static bool unload_chans_exiting = true;	/* until the listener is up, and from exit on */
+static bool unload_chans_exiting = true;	/* until init is done, and from exit on */
 static u64 unload_chans_serial;
+
+/*
+ * Guards unload_chan_listener and unload_chan_listen_ok: the listener is made and
+ * destroyed under it, as the key and channel/auth come and go. Never taken by an rdma_cm
+ * handler, which a listener's destruction waits for.
+ */
+static DEFINE_MUTEX(unload_chan_listen_lock);
 static struct rdma_cm_id *unload_chan_listener;
+static bool unload_chan_listen_ok;		/* between init and exit */
 
 #define UNLOAD_CHAN_MAX		16	/* channels, both directions: a bound on a fabric's asks */
+#define UNLOAD_CHAN_UNPROVEN_MAX 4	/* of them, accepted and not yet proven: a peer
+					 * without the key holds no more for UNLOAD_CHAN_AUTH_MS */
 #define UNLOAD_CHAN_RESOLVE_MS	2000
 
 static const u8 unload_v4mapped_prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
@@ -51,21 +61,34 @@ static void unload_addr_to_gid(const struct sockaddr *sa, u8 *gid)
 	}
 }
 
-static void unload_hello_fill(struct unload_chan_hello *h)
+static __be16 unload_addr_port(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)sa)->sin_port;
+	if (sa->sa_family == AF_INET6)
+		return ((const struct sockaddr_in6 *)sa)->sin6_port;
+	return 0;
+}
+
+static void unload_hello_fill(struct unload_chan_hello *h, const u8 *nonce)
 {
 	memset(h, 0, sizeof(*h));
 	h->magic = cpu_to_le16(UNLOAD_CHAN_MAGIC);
 	h->version = UNLOAD_CHAN_VERSION;
 	h->ring = cpu_to_le16(UNLOAD_CHAN_RING);
 	h->buf_size = cpu_to_le16(UNLOAD_CHAN_BUF);
+	memcpy(h->nonce, nonce, sizeof(h->nonce));
 }
 
-/* The peer's hello: the private data of its request or its accept, untrusted. */
-static int unload_hello_check(const void *data, u8 len)
+/*
+ * The peer's hello: the private data of its request or its accept, untrusted; `need`
+ * bytes of it at least (the accept's carries a proof as well).
+ */
+static int unload_hello_check(const void *data, u8 len, size_t need)
 {
 	const struct unload_chan_hello *h = data;
 
-	if (!data || len < sizeof(*h))
+	if (!data || len < need)
 		return -EPROTO;
 	if (le16_to_cpu(h->magic) != UNLOAD_CHAN_MAGIC || h->version != UNLOAD_CHAN_VERSION ||
 	    h->reserved0 || h->reserved[0] || h->reserved[1] ||
@@ -75,6 +98,16 @@ static int unload_hello_check(const void *data, u8 len)
 }
 
 static void unload_chan_teardown_work(struct work_struct *work);
+
+/* A peer that connected and has not proven the key in UNLOAD_CHAN_AUTH_MS is let go. */
+static void unload_chan_auth_timeout_work(struct work_struct *work)
+{
+	struct unload_chan *chan = container_of(to_delayed_work(work), struct unload_chan,
+						auth_timeout);
+
+	if (unload_chan_give_up(chan, -ETIMEDOUT))
+		unload_chan_count(UNLOAD_CHAN_STAT_AUTH_REFUSED, 1);
+}
 
 static struct unload_chan *unload_chan_alloc(const char *devname, u32 port, const u8 *gid)
 {
@@ -88,6 +121,7 @@ static struct unload_chan *unload_chan_alloc(const char *devname, u32 port, cons
 	chan->port = port;
 	memcpy(chan->peer_gid, gid, sizeof(chan->peer_gid));
 	INIT_WORK(&chan->teardown, unload_chan_teardown_work);
+	INIT_DELAYED_WORK(&chan->auth_timeout, unload_chan_auth_timeout_work);
 	init_waitqueue_head(&chan->wq);
 	mutex_init(&chan->tx_mutex);
 	spin_lock_init(&chan->lock);
@@ -158,6 +192,12 @@ static void unload_chan_teardown_work(struct work_struct *work)
 	struct unload_chan *chan = container_of(work, struct unload_chan, teardown);
 	bool listed;
 
+	/* Unlisted first: unload_chans_close reads the id of every listed channel. */
+	mutex_lock(&unload_chans_lock);
+	listed = !list_empty(&chan->node);
+	list_del_init(&chan->node);
+	mutex_unlock(&unload_chans_lock);
+	cancel_delayed_work_sync(&chan->auth_timeout);
 	/* Whoever was posting saw the channel down and left; nobody posts after this. */
 	mutex_lock(&chan->tx_mutex);
 	mutex_unlock(&chan->tx_mutex);
@@ -168,11 +208,6 @@ static void unload_chan_teardown_work(struct work_struct *work)
 		rdma_disconnect(chan->cm_id);	/* fails harmlessly if never connected */
 	unload_chan_release(chan, true);
 	rdma_destroy_id(chan->cm_id);
-
-	mutex_lock(&unload_chans_lock);
-	listed = !list_empty(&chan->node);
-	list_del_init(&chan->node);
-	mutex_unlock(&unload_chans_lock);
 	if (listed) {
 		atomic_dec(&unload_chans_open);
 		unload_chan_put(chan);		/* the list's */
@@ -197,7 +232,12 @@ static int unload_chan_connect(struct unload_chan *chan, struct rdma_cm_id *id)
 	ret = unload_chan_setup(chan, id);
 	if (ret)
 		return ret;	/* the teardown releases what was made */
-	unload_hello_fill(&hello);
+	memcpy(chan->auth.init_gid, chan->local_gid, 16);
+	memcpy(chan->auth.resp_gid, chan->peer_gid, 16);
+	chan->auth.init_port = unload_addr_port((struct sockaddr *)&id->route.addr.src_addr);
+	chan->auth.resp_port = unload_addr_port((struct sockaddr *)&id->route.addr.dst_addr);
+	unload_chan_auth_nonce(chan->auth.init_nonce);
+	unload_hello_fill(&hello, chan->auth.init_nonce);
 	param.private_data = &hello;
 	param.private_data_len = sizeof(hello);
 	param.flow_control = 1;
@@ -207,42 +247,106 @@ static int unload_chan_connect(struct unload_chan *chan, struct rdma_cm_id *id)
 }
 
 /*
+ * The initiator's side once connected: the responder's proof in its accept checked, then
+ * ours sent as the first message, the channel up only with it on the wire.
+ */
+static int unload_chan_established(struct unload_chan *chan, struct rdma_cm_event *ev)
+{
+	const struct unload_chan_hello_reply *reply = ev->param.conn.private_data;
+	u8 proof[UNLOAD_CHAN_PROOF_LEN];
+	int ret;
+
+	ret = unload_hello_check(reply, ev->param.conn.private_data_len, sizeof(*reply));
+	if (ret)
+		return ret;
+	memcpy(chan->auth.resp_nonce, reply->hello.nonce, UNLOAD_CHAN_NONCE_LEN);
+	ret = unload_chan_auth_check(true, &chan->auth, reply->proof);
+	if (!ret)
+		ret = unload_chan_auth_prove(false, &chan->auth, proof);
+	if (ret) {
+		unload_chan_count(UNLOAD_CHAN_STAT_AUTH_REFUSED, 1);
+		return -EKEYREJECTED;
+	}
+	mutex_lock(&chan->tx_mutex);
+	unload_chan_mark_up(chan);
+	ret = unload_chan_send_auth(chan, proof);
+	mutex_unlock(&chan->tx_mutex);
+	memzero_explicit(proof, sizeof(proof));
+	return ret;
+}
+
+/* Room for one more channel accepted from a peer: counted in unload_chans_open now. */
+static int unload_chan_admit_passive(void)
+{
+	struct unload_chan *chan;
+	int unproven = 0, ret = 0;
+
+	mutex_lock(&unload_chans_lock);
+	list_for_each_entry(chan, &unload_chans, node)
+		if (chan->passive && unload_chan_state(chan, NULL) == UNLOAD_CHAN_CONNECTING)
+			unproven++;
+	if (unload_chans_exiting)
+		ret = -ESHUTDOWN;
+	else if (atomic_read(&unload_chans_open) >= UNLOAD_CHAN_MAX ||
+		 unproven >= UNLOAD_CHAN_UNPROVEN_MAX)
+		ret = -EBUSY;
+	else
+		atomic_inc(&unload_chans_open);
+	mutex_unlock(&unload_chans_lock);
+	return ret;
+}
+
+/*
  * A peer's connect request, on a new id the RDMA core made for it. A non-zero return
  * makes the RDMA core destroy that id (and reject); so on failure nothing of ours may
- * refer to it any more.
+ * refer to it any more. The peer's address is only what it claims until it proves the
+ * key: the channel carries nothing before that (channel_rx.c), and no caller finds it.
  */
 static int unload_chan_accept(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
+	const struct unload_chan_hello *req = ev->param.conn.private_data;
 	struct rdma_conn_param param = {};
-	struct unload_chan_hello hello;
+	struct unload_chan_hello_reply reply;
 	struct unload_chan *chan;
+	bool listed;
 	u8 gid[16];
 	int ret;
 
-	ret = unload_hello_check(ev->param.conn.private_data, ev->param.conn.private_data_len);
+	ret = unload_hello_check(req, ev->param.conn.private_data_len, sizeof(*req));
 	if (ret)
 		goto err_reject;
-	mutex_lock(&unload_chans_lock);
-	ret = unload_chans_exiting ? -ESHUTDOWN :
-		atomic_read(&unload_chans_open) >= UNLOAD_CHAN_MAX ? -EBUSY : 0;
-	mutex_unlock(&unload_chans_lock);
+	if (!unload_chan_auth_open()) {
+		unload_chan_count(UNLOAD_CHAN_STAT_NO_KEY, 1);
+		ret = -ENOKEY;
+		goto err_reject;
+	}
+	ret = unload_chan_admit_passive();
 	if (ret)
 		goto err_reject;
 	unload_addr_to_gid((struct sockaddr *)&id->route.addr.dst_addr, gid);
 	chan = unload_chan_alloc(dev_name(&id->device->dev), id->port_num, gid);
 	if (!chan) {
 		ret = -ENOMEM;
-		goto err_reject;
+		goto err_unadmit;
 	}
 	chan->passive = true;
 	chan->cm_id = id;
 	unload_addr_to_gid((struct sockaddr *)&id->route.addr.src_addr, chan->local_gid);
+	memcpy(chan->auth.init_gid, chan->peer_gid, 16);
+	memcpy(chan->auth.resp_gid, chan->local_gid, 16);
+	chan->auth.init_port = unload_addr_port((struct sockaddr *)&id->route.addr.dst_addr);
+	chan->auth.resp_port = unload_addr_port((struct sockaddr *)&id->route.addr.src_addr);
+	memcpy(chan->auth.init_nonce, req->nonce, UNLOAD_CHAN_NONCE_LEN);
+	unload_chan_auth_nonce(chan->auth.resp_nonce);
+	unload_hello_fill(&reply.hello, chan->auth.resp_nonce);
+	ret = unload_chan_auth_prove(true, &chan->auth, reply.proof);
+	if (ret)
+		goto err_free_chan;	/* the key went meanwhile */
 	ret = unload_chan_setup(chan, id);
 	if (ret)
 		goto err_release;
-	unload_hello_fill(&hello);
-	param.private_data = &hello;
-	param.private_data_len = sizeof(hello);
+	param.private_data = &reply;
+	param.private_data_len = sizeof(reply);
 	param.rnr_retry_count = 7;
 	ret = rdma_set_ack_timeout(id, UNLOAD_CHAN_ACK_TIMEOUT);	/* our QP's, not the peer's */
 	if (ret)
@@ -252,18 +356,34 @@ static int unload_chan_accept(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	if (ret)
 		goto err_unhook;
 
+	/*
+	 * Connected now: the peer's first message may already have failed it, and its
+	 * teardown (which owns the id from then on) unlists and cancels under this lock. So
+	 * listed, with its deadline, only if it is not down; else never listed nor counted.
+	 */
 	mutex_lock(&unload_chans_lock);
-	chan->serial = ++unload_chans_serial;
-	list_add_tail(&chan->node, &unload_chans);	/* the list's reference */
-	atomic_inc(&unload_chans_open);
+	listed = unload_chan_state(chan, NULL) != UNLOAD_CHAN_DOWN;
+	if (listed) {
+		chan->serial = ++unload_chans_serial;
+		list_add_tail(&chan->node, &unload_chans);	/* the list's reference */
+		queue_delayed_work(unload_chan_wq, &chan->auth_timeout,
+				   msecs_to_jiffies(UNLOAD_CHAN_AUTH_MS));
+	}
 	mutex_unlock(&unload_chans_lock);
+	if (!listed) {
+		atomic_dec(&unload_chans_open);
+		unload_chan_put(chan);		/* the list's, never used */
+	}
 	return 0;
 
 err_unhook:
 	id->context = NULL;
 err_release:
 	unload_chan_release(chan, false);
+err_free_chan:
 	kfree(chan);
+err_unadmit:
+	atomic_dec(&unload_chans_open);
 err_reject:
 	rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
 	return ret;
@@ -290,11 +410,9 @@ static int unload_chan_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *e
 		ret = unload_chan_connect(chan, id);
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
+		/* A passive channel is up once the peer's proof arrives (channel_rx.c). */
 		if (!chan->passive)
-			ret = unload_hello_check(ev->param.conn.private_data,
-						 ev->param.conn.private_data_len);
-		if (!ret)
-			unload_chan_mark_up(chan);
+			ret = unload_chan_established(chan, ev);
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
@@ -324,20 +442,62 @@ static int unload_chan_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *e
 	return 0;	/* never destroys the id: the teardown does, from its work */
 }
 
+/*
+ * Of two channels up to the same peer, the one both hosts keep: the one the host with the
+ * lower GID opened when they opened one each at once (each side's rule picks the same
+ * connection), else the newer (the peer opened it again: it lost the old one).
+ */
+static bool unload_chan_keeps(const struct unload_chan *a, const struct unload_chan *b)
+{
+	if (a->passive != b->passive)
+		return a->passive == (memcmp(a->local_gid, a->peer_gid, 16) > 0);
+	return a->serial > b->serial;
+}
+
+/*
+ * The channel to (devname, port, gid) callers use: one up, else one of ours connecting.
+ * A channel accepted from the peer counts only once the peer proved the key. Of two up,
+ * the one not kept is let go once neither side has a request on it (a request of the
+ * peer's still arriving on it would otherwise be lost).
+ */
 static struct unload_chan *unload_chan_find(const char *devname, u32 port, const u8 *gid)
 {
-	struct unload_chan *chan;
+	struct unload_chan *chan, *up = NULL, *connecting = NULL, *spare;
+	bool idle;
 
 	lockdep_assert_held(&unload_chans_lock);
 	list_for_each_entry(chan, &unload_chans, node) {
-		if (chan->port == port && !memcmp(chan->peer_gid, gid, 16) &&
-		    !strcmp(chan->devname, devname) &&
-		    unload_chan_state(chan, NULL) != UNLOAD_CHAN_DOWN) {
-			kref_get(&chan->ref);
-			return chan;
+		if (chan->port != port || memcmp(chan->peer_gid, gid, 16) ||
+		    strcmp(chan->devname, devname))
+			continue;
+		switch (unload_chan_state(chan, NULL)) {
+		case UNLOAD_CHAN_CONNECTING:
+			if (!chan->passive && !connecting)
+				connecting = chan;
+			continue;
+		case UNLOAD_CHAN_UP:
+			break;
+		default:
+			continue;
+		}
+		if (!up) {
+			up = chan;
+			continue;
+		}
+		spare = unload_chan_keeps(chan, up) ? up : chan;
+		up = spare == up ? chan : up;
+		spin_lock(&spare->lock);
+		idle = !spare->out_reqs && !spare->in_reqs;
+		spin_unlock(&spare->lock);
+		if (idle) {
+			unload_chan_count(UNLOAD_CHAN_STAT_REPLACED, 1);
+			unload_chan_fail(spare, -ECONNRESET);
 		}
 	}
-	return NULL;
+	chan = up ?: connecting;
+	if (chan)
+		kref_get(&chan->ref);
+	return chan;
 }
 
 /* A new active channel, listed and resolving; the caller's reference. */
@@ -401,6 +561,10 @@ struct unload_chan *unload_chan_get(const char *devname, u32 port, const u8 *pee
 
 	if (!unload_gid_to_sin(peer_gid, &dst))
 		return ERR_PTR(-EAFNOSUPPORT);
+	if (!unload_chan_auth_open()) {
+		unload_chan_count(UNLOAD_CHAN_STAT_NO_KEY, 1);
+		return ERR_PTR(-ENOKEY);
+	}
 	mutex_lock(&unload_chans_lock);
 	chan = unload_chan_find(devname, port, peer_gid);
 	if (!chan)
@@ -434,6 +598,8 @@ struct unload_chan *unload_chan_get_up(const char *devname, u32 port, const u8 *
 {
 	struct unload_chan *chan;
 
+	if (!unload_chan_auth_open())
+		return ERR_PTR(-ENOKEY);
 	mutex_lock(&unload_chans_lock);
 	chan = unload_chan_find(devname, port, peer_gid);
 	mutex_unlock(&unload_chans_lock);
@@ -500,7 +666,8 @@ void unload_channel_device_removed(struct ib_device *dev)
 	unload_chans_close(dev, -ENODEV);
 }
 
-int unload_channel_init(u64 *channels_up)
+/* The listener, on every device's RoCE v2 IPv4 GIDs and those of devices added later. */
+static struct rdma_cm_id *unload_chan_listen(void)
 {
 	struct sockaddr_in any = {
 		.sin_family = AF_INET, .sin_port = htons(UNLOAD_CHANNEL_PORT),
@@ -508,32 +675,92 @@ int unload_channel_init(u64 *channels_up)
 	struct rdma_cm_id *id;
 	int ret;
 
-	BUILD_BUG_ON(UNLOAD_CHAN_SEG_MAX != UNLOAD_CHANNEL_SEGMENT);
-	BUILD_BUG_ON(UNLOAD_CHAN_MSG_MAX != UNLOAD_PROBE_MAX_LEN);
-	ret = unload_chan_io_init(channels_up);
-	if (ret)
-		return ret;
 	id = rdma_create_id(&init_net, unload_chan_cm_handler, NULL, RDMA_PS_TCP, IB_QPT_RC);
-	if (IS_ERR(id)) {
-		ret = PTR_ERR(id);
-		goto err_io_exit;
-	}
-	/* IPv4 wildcard: every device's RoCE v2 IPv4 GIDs, and devices added later. */
+	if (IS_ERR(id))
+		return id;
 	ret = rdma_bind_addr(id, (struct sockaddr *)&any);
 	if (ret)
 		goto err_destroy_id;
 	ret = rdma_listen(id, 64);
 	if (ret)
 		goto err_destroy_id;
-	unload_chan_listener = id;
-	mutex_lock(&unload_chans_lock);
-	unload_chans_exiting = false;
-	mutex_unlock(&unload_chans_lock);
-	return 0;
+	return id;
 
 err_destroy_id:
 	rdma_destroy_id(id);
-err_io_exit:
+	return ERR_PTR(ret);
+}
+
+/*
+ * Listen while the channel may carry anything (a key, or channel/auth = none), and not
+ * otherwise: without a key no peer can prove anything, so nothing is accepted at all.
+ * Closing also ends every channel: they were proven with a key that is gone.
+ */
+int unload_channel_listen_update(void)
+{
+	struct rdma_cm_id *gone = NULL, *id;
+	bool open;
+	int ret = 0;
+
+	mutex_lock(&unload_chan_listen_lock);
+	open = unload_chan_listen_ok && unload_chan_auth_open();
+	if (open && !unload_chan_listener) {
+		id = unload_chan_listen();
+		if (IS_ERR(id))
+			ret = PTR_ERR(id);
+		else
+			unload_chan_listener = id;
+	} else if (!open && unload_chan_listener) {
+		gone = unload_chan_listener;
+		unload_chan_listener = NULL;
+	}
+	/* Under the lock: a second update waits, so listeners never overlap on the port. */
+	if (gone)
+		rdma_destroy_id(gone);	/* waits for a connect request being handled */
+	mutex_unlock(&unload_chan_listen_lock);
+	if (gone && unload_chan_listen_ok)
+		unload_chans_close(NULL, -ENOKEY);
+	return ret;
+}
+
+bool unload_channel_listening(void)
+{
+	bool listening;
+
+	mutex_lock(&unload_chan_listen_lock);
+	listening = unload_chan_listener;
+	mutex_unlock(&unload_chan_listen_lock);
+	return listening;
+}
+
+int unload_channel_init(u64 *channels_up)
+{
+	int ret;
+
+	BUILD_BUG_ON(UNLOAD_CHAN_SEG_MAX != UNLOAD_CHANNEL_SEGMENT);
+	BUILD_BUG_ON(UNLOAD_CHAN_MSG_MAX != UNLOAD_PROBE_MAX_LEN);
+	BUILD_BUG_ON(sizeof(struct unload_chan_hello) > 56);	/* rdma_cm's request room */
+	ret = unload_chan_io_init(channels_up);
+	if (ret)
+		return ret;
+	mutex_lock(&unload_chans_lock);
+	unload_chans_exiting = false;
+	mutex_unlock(&unload_chans_lock);
+	mutex_lock(&unload_chan_listen_lock);
+	unload_chan_listen_ok = true;
+	mutex_unlock(&unload_chan_listen_lock);
+	ret = unload_channel_listen_update();
+	if (ret)
+		goto err_stop;
+	return 0;
+
+err_stop:
+	mutex_lock(&unload_chan_listen_lock);
+	unload_chan_listen_ok = false;
+	mutex_unlock(&unload_chan_listen_lock);
+	mutex_lock(&unload_chans_lock);
+	unload_chans_exiting = true;
+	mutex_unlock(&unload_chans_lock);
 	unload_chan_io_exit();
 	return ret;
 }
@@ -541,7 +768,10 @@ err_io_exit:
 void unload_channel_exit(void)
 {
 	/* No connect request is being handled once this returns, and none comes after. */
-	rdma_destroy_id(unload_chan_listener);
+	mutex_lock(&unload_chan_listen_lock);
+	unload_chan_listen_ok = false;
+	mutex_unlock(&unload_chan_listen_lock);
+	unload_channel_listen_update();
 	mutex_lock(&unload_chans_lock);
 	unload_chans_exiting = true;
 	mutex_unlock(&unload_chans_lock);

@@ -69,7 +69,7 @@ int unload_chan_state(struct unload_chan *chan, int *err)
  * channel still connecting goes (a caller that gave up waiting must not take down a
  * channel that came up meanwhile).
  */
-static void __unload_chan_fail(struct unload_chan *chan, int err, bool only_connecting)
+static bool __unload_chan_fail(struct unload_chan *chan, int err, bool only_connecting)
 {
 	struct unload_chan_req *req, *tmp;
 	LIST_HEAD(gone);
@@ -78,7 +78,7 @@ static void __unload_chan_fail(struct unload_chan *chan, int err, bool only_conn
 	if (chan->state == UNLOAD_CHAN_DOWN ||
 	    (only_connecting && chan->state != UNLOAD_CHAN_CONNECTING)) {
 		spin_unlock(&chan->lock);
-		return;
+		return false;
 	}
 	chan->state = UNLOAD_CHAN_DOWN;
 	chan->err = err;
@@ -102,6 +102,7 @@ static void __unload_chan_fail(struct unload_chan *chan, int err, bool only_conn
 	wake_up_all(&chan->wq);
 	kref_get(&chan->ref);			/* the teardown's */
 	queue_work(unload_chan_wq, &chan->teardown);
+	return true;
 }
 
 void unload_chan_fail(struct unload_chan *chan, int err)
@@ -109,9 +110,9 @@ void unload_chan_fail(struct unload_chan *chan, int err)
 	__unload_chan_fail(chan, err, false);
 }
 
-void unload_chan_give_up(struct unload_chan *chan, int err)
+bool unload_chan_give_up(struct unload_chan *chan, int err)
 {
-	__unload_chan_fail(chan, err, true);
+	return __unload_chan_fail(chan, err, true);
 }
 
 static int unload_chan_post_send(struct unload_chan *chan, struct unload_chan_buf *b, u32 len,
@@ -339,6 +340,37 @@ void unload_chan_say_goodbye(struct unload_chan *chan)
 		return;
 	wait_event_timeout(chan->wq, unload_chan_state(chan, NULL) == UNLOAD_CHAN_DOWN,
 			   msecs_to_jiffies(UNLOAD_CHAN_CONNECT_MS));
+}
+
+/*
+ * The initiator's proof (channel_wire.h, UNLOAD_CHAN_AUTH): its first message. The caller
+ * marked the channel up holding tx_mutex, and holds it still: every other sender waits
+ * for that mutex (and the credit message needs credits the peer cannot have returned
+ * before it read this), so the proof goes first.
+ */
+int unload_chan_send_auth(struct unload_chan *chan, const u8 *proof)
+{
+	struct unload_chan_buf *slot;
+	bool signaled;
+	u16 credits;
+	int ret;
+
+	lockdep_assert_held(&chan->tx_mutex);
+	ret = unload_chan_take_slot(chan, &slot, &credits, &signaled);
+	if (ret)
+		return ret == -EAGAIN ? -EPROTO : ret;	/* a fresh ring has every slot */
+	unload_chan_hdr_fill(slot->data, UNLOAD_CHAN_AUTH, credits, 0, UNLOAD_CHAN_PROOF_LEN, 0,
+			     UNLOAD_CHAN_PROOF_LEN, 0);
+	memcpy(slot->data + UNLOAD_CHAN_HDR_LEN, proof, UNLOAD_CHAN_PROOF_LEN);
+	ret = unload_chan_post_send(chan, slot, UNLOAD_CHAN_HDR_LEN + UNLOAD_CHAN_PROOF_LEN,
+				    signaled);
+	if (ret) {
+		spin_lock(&chan->lock);
+		slot->on_wire = false;
+		list_move(&slot->link, &chan->tx_free);
+		spin_unlock(&chan->lock);
+	}
+	return ret;
 }
 
 /* Room for one more request of ours: -EAGAIN to wait. */

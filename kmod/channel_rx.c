@@ -5,7 +5,8 @@
  * peer's word: channel_wire.h says what may come), credits taken, segments reassembled,
  * acks matched to our requests, and the peer's requests answered: an echo with its bytes,
  * a remote write with the target's verdict (target.c). A message that breaks the format
- * takes the channel down and is counted; nothing in it is acted on.
+ * takes the channel down and is counted; nothing in it is acted on. On a channel we
+ * accepted, nothing is read before the peer's proof of the key (channel_auth.c).
  */
 #include <linux/mm.h>
 #include <linux/slab.h>
@@ -206,6 +207,27 @@ static int unload_chan_rx_finish(struct unload_chan *chan)
 	return 0;
 }
 
+/*
+ * A message on a channel not up yet: only the initiator's proof, on a channel we accepted,
+ * exactly as channel_wire.h has it. Whatever else comes is refused unread, and the peer
+ * that sent it let go: it proved nothing, so nothing of it is acted on.
+ */
+static int unload_chan_receive_proof(struct unload_chan *chan, const struct unload_chan_hdr *h,
+				     u32 len)
+{
+	if (!chan->passive || unload_chan_state(chan, NULL) != UNLOAD_CHAN_CONNECTING ||
+	    h->type != UNLOAD_CHAN_AUTH || len != UNLOAD_CHAN_HDR_LEN + UNLOAD_CHAN_PROOF_LEN ||
+	    h->credits || h->id || h->status || h->seg_off ||
+	    le32_to_cpu(h->total_len) != UNLOAD_CHAN_PROOF_LEN ||
+	    le32_to_cpu(h->seg_len) != UNLOAD_CHAN_PROOF_LEN ||
+	    unload_chan_auth_check(false, &chan->auth, (const u8 *)h + UNLOAD_CHAN_HDR_LEN)) {
+		unload_chan_count(UNLOAD_CHAN_STAT_AUTH_REFUSED, 1);
+		return -EKEYREJECTED;
+	}
+	unload_chan_mark_up(chan);
+	return 0;
+}
+
 /* One received message, checked field by field before anything acts on it. */
 static int unload_chan_receive(struct unload_chan *chan, const void *data, u32 len)
 {
@@ -220,6 +242,9 @@ static int unload_chan_receive(struct unload_chan *chan, const void *data, u32 l
 	if (le16_to_cpu(h->magic) != UNLOAD_CHAN_MAGIC || h->version != UNLOAD_CHAN_VERSION ||
 	    h->reserved0 || h->reserved1)
 		return -EBADMSG;
+	/* The proof, and nothing before it; once up, a proof again is the peer's fault. */
+	if (h->type == UNLOAD_CHAN_AUTH || unload_chan_state(chan, NULL) != UNLOAD_CHAN_UP)
+		return unload_chan_receive_proof(chan, h, len);
 	id = le64_to_cpu(h->id);
 	total = le32_to_cpu(h->total_len);
 	off = le32_to_cpu(h->seg_off);
@@ -359,7 +384,10 @@ static void unload_chan_serve_work(struct work_struct *work)
 
 	/* A write's ack is 8 bytes: its share is its request's length, not the ack's. */
 	if (job->type == UNLOAD_CHAN_WRITE) {
-		ack.deny = cpu_to_le32(unload_chan_write_place(chan, job->buf, job->len));
+		u32 deny = unload_chan_write_place(chan, job->buf, job->len);
+
+		unload_target_count_refusal(deny);
+		ack.verdict = cpu_to_le32(deny ? UNLOAD_CHAN_REFUSED : UNLOAD_CHAN_PLACED);
 		unload_chan_send_msg(chan, UNLOAD_CHAN_ACK, job->id, 0, &ack, sizeof(ack), &share,
 				     NULL);
 	} else {

@@ -6,7 +6,10 @@
  * so they can gain a meaning in a later version (negotiated in the hello, not guessed).
  *
  * A connection starts with the hello as the rdma_cm private data of the connect request
- * and of its accept. Then every message is one send into one of the peer's receive
+ * (with the initiator's nonce) and of its accept (with the responder's nonce and proof,
+ * struct unload_chan_hello_reply). The initiator's first message is UNLOAD_CHAN_AUTH, its
+ * own proof (channel_auth.c); the responder acts on no other message before it. Then
+ * every message is one send into one of the peer's receive
  * buffers: a header and at most UNLOAD_CHAN_SEG_MAX payload bytes. A message longer than
  * that is sent as consecutive segments (seg_off ascending, no other data message of the
  * same direction between them; credit messages may come between).
@@ -17,13 +20,16 @@
 #include <linux/types.h>
 
 #define UNLOAD_CHAN_MAGIC	0x4c55		/* "UL" */
-#define UNLOAD_CHAN_VERSION	2	/* 2: the goodbye */
+#define UNLOAD_CHAN_VERSION	3	/* 2: the goodbye; 3: the key's proofs */
 
 /* Receive buffers each side posts, and their size: the same on both sides in version 1. */
 #define UNLOAD_CHAN_RING	32
 #define UNLOAD_CHAN_BUF		4096
 
-/* The connect request's and the accept's private data. */
+#define UNLOAD_CHAN_NONCE_LEN	32
+#define UNLOAD_CHAN_PROOF_LEN	32	/* HMAC-SHA256 */
+
+/* The connect request's private data (48 of the 56 bytes rdma_cm leaves a request). */
 struct unload_chan_hello {
 	__le16 magic;		/* UNLOAD_CHAN_MAGIC */
 	__u8 version;		/* UNLOAD_CHAN_VERSION */
@@ -31,6 +37,13 @@ struct unload_chan_hello {
 	__le16 ring;		/* receive buffers posted: UNLOAD_CHAN_RING, the initial credits */
 	__le16 buf_size;	/* bytes each: UNLOAD_CHAN_BUF */
 	__le32 reserved[2];	/* zero */
+	__u8 nonce[UNLOAD_CHAN_NONCE_LEN];	/* fresh for this connection */
+};
+
+/* The accept's private data: the responder's hello and its proof of the key. */
+struct unload_chan_hello_reply {
+	struct unload_chan_hello hello;
+	__u8 proof[UNLOAD_CHAN_PROOF_LEN];
 };
 
 enum unload_chan_type {
@@ -44,6 +57,8 @@ enum unload_chan_type {
 				 * received before this was answered before it, and none
 				 * after it will be (so none still pending was handled);
 				 * no id, no payload */
+	UNLOAD_CHAN_AUTH = 6,	/* the initiator's first message, and only then: its proof
+				 * (UNLOAD_CHAN_PROOF_LEN bytes), no id, no credits */
 };
 
 /*
@@ -62,9 +77,14 @@ struct unload_chan_write {
 	__le64 reserved;	/* zero */
 };
 
-/* A remote write's verdict: UNLOAD_DENY_NONE (placed) or the first check it failed. */
+/*
+ * A remote write's verdict: placed or refused, no more (a responder NIC's ACK or NAK).
+ * Why it was refused is counted at the target (stats/remote_refused_*), never sent.
+ */
+#define UNLOAD_CHAN_PLACED	0
+#define UNLOAD_CHAN_REFUSED	1
 struct unload_chan_write_ack {
-	__le32 deny;
+	__le32 verdict;		/* UNLOAD_CHAN_PLACED or UNLOAD_CHAN_REFUSED */
 	__le32 reserved;	/* zero */
 };
 

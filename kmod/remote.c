@@ -132,9 +132,10 @@ static u32 unload_remote_send(const char *devname, u32 port, const union ib_gid 
 			*result = -ECOMM;
 		return UNLOAD_DENY_PEER_UNKNOWN;
 	}
-	deny = le32_to_cpu(ack->deny);
-	if (deny >= UNLOAD_DENY_COUNT || ack->reserved)
-		deny = UNLOAD_DENY_INVALID;	/* the peer's answer is network input too */
+	/* The target's reason stays there (a NIC's NAK names none); the NIC, given the write
+	 * next, answers as it would. An answer out of the format is network input too. */
+	deny = le32_to_cpu(ack->verdict) == UNLOAD_CHAN_PLACED && !ack->reserved ?
+	       UNLOAD_DENY_NONE : UNLOAD_DENY_PEER_REFUSED;
 	kvfree(ack);
 	if (!deny)
 		*result = 0;

@@ -210,43 +210,55 @@ UNLOAD_FOLD(why_not_budget, UNLOAD_FOLD_WHY + UNLOAD_WHY_BUDGET);
 UNLOAD_FOLD(why_not_cost, UNLOAD_FOLD_WHY + UNLOAD_WHY_COST);
 UNLOAD_FOLD(why_not_local_peer, UNLOAD_FOLD_WHY + UNLOAD_WHY_LOCAL_PEER);
 UNLOAD_FOLD(why_not_no_channel, UNLOAD_FOLD_WHY + UNLOAD_WHY_NO_CHANNEL);
+UNLOAD_FOLD(why_not_no_key, UNLOAD_FOLD_WHY + UNLOAD_WHY_NO_KEY);
 
-/* A denial counter: its reason. Root only (0400): the reasons are what a peer must not
- * learn. */
+/*
+ * A denial counter: its reason, at the sender (direct_denied_*, unload_denied) or at a
+ * remote write's target (remote_refused_*, unload_remote_refused). Root only (0400): the
+ * reasons are what a peer must not learn.
+ */
 struct unload_deny_attr {
 	struct kobj_attribute kattr;
+	atomic64_t *counts;
 	unsigned int reason;
 };
 
 static ssize_t deny_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
 {
-	unsigned int reason = container_of(attr, struct unload_deny_attr, kattr)->reason;
+	const struct unload_deny_attr *a = container_of(attr, struct unload_deny_attr, kattr);
 
-	return sysfs_emit(buf, "%lld\n", atomic64_read(&unload_denied[reason]));
+	return sysfs_emit(buf, "%lld\n", atomic64_read(&a->counts[a->reason]));
 }
+
+/* Every reason a check refuses a write for: X(file suffix, enum unload_deny). */
+#define UNLOAD_DENY_REASONS(X)					\
+	X(disabled, UNLOAD_DENY_DISABLED)			\
+	X(invalid, UNLOAD_DENY_INVALID)				\
+	X(qp_unregistered, UNLOAD_DENY_QP_UNREGISTERED)		\
+	X(qp_not_owned, UNLOAD_DENY_QP_NOT_OWNED)		\
+	X(qp_state, UNLOAD_DENY_QP_STATE)			\
+	X(peer_unknown, UNLOAD_DENY_PEER_UNKNOWN)		\
+	X(peer_unpaired, UNLOAD_DENY_PEER_UNPAIRED)		\
+	X(rkey, UNLOAD_DENY_RKEY)				\
+	X(pd, UNLOAD_DENY_PD)					\
+	X(access, UNLOAD_DENY_ACCESS)				\
+	X(bounds, UNLOAD_DENY_BOUNDS)				\
+	X(length, UNLOAD_DENY_LENGTH)				\
+	X(fault, UNLOAD_DENY_FAULT)				\
+	X(lkey, UNLOAD_DENY_LKEY)				\
+	X(source, UNLOAD_DENY_SOURCE)				\
+	X(poisoned, UNLOAD_DENY_POISONED)
 
 #define UNLOAD_DENY(_name, _reason)						\
 	static struct unload_deny_attr unload_stat_direct_denied_##_name = {	\
 		.kattr = __ATTR(direct_denied_##_name, 0400, deny_show, NULL),	\
-		.reason = _reason,						\
-	}
-
-UNLOAD_DENY(disabled, UNLOAD_DENY_DISABLED);
-UNLOAD_DENY(invalid, UNLOAD_DENY_INVALID);
-UNLOAD_DENY(qp_unregistered, UNLOAD_DENY_QP_UNREGISTERED);
-UNLOAD_DENY(qp_not_owned, UNLOAD_DENY_QP_NOT_OWNED);
-UNLOAD_DENY(qp_state, UNLOAD_DENY_QP_STATE);
-UNLOAD_DENY(peer_unknown, UNLOAD_DENY_PEER_UNKNOWN);
-UNLOAD_DENY(peer_unpaired, UNLOAD_DENY_PEER_UNPAIRED);
-UNLOAD_DENY(rkey, UNLOAD_DENY_RKEY);
-UNLOAD_DENY(pd, UNLOAD_DENY_PD);
-UNLOAD_DENY(access, UNLOAD_DENY_ACCESS);
-UNLOAD_DENY(bounds, UNLOAD_DENY_BOUNDS);
-UNLOAD_DENY(length, UNLOAD_DENY_LENGTH);
-UNLOAD_DENY(fault, UNLOAD_DENY_FAULT);
-UNLOAD_DENY(lkey, UNLOAD_DENY_LKEY);
-UNLOAD_DENY(source, UNLOAD_DENY_SOURCE);
-UNLOAD_DENY(poisoned, UNLOAD_DENY_POISONED);
+		.counts = unload_denied, .reason = _reason,			\
+	};									\
+	static struct unload_deny_attr unload_stat_remote_refused_##_name = {	\
+		.kattr = __ATTR(remote_refused_##_name, 0400, deny_show, NULL),	\
+		.counts = unload_remote_refused, .reason = _reason,		\
+	};
+UNLOAD_DENY_REASONS(UNLOAD_DENY)
 
 static ssize_t direct_submissions_show(struct kobject *kobj, struct kobj_attribute *attr,
 				       char *buf)
@@ -301,8 +313,10 @@ static ssize_t reset_store(struct kobject *kobj, struct kobj_attribute *attr,
 	if (kstrtou32(buf, 10, &val) || val != 1)
 		return -EINVAL;
 	unload_folded_reset();
-	for (i = 0; i < UNLOAD_DENY_COUNT; i++)
+	for (i = 0; i < UNLOAD_DENY_COUNT; i++) {
 		atomic64_set(&unload_denied[i], 0);
+		atomic64_set(&unload_remote_refused[i], 0);
+	}
 	atomic64_set(&unload_direct_submissions, 0);
 	atomic64_set(&unload_pairs_resolved, 0);
 	atomic64_set(&unload_mr_probes, 0);
@@ -364,6 +378,7 @@ static struct attribute *unload_reported_attrs[] = {
 	&unload_stat_why_not_cost.kattr.attr,
 	&unload_stat_why_not_local_peer.kattr.attr,
 	&unload_stat_why_not_no_channel.kattr.attr,
+	&unload_stat_why_not_no_key.kattr.attr,
 	NULL,
 };
 
@@ -373,25 +388,14 @@ static const struct attribute_group unload_reported_group = {
 };
 
 /* The module's own counts: nothing a session writes reaches them. */
+#define UNLOAD_DENY_FILES(_name, _reason)		\
+	&unload_stat_direct_denied_##_name.kattr.attr,	\
+	&unload_stat_remote_refused_##_name.kattr.attr,
+
 static struct attribute *unload_stat_attrs[] = {
 	&unload_stat_writes_direct.kattr.attr,
 	&unload_stat_bytes_direct.kattr.attr,
-	&unload_stat_direct_denied_disabled.kattr.attr,
-	&unload_stat_direct_denied_invalid.kattr.attr,
-	&unload_stat_direct_denied_qp_unregistered.kattr.attr,
-	&unload_stat_direct_denied_qp_not_owned.kattr.attr,
-	&unload_stat_direct_denied_qp_state.kattr.attr,
-	&unload_stat_direct_denied_peer_unknown.kattr.attr,
-	&unload_stat_direct_denied_peer_unpaired.kattr.attr,
-	&unload_stat_direct_denied_rkey.kattr.attr,
-	&unload_stat_direct_denied_pd.kattr.attr,
-	&unload_stat_direct_denied_access.kattr.attr,
-	&unload_stat_direct_denied_bounds.kattr.attr,
-	&unload_stat_direct_denied_length.kattr.attr,
-	&unload_stat_direct_denied_fault.kattr.attr,
-	&unload_stat_direct_denied_lkey.kattr.attr,
-	&unload_stat_direct_denied_source.kattr.attr,
-	&unload_stat_direct_denied_poisoned.kattr.attr,
+	UNLOAD_DENY_REASONS(UNLOAD_DENY_FILES)
 	&unload_stat_direct_submissions.attr,
 	&unload_stat_pairs_resolved.attr,
 	&unload_stat_mr_probes.attr,
@@ -436,6 +440,63 @@ UNLOAD_CHAN_STAT(errors, UNLOAD_CHAN_STAT_ERRORS);
 UNLOAD_CHAN_STAT(bad_messages, UNLOAD_CHAN_STAT_BAD_MSGS);
 UNLOAD_CHAN_STAT(goodbyes, UNLOAD_CHAN_STAT_GOODBYES);
 UNLOAD_CHAN_STAT(expired, UNLOAD_CHAN_STAT_EXPIRED);
+UNLOAD_CHAN_STAT(auth_refused, UNLOAD_CHAN_STAT_AUTH_REFUSED);
+UNLOAD_CHAN_STAT(no_key, UNLOAD_CHAN_STAT_NO_KEY);
+UNLOAD_CHAN_STAT(replaced, UNLOAD_CHAN_STAT_REPLACED);
+
+/*
+ * channel/key: the cluster's key, hex (16 to 64 bytes), or "none" to remove it. Write-only
+ * (0200) and never shown back; the listener opens or closes to match.
+ */
+static ssize_t chan_key_store(struct kobject *kobj, struct kobj_attribute *attr,
+			      const char *buf, size_t count)
+{
+	int ret = unload_chan_auth_set_key(buf, count);
+
+	if (ret)
+		return ret;
+	ret = unload_channel_listen_update();
+	return ret ?: count;
+}
+
+static ssize_t chan_key_installed_show(struct kobject *kobj, struct kobj_attribute *attr,
+				       char *buf)
+{
+	return sysfs_emit(buf, "%d\n", unload_chan_auth_key_installed());
+}
+
+static const char *const unload_chan_auth_names[] = { "none", "key" };
+
+/* channel/auth: "key" (a peer proves the key; the default) or "none" (a closed fabric). */
+static ssize_t chan_auth_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%s\n", unload_chan_auth_names[unload_chan_auth_required()]);
+}
+
+static ssize_t chan_auth_store(struct kobject *kobj, struct kobj_attribute *attr,
+			       const char *buf, size_t count)
+{
+	int v = sysfs_match_string(unload_chan_auth_names, buf);
+	int ret;
+
+	if (v < 0)
+		return -EINVAL;
+	unload_chan_auth_set_required(v);
+	ret = unload_channel_listen_update();
+	return ret ?: count;
+}
+
+static ssize_t chan_listening_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", unload_channel_listening());
+}
+
+static struct kobj_attribute unload_chan_key = __ATTR(key, 0200, NULL, chan_key_store);
+static struct kobj_attribute unload_chan_key_installed =
+	__ATTR(key_installed, 0444, chan_key_installed_show, NULL);
+static struct kobj_attribute unload_chan_auth = __ATTR(auth, 0644, chan_auth_show, chan_auth_store);
+static struct kobj_attribute unload_chan_listening =
+	__ATTR(listening, 0444, chan_listening_show, NULL);
 
 static ssize_t chan_open_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
 {
@@ -455,6 +516,13 @@ static struct attribute *unload_chan_attrs[] = {
 	&unload_chan_stat_bad_messages.kattr.attr,
 	&unload_chan_stat_goodbyes.kattr.attr,
 	&unload_chan_stat_expired.kattr.attr,
+	&unload_chan_stat_auth_refused.kattr.attr,
+	&unload_chan_stat_no_key.kattr.attr,
+	&unload_chan_stat_replaced.kattr.attr,
+	&unload_chan_key.attr,
+	&unload_chan_key_installed.attr,
+	&unload_chan_auth.attr,
+	&unload_chan_listening.attr,
 	NULL,
 };
 
@@ -470,7 +538,7 @@ int unload_sysfs_init(void)
 
 	BUILD_BUG_ON(sizeof(struct unload_control) > PAGE_SIZE);
 	BUILD_BUG_ON(sizeof(struct unload_counters) > PAGE_SIZE);
-	BUILD_BUG_ON(UNLOAD_WHY_COUNT != 26);	/* one why_not_* file each, above */
+	BUILD_BUG_ON(UNLOAD_WHY_COUNT != 27);	/* one why_not_* file each, above */
 	BUILD_BUG_ON(UNLOAD_PATH_COUNT != 5);	/* writes_ and bytes_ of each, above */
 	unload_ctl = (struct unload_control *)get_zeroed_page(GFP_KERNEL);
 	if (!unload_ctl)

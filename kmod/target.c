@@ -3,14 +3,23 @@
  * The target half of a remote write (docs/design.md, section 4, "The remote path"): a
  * write that arrived from another host's module over the channel, checked here as the
  * responder RNIC would check its packets, then copied into the target region's pinned
- * pages. Every field of the request is the network's: none is trusted, and a refusal
- * places nothing and changes nothing here (the sender's NIC then carries the write and
- * meets the responder's own verdict).
+ * pages. Every field of the request is the network's: none is trusted (the channel only
+ * proved that the peer is a module holding the key), and a refusal places nothing (the
+ * sender's NIC then carries the write and meets the responder's own verdict: a violation
+ * NAKed there moves both QPs to ERR, which every later write's checks here see). Its
+ * reason is counted here and never sent: a NIC's NAK does not say which check failed.
  */
 #include "unload_kmod.h"
 
 atomic64_t unload_remote_placed_writes;
 atomic64_t unload_remote_placed_bytes;
+atomic64_t unload_remote_refused[UNLOAD_DENY_COUNT];	/* stats/remote_refused_* */
+
+void unload_target_count_refusal(u32 deny)
+{
+	if (deny && deny < UNLOAD_DENY_COUNT)
+		atomic64_inc(&unload_remote_refused[deny]);
+}
 
 /*
  * The responder QP dst_qpn of dev, registered here by a live session whose process owns

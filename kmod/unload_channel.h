@@ -3,8 +3,9 @@
  * The channel between the unload modules of two hosts (docs/design.md, "The channel"):
  * one RC connection per (local device and port, peer GID). channel.c connects, accepts
  * and tears down; channel_rx.c receives (the ring, checks, reassembly, the responder);
- * channel_io.c sends and keeps the state; probe.c is the first user. Calls go probe.c ->
- * channel.c -> channel_rx.c -> channel_io.c, never back up.
+ * channel_io.c sends and keeps the state; channel_auth.c holds the key and makes and
+ * checks the proofs; probe.c is the first user. Calls go probe.c -> channel.c ->
+ * channel_rx.c -> channel_io.c -> channel_auth.c, never back up.
  */
 #ifndef UNLOAD_CHANNEL_KMOD_H
 #define UNLOAD_CHANNEL_KMOD_H
@@ -35,6 +36,8 @@
  * the channel (a peer that stopped answering must never hang a caller). */
 #define UNLOAD_CHAN_CONNECT_MS	5000
 #define UNLOAD_CHAN_WAIT_MS	15000
+/* How long a peer that connected to us has to prove the key before it is let go. */
+#define UNLOAD_CHAN_AUTH_MS	UNLOAD_CHAN_CONNECT_MS
 /* The least a remote write waits for its ack, whatever its QP's timeout (remote.c). */
 #define UNLOAD_REMOTE_ACK_MIN_MS	1000
 /*
@@ -82,6 +85,16 @@ struct unload_chan_rx {
 	struct unload_chan_req *req;	/* an ack's request, referenced */
 };
 
+/* What both proofs of one connection cover (channel_auth.c). */
+struct unload_chan_auth_ctx {
+	u8 init_nonce[UNLOAD_CHAN_NONCE_LEN];
+	u8 resp_nonce[UNLOAD_CHAN_NONCE_LEN];
+	u8 init_gid[16];
+	u8 resp_gid[16];
+	__be16 init_port;
+	__be16 resp_port;
+};
+
 struct unload_chan {
 	struct list_head node;		/* in unload_chans, under unload_chans_lock */
 	struct kref ref;		/* the list's, each caller's, each responder job's,
@@ -93,6 +106,10 @@ struct unload_chan {
 	u8 local_gid[16];		/* the address the connection uses here: set before it
 					 * is up, read by the target's checks after */
 	bool passive;			/* accepted from the peer */
+	/* Both nonces, GIDs and ports: set before the connection can carry a message, read
+	 * by the one proof each side checks (the accept's, or the AUTH message's). */
+	struct unload_chan_auth_ctx auth;
+	struct delayed_work auth_timeout;	/* passive: let go if not proven in time */
 
 	struct rdma_cm_id *cm_id;
 	struct ib_device *dev;		/* set with the resources below */
@@ -146,10 +163,28 @@ enum unload_chan_stat {
 	UNLOAD_CHAN_STAT_EXPIRED,	/* requests unanswered while the peer sent no ack
 					 * for their QP's ACK timeout and retries (the
 					 * channel went with them) */
+	UNLOAD_CHAN_STAT_AUTH_REFUSED,	/* connections let go for their proof: wrong,
+					 * missing, late, or another message before it */
+	UNLOAD_CHAN_STAT_NO_KEY,	/* connections not made or refused for want of a
+					 * key here (channel/auth = key) */
+	UNLOAD_CHAN_STAT_REPLACED,	/* channels to a peer that has another, proven one:
+					 * one of the two let go (channel.c says which) */
 	UNLOAD_CHAN_STAT_COUNT,
 };
 extern atomic64_t unload_chan_stats[UNLOAD_CHAN_STAT_COUNT];
 extern atomic_t unload_chans_open;	/* channels in the list: connecting, up or going */
+
+/* channel_auth.c: the key and the proofs. */
+bool unload_chan_auth_required(void);
+bool unload_chan_auth_key_installed(void);
+bool unload_chan_auth_open(void);
+void unload_chan_auth_set_required(bool required);
+int unload_chan_auth_set_key(const char *buf, size_t count);
+void unload_chan_auth_nonce(u8 *nonce);
+int unload_chan_auth_prove(bool responder, const struct unload_chan_auth_ctx *c, u8 *proof);
+int unload_chan_auth_check(bool responder, const struct unload_chan_auth_ctx *c,
+			   const u8 *proof);
+void unload_chan_auth_exit(void);
 
 /* channel_io.c: the send side, and the channel's state. */
 int unload_chan_io_init(u64 *channels_up);
@@ -159,9 +194,10 @@ void unload_chan_count(enum unload_chan_stat s, u64 n);
 void unload_chan_put(struct unload_chan *chan);
 void unload_chan_req_put(struct unload_chan_req *req);
 void unload_chan_fail(struct unload_chan *chan, int err);
-void unload_chan_give_up(struct unload_chan *chan, int err);	/* only if still connecting */
+bool unload_chan_give_up(struct unload_chan *chan, int err);	/* only if still connecting */
 int unload_chan_state(struct unload_chan *chan, int *err);
 void unload_chan_mark_up(struct unload_chan *chan);
+int unload_chan_send_auth(struct unload_chan *chan, const u8 *proof);	/* under tx_mutex */
 void unload_chan_send_done(struct ib_cq *cq, struct ib_wc *wc);
 void unload_chan_return_credits(struct unload_chan *chan);
 void unload_chan_stop_serving(struct unload_chan *chan);	/* channel_rx.c */
@@ -189,5 +225,7 @@ void unload_channel_exit(void);
 void unload_channel_device_removed(struct ib_device *dev);
 struct unload_chan *unload_chan_get(const char *devname, u32 port, const u8 *peer_gid);
 struct unload_chan *unload_chan_get_up(const char *devname, u32 port, const u8 *peer_gid);
+int unload_channel_listen_update(void);	/* after the key or channel/auth changed */
+bool unload_channel_listening(void);
 
 #endif /* UNLOAD_CHANNEL_KMOD_H */

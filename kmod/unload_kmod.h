@@ -275,6 +275,8 @@ struct unload_target_write {
 	const u8 *data;			/* length bytes */
 };
 u32 unload_target_place(const struct unload_target_write *w);
+void unload_target_count_refusal(u32 deny);
+extern atomic64_t unload_remote_refused[UNLOAD_DENY_COUNT];	/* at the target, per reason */
 extern atomic64_t unload_remote_placed_writes;	/* remote writes placed here */
 extern atomic64_t unload_remote_placed_bytes;
 

@@ -197,8 +197,10 @@ enum unload_why {
 	/* The remote path (taken only when UNLOAD_PATH=remote forces it): */
 	UNLOAD_WHY_LOCAL_PEER = 24,	/* the peer is on this host: direct's job */
 	UNLOAD_WHY_NO_CHANNEL = 25,	/* no channel to the peer host's module (it has
-					 * none, or it does not answer) */
-	UNLOAD_WHY_COUNT = 26,
+					 * none, it does not answer, or it refused our key) */
+	UNLOAD_WHY_NO_KEY = 26,		/* this host's module has no channel key (channel/key)
+					 * and channel/auth is "key": the channel is closed */
+	UNLOAD_WHY_COUNT = 27,
 };
 
 /*
@@ -218,7 +220,7 @@ struct unload_counters {
 	__u64 fences;				/* fences waited before a direct write */
 	__u64 why_not[UNLOAD_WHY_COUNT];	/* writes off their preferred path, per
 						 * enum unload_why (userspace adds) */
-	__u64 reserved[3];			/* zero; the page is 4 KiB anyway */
+	__u64 reserved[2];			/* zero; the page is 4 KiB anyway */
 };
 
 /* --- ioctls ------------------------------------------------------------------ */
@@ -415,7 +417,10 @@ enum unload_deny {
 					 * the sender QP's */
 	UNLOAD_DENY_SOURCE = 15,	/* a source lkey not registered here (the NIC judges) */
 	UNLOAD_DENY_POISONED = 16,	/* the pair failed a check before */
-	UNLOAD_DENY_COUNT = 17,
+	UNLOAD_DENY_PEER_REFUSED = 17,	/* (remote, the sender's) the target host's module
+					 * refused it: its reason is counted there, in
+					 * stats/remote_refused_<name>, and never sent */
+	UNLOAD_DENY_COUNT = 18,
 };
 
 /*
@@ -727,7 +732,9 @@ enum unload_channel_state {
  * refused), -EHOSTUNREACH (no route, or no answer to the connect), -ETIMEDOUT (a connect
  * or an answer that did not come in time: seconds, never a hang), -ECONNRESET (the peer
  * went away), -ENETUNREACH (the route to the peer leaves by another device or port than
- * ibdev/port), -EAFNOSUPPORT (peer_gid is not an IPv4-mapped GID), -EBADMSG (bytes came
+ * ibdev/port), -ENOKEY (this module has no channel key and channel/auth is "key"),
+ * -EKEYREJECTED (the peer did not prove the key, or refused ours: a wrong key),
+ * -EAFNOSUPPORT (peer_gid is not an IPv4-mapped GID), -EBADMSG (bytes came
  * back wrong), -EINVAL (length over UNLOAD_PROBE_MAX_LEN, an unknown flag, reserved
  * fields not zero, ibdev not NUL-terminated). Any user of /dev/unload may probe
  * (docs/security.md). With UNLOAD_PROBE_EXISTING it only asks a channel that is up

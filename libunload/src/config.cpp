@@ -238,7 +238,7 @@ const char* why_name(Why w) {
       "not_rc",    "program_inline", "path_off", "no_module",  "remote_peer", "unregistered", "unpaired",
       "poisoned",  "qp_error",       "cq",       "queue",      "fence",       "size",         "region",
       "no_room",   "refused",        "policy",   "with_imm",   "nic_memory",  "window",       "cold",
-      "exploring", "budget",         "cost",     "local_peer", "no_channel"};
+      "exploring", "budget",         "cost",     "local_peer", "no_channel",   "no_key"};
   const unsigned i = static_cast<unsigned>(w);
   return i < UNLOAD_WHY_COUNT ? names[i] : "none";
 }

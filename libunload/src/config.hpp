@@ -72,6 +72,7 @@ enum class Why : uint8_t {
   cost = UNLOAD_WHY_COST,
   local_peer = UNLOAD_WHY_LOCAL_PEER,
   no_channel = UNLOAD_WHY_NO_CHANNEL,
+  no_key = UNLOAD_WHY_NO_KEY,
   none = UNLOAD_WHY_COUNT,
 };
 const char* why_name(Why w);

@@ -100,8 +100,9 @@ struct PeerLink {
   bool local = false;       // destination GID is one of this host's
   // The remote path: the AV's port and destination GID (the module's channel goes there),
   // and what a probe of the channel said (0 not asked since the last registration, 1 up,
-  // 2 none: the peer host runs no module or does not answer), with the module's count of
-  // channels come up when it was asked (kmod_channels_up): a "none" is stale once it moved.
+  // 2 none: the peer host runs no module or does not answer, 3 this host's module has no
+  // channel key), with the module's count of channels come up when it was asked
+  // (kmod_channels_up): a "none" or "no key" is stale once it moved.
   uint8_t port = 0;
   uint8_t channel = 0;
   uint64_t channels_seen = 0;

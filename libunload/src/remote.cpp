@@ -39,12 +39,14 @@ Why remote_blocker(QpRec* q, const Tunables& t) {
   // during it is asked about next time). Unforced, only a channel already up counts
   // (opened by `unloadctl probe`, a forced run, or the peer): the probe then puts nothing
   // on the wire, so a peer without unload sees no change.
-  if (p.channel == 2 && kmod_channels_up() != p.channels_seen) p.channel = 0;
+  // This host's module without a key (channel/key) refuses at once: the channel is closed.
+  if (p.channel >= 2 && kmod_channels_up() != p.channels_seen) p.channel = 0;
   if (p.channel == 0) {
     p.channels_seen = kmod_channels_up();
-    p.channel = kmod_probe_channel(q->qp->context, p.port, p.dgid, !is_forced) == 0 ? 1 : 2;
+    const int rc = kmod_probe_channel(q->qp->context, p.port, p.dgid, !is_forced);
+    p.channel = rc == 0 ? 1 : rc == -ENOKEY ? 3 : 2;
   }
-  return p.channel == 1 ? Why::none : Why::no_channel;
+  return p.channel == 1 ? Why::none : p.channel == 3 ? Why::no_key : Why::no_channel;
 }
 
 // The module may have placed it (-ECOMM), so it is never sent again: the QP is moved to ERR

@@ -10,6 +10,8 @@
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <signal.h>
+#include <grp.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "channel_forge.hpp"
 #include "kmod_util.hpp"
 
 using namespace kt;
@@ -147,147 +150,151 @@ void concurrent(int fd, const char* peer) {
          kThreads * kEach * kLen / s / 1e6, first_bad.load());
 }
 
-// A peer that is not a module: a userspace rdma_cm client on the channel's port, speaking
-// the wire format (kmod/channel_wire.h, restated here as the documentation gives it).
-struct WireHello {
-  uint16_t magic;
-  uint8_t version, reserved0;
-  uint16_t ring, buf_size;
-  uint32_t reserved[2];
-};
-struct WireHdr {
-  uint16_t magic;
-  uint8_t version, type;
-  uint16_t credits, reserved0;
-  uint64_t id;
-  uint32_t total, off, seg;
-  int32_t status;
-  uint64_t reserved1;
-};
-static_assert(sizeof(WireHello) == 16 && sizeof(WireHdr) == 40, "the documented wire layout");
-constexpr uint16_t kMagic = 0x4c55;
-constexpr uint8_t kVersion = 2;
-enum : uint8_t { kCredit = 1, kEcho = 2, kAck = 3, kBye = 5 };
-
-WireHello good_hello() {
-  return WireHello{kMagic, kVersion, 0, 32, 4096, {0, 0}};
-}
-WireHdr hdr(uint8_t type, uint64_t id, uint32_t total, uint32_t off, uint32_t seg) {
-  return WireHdr{kMagic, kVersion, type, 0, 0, id, total, off, seg, 0, 0};
-}
-
-struct Forged {
-  rdma_event_channel* ec = nullptr;
-  rdma_cm_id* id = nullptr;
-  ibv_mr* mr = nullptr;
-  alignas(64) uint8_t buf[2][4096];
-};
-
-// The next event within ms, acked; -1 if none came.
-int next_event(Forged* f, int ms, int* status = nullptr) {
-  pollfd p{f->ec->fd, POLLIN, 0};
-  if (poll(&p, 1, ms) != 1) return -1;
-  rdma_cm_event* ev;
-  if (rdma_get_cm_event(f->ec, &ev)) return -1;
-  int type = ev->event;
-  if (status) *status = ev->status;
-  rdma_ack_cm_event(ev);
-  return type;
-}
-
-// Connected to the peer module's channel port: the event that ended the attempt.
-int forge_open(Forged* f, const char* peer, const WireHello& hello) {
-  f->ec = rdma_create_event_channel();
-  if (!f->ec || rdma_create_id(f->ec, &f->id, nullptr, RDMA_PS_TCP)) die("rdma_create_id");
-  sockaddr_in dst{};
-  dst.sin_family = AF_INET;
-  dst.sin_port = htons(UNLOAD_CHANNEL_PORT);
-  inet_pton(AF_INET, peer, &dst.sin_addr);
-  if (rdma_resolve_addr(f->id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) ||
-      next_event(f, 5000) != RDMA_CM_EVENT_ADDR_RESOLVED)
-    die("rdma_resolve_addr", -EHOSTUNREACH);
-  if (rdma_resolve_route(f->id, 2000) || next_event(f, 5000) != RDMA_CM_EVENT_ROUTE_RESOLVED)
-    die("rdma_resolve_route", -EHOSTUNREACH);
-  ibv_qp_init_attr qa{};
-  qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
-  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-  qa.qp_type = IBV_QPT_RC;
-  qa.sq_sig_all = 1;
-  if (rdma_create_qp(f->id, nullptr, &qa)) die("rdma_create_qp");
-  f->mr = ibv_reg_mr(f->id->pd, f->buf, sizeof f->buf, IBV_ACCESS_LOCAL_WRITE);
-  if (!f->mr) die("ibv_reg_mr");
-  ibv_sge sge{reinterpret_cast<uintptr_t>(f->buf[1]), 4096, f->mr->lkey};
-  ibv_recv_wr rwr{}, *bad;
-  rwr.sg_list = &sge;
-  rwr.num_sge = 1;
-  if (ibv_post_recv(f->id->qp, &rwr, &bad)) die("ibv_post_recv");
-  rdma_conn_param cp{};
-  cp.private_data = &hello;
-  cp.private_data_len = sizeof hello;
-  cp.retry_count = 7;
-  cp.rnr_retry_count = 7;
-  if (rdma_connect(f->id, &cp)) die("rdma_connect");
-  return next_event(f, 5000);
-}
-
-void forge_close(Forged* f) {
-  rdma_disconnect(f->id);
-  if (f->id->qp) rdma_destroy_qp(f->id);
-  if (f->mr) ibv_dereg_mr(f->mr);
-  while (next_event(f, 0) >= 0) {
-  }
-  rdma_destroy_id(f->id);
-  rdma_destroy_event_channel(f->ec);
-}
-
-// One message of header h and `len` bytes on the wire (len may disagree with h.seg).
-bool forge_send(Forged* f, const WireHdr& h, const void* payload, uint32_t len) {
-  memcpy(f->buf[0], &h, sizeof h);
-  if (len > sizeof h) memcpy(f->buf[0] + sizeof h, payload, len - sizeof h);
-  ibv_sge sge{reinterpret_cast<uintptr_t>(f->buf[0]), len, f->mr->lkey};
-  ibv_send_wr wr{}, *bad;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  if (ibv_post_send(f->id->qp, &wr, &bad)) return false;
-  ibv_wc wc;
-  for (int i = 0; i < 5000; i++) {
-    int n = ibv_poll_cq(f->id->send_cq, 1, &wc);
-    if (n) return n == 1 && wc.status == IBV_WC_SUCCESS;
-    usleep(1000);
-  }
-  return false;
-}
-
 constexpr int kForgedBad = 8;
+constexpr int kUnprovenMax = 4;  // kmod/channel.c's UNLOAD_CHAN_UNPROVEN_MAX
 
-void forge(const char* peer) {
+// A peer without the key, as an unprivileged user (uid 65534): whatever it sends is refused
+// unread and its connection let go; only UNLOAD_CHAN_UNPROVEN_MAX such connections are held
+// at once. B counts the refusals and checks that nothing was placed (host_b).
+void forge_unproven(const char* peer) {
+  if (setgroups(0, nullptr) || setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
+    die("dropping to uid 65534");
+  WireHello old = good_hello();
+  old.version = 2;
+  Forged v2;
+  int ev = forge_open(&v2, peer, old, 16);  // the hello of version 2: no nonce
+  expect(ev == RDMA_CM_EVENT_REJECTED, "unproven.hello_v2_rejected", "event %d", ev);
+  forge_close(&v2);
+
+  // Each request a peer could send first: none answered, each connection closed by B.
+  uint8_t payload[64] = {};
+  WireHdr w = hdr(kWrite, 1, 24 + 16, 0, 24 + 16);
+  const uint32_t write_head[6] = {0x11, 0x12, 0x1000, 16, 0, 0};  // src, dst, rkey, len, addr
+  memcpy(payload, write_head, sizeof write_head);
+  uint8_t wrong[32];
+  if (getrandom(wrong, sizeof wrong, 0) != sizeof wrong) die("getrandom");
+  struct Case {
+    const char* name;
+    WireHdr h;
+    const void* body;
+    uint32_t len;
+  } cases[] = {
+      {"unproven.echo_refused", hdr(kEcho, 7, 5, 0, 5), "hello", sizeof(WireHdr) + 5},
+      {"unproven.write_refused", w, payload, sizeof(WireHdr) + 24 + 16},
+      {"unproven.wrong_proof_refused", hdr(kAuth, 0, 32, 0, 32), wrong, sizeof(WireHdr) + 32},
+  };
+  for (const Case& c : cases) {
+    Forged x;
+    ev = forge_open(&x, peer, good_hello());
+    const bool proved = ev == RDMA_CM_EVENT_ESTABLISHED && x.reply_len == sizeof(WireHelloReply);
+    const bool sent = proved && forge_send(&x, c.h, c.body, c.len);
+    const int answer = sent ? forge_recv(&x, 2000) : -1;
+    const int down = sent ? next_event(&x, 10000) : -1;
+    expect(proved && answer < 0 && (down == RDMA_CM_EVENT_DISCONNECTED || down == RDMA_CM_EVENT_REJECTED),
+           c.name, "connect event %d (accept's proof %u bytes), sent %d, answer %d bytes, then event %d", ev,
+           x.reply_len, sent, answer, down);
+    forge_close(&x);
+  }
+
+  // Silence: let go once the proof's time (5 s) is out.
+  Forged q;
+  ev = forge_open(&q, peer, good_hello());
+  const double t0 = now_s();
+  const int down = ev == RDMA_CM_EVENT_ESTABLISHED ? next_event(&q, 20000) : -1;
+  expect(down == RDMA_CM_EVENT_DISCONNECTED, "unproven.silent_let_go", "connect event %d, then event %d after %.1f s",
+         ev, down, now_s() - t0);
+  forge_close(&q);
+
+  // A flood of connects: at most kUnprovenMax held unproven at once (one let go by its
+  // deadline frees its room), the rest rejected at once.
+  constexpr int kFlood = 12;
+  Forged flood[kFlood];
+  bool up[kFlood] = {};
+  int held = 0, most = 0, rejected = 0, other = 0;
+  for (int i = 0; i < kFlood; i++) {
+    for (int j = 0; j < i; j++)
+      if (up[j] && next_event(&flood[j], 0) == RDMA_CM_EVENT_DISCONNECTED) up[j] = false, held--;
+    ev = forge_open(&flood[i], peer, good_hello());
+    up[i] = ev == RDMA_CM_EVENT_ESTABLISHED;
+    held += up[i];
+    most = std::max(most, held);
+    rejected += ev == RDMA_CM_EVENT_REJECTED;
+    other += !up[i] && ev != RDMA_CM_EVENT_REJECTED;
+  }
+  expect(most <= kUnprovenMax && other == 0, "unproven.flood_bounded",
+         "%d connects: at most %d held unproven at once (the bound %d), %d rejected, %d otherwise", kFlood,
+         most, kUnprovenMax, rejected, other);
+  for (Forged& f : flood) forge_close(&f);
+}
+
+// A peer with the key (root reads the sandbox's): the format's checks, one malformed
+// message each, behind a valid proof.
+void forge_proven(const char* peer) {
+  const std::string key = sandbox_key();
+  if (key.empty()) {
+    skip_check("proven.*", "no channel key in this sandbox (UNLOAD_CHAN_KEY_FILE)");
+    return;
+  }
   // A well-formed echo from a program is answered as the format says.
   Forged f;
   int ev = forge_open(&f, peer, good_hello());
+  expect(ev == RDMA_CM_EVENT_ESTABLISHED && responder_proof_holds(&f, key), "proven.module_proved_the_key",
+         "connect event %d, accept's private data %u bytes", ev, f.reply_len);
+  uint8_t proof[32];
+  initiator_proof(&f, key, proof);
   WireHdr h = hdr(kEcho, 7, 5, 0, 5);
-  bool sent = ev == RDMA_CM_EVENT_ESTABLISHED && forge_send(&f, h, "hello", sizeof h + 5);
-  ibv_wc wc{};
-  int n = 0;
-  for (int i = 0; sent && !n && i < 5000; i++) {
-    n = ibv_poll_cq(f.id->recv_cq, 1, &wc);
-    if (!n) usleep(1000);
-  }
+  const bool sent = ev == RDMA_CM_EVENT_ESTABLISHED && forge_send_auth(&f, proof) &&
+                    forge_send(&f, h, "hello", sizeof h + 5);
+  const int n = sent ? forge_recv(&f, 5000) : -1;
   WireHdr a{};
   memcpy(&a, f.buf[1], sizeof a);
-  expect(n == 1 && wc.status == IBV_WC_SUCCESS && wc.byte_len == sizeof a + 5 && a.type == kAck &&
-             a.id == 7 && a.status == 0 && a.total == 5 && a.seg == 5 &&
-             !memcmp(f.buf[1] + sizeof a, "hello", 5),
-         "forge.echo_answered", "event %d, completion %d, %u bytes, type %u id %llu status %d", ev, n,
-         wc.byte_len, a.type, (unsigned long long)a.id, a.status);
+  expect(n == static_cast<int>(sizeof a + 5) && a.type == kAck && a.id == 7 && a.status == 0 && a.total == 5 &&
+             a.seg == 5 && !memcmp(f.buf[1] + sizeof a, "hello", 5),
+         "proven.echo_answered", "event %d, %d bytes back, type %u id %llu status %d", ev, n, a.type,
+         (unsigned long long)a.id, a.status);
   forge_close(&f);
+
+  // Refused writes, for two reasons: the same answer, which says only "refused" (a NIC's
+  // NAK names no check either); B counts each reason (host_b).
+  Forged r;
+  ev = forge_open(&r, peer, good_hello());
+  initiator_proof(&r, key, proof);
+  bool ok = ev == RDMA_CM_EVENT_ESTABLISHED && forge_send_auth(&r, proof);
+  uint8_t acks[2][sizeof(WireHdr) + 8] = {};
+  int got[2] = {-1, -1};
+  for (int k = 0; k < 2 && ok; k++) {
+    struct {
+      uint32_t src_qpn, dst_qpn, rkey, length;
+      uint64_t remote_addr, reserved;
+      uint8_t data[16];
+    } w{0x11, k ? 0x12u : 0xfffff0u, 0x1000, k ? 17u : 16u, 0, 0, {}};  // unknown QP; length wrong
+    static_assert(sizeof w == 48, "the documented write");
+    ibv_recv_wr rwr{}, *bad;
+    ibv_sge sge{reinterpret_cast<uintptr_t>(r.buf[1]), 4096, r.mr->lkey};
+    rwr.sg_list = &sge;
+    rwr.num_sge = 1;
+    ok = (k == 0 || !ibv_post_recv(r.id->qp, &rwr, &bad)) &&
+         forge_send(&r, hdr(kWrite, 40 + k, sizeof w, 0, sizeof w), &w, sizeof(WireHdr) + sizeof w);
+    got[k] = ok ? forge_recv(&r, 5000) : -1;
+    memcpy(acks[k], r.buf[1], sizeof acks[k]);
+  }
+  WireHdr a0{}, a1{};
+  memcpy(&a0, acks[0], sizeof a0);
+  memcpy(&a1, acks[1], sizeof a1);
+  uint32_t v0[2], v1[2];
+  memcpy(v0, acks[0] + sizeof a0, 8);
+  memcpy(v1, acks[1] + sizeof a1, 8);
+  expect(got[0] == 48 && got[1] == 48 && a0.type == kAck && a0.id == 40 && a1.id == 41 && a0.status == 0 &&
+             a1.status == 0 && v0[0] == 1 && v0[1] == 0 && v1[0] == 1 && v1[1] == 0,
+         "proven.refusals_alike", "acks of %d and %d bytes, ids %llu %llu, verdicts %u/%u and %u/%u", got[0],
+         got[1], (unsigned long long)a0.id, (unsigned long long)a1.id, v0[0], v0[1], v1[0], v1[1]);
+  forge_close(&r);
 
   WireHello bad_hello = good_hello();
   bad_hello.version = 9;
   Forged g;
   ev = forge_open(&g, peer, bad_hello);
-  expect(ev == RDMA_CM_EVENT_REJECTED, "forge.hello_version_rejected", "event %d", ev);
+  expect(ev == RDMA_CM_EVENT_REJECTED, "proven.hello_version_rejected", "event %d", ev);
   forge_close(&g);
 
   // Each malformed message takes its connection down (the module closes it).
@@ -296,14 +303,14 @@ void forge(const char* peer) {
     WireHdr h;
     uint32_t len;
   } cases[kForgedBad] = {
-      {"forge.bad_version", hdr(kEcho, 1, 0, 0, 0), 40},
-      {"forge.reserved_set", hdr(kEcho, 1, 0, 0, 0), 40},
-      {"forge.length_mismatch", hdr(kEcho, 1, 10, 0, 10), 40},
-      {"forge.ack_unknown_id", hdr(kAck, 99, 0, 0, 0), 40},
-      {"forge.segment_out_of_order", hdr(kEcho, 1, 8000, UNLOAD_CHANNEL_SEGMENT, 16), 56},
-      {"forge.credits_past_ring", hdr(kCredit, 0, 0, 0, 0), 40},
-      {"forge.over_max_length", hdr(kEcho, 1, UNLOAD_PROBE_MAX_LEN + 1, 0, 16), 56},
-      {"forge.bye_with_id", hdr(kBye, 7, 0, 0, 0), 40},  // a goodbye carries no id
+      {"proven.bad_version", hdr(kEcho, 1, 0, 0, 0), 40},
+      {"proven.reserved_set", hdr(kEcho, 1, 0, 0, 0), 40},
+      {"proven.length_mismatch", hdr(kEcho, 1, 10, 0, 10), 40},
+      {"proven.ack_unknown_id", hdr(kAck, 99, 0, 0, 0), 40},
+      {"proven.segment_out_of_order", hdr(kEcho, 1, 8000, UNLOAD_CHANNEL_SEGMENT, 16), 56},
+      {"proven.credits_past_ring", hdr(kCredit, 0, 0, 0, 0), 40},
+      {"proven.over_max_length", hdr(kEcho, 1, UNLOAD_PROBE_MAX_LEN + 1, 0, 16), 56},
+      {"proven.bye_with_id", hdr(kBye, 7, 0, 0, 0), 40},  // a goodbye carries no id
   };
   cases[0].h.version = kVersion + 1;
   cases[1].h.reserved1 = 1;
@@ -312,14 +319,30 @@ void forge(const char* peer) {
   for (auto& c : cases) {
     Forged x;
     ev = forge_open(&x, peer, good_hello());
-    sent = ev == RDMA_CM_EVENT_ESTABLISHED && forge_send(&x, c.h, zeros, c.len);
+    initiator_proof(&x, key, proof);
+    const bool out = ev == RDMA_CM_EVENT_ESTABLISHED && forge_send_auth(&x, proof) && forge_send(&x, c.h, zeros, c.len);
     const double t0 = now_s();
-    int down = sent ? next_event(&x, 10000) : -1;
+    const int down = out ? next_event(&x, 10000) : -1;
     // A message that reaches the module before its side of the connect completes is
     // refused the same way, but the close is then a reject.
     expect(down == RDMA_CM_EVENT_DISCONNECTED || down == RDMA_CM_EVENT_REJECTED, c.name,
-           "connect event %d, sent %d, then event %d after %.2f s", ev, sent, down, now_s() - t0);
+           "connect event %d, sent %d, then event %d after %.2f s", ev, out, down, now_s() - t0);
     forge_close(&x);
+  }
+}
+
+// Both forgers, each in a child of its own (the unproven one drops its privileges for good).
+void forge(const char* peer) {
+  for (void (*f)(const char*) : {forge_unproven, forge_proven}) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      f(peer);
+      _exit(failures() ? 1 : 0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, f == forge_unproven ? "unproven.all" : "proven.all",
+           "the forging child's status %d", st);
   }
 }
 
@@ -408,8 +431,21 @@ int host_a(const char* peer) {
   expect(r == -ECONNREFUSED && s < 10 && p.state == UNLOAD_CHANNEL_NONE, "no_module.refused",
          "rc %d (%s) in %.2f s", r, strerror(-r), s);
 
-  // B loads it again: a new channel, and echoes verified on it.
+  // B loads it again, with no key first: its listener is closed, as if it had no module.
   signal_peer("B.insmod");
+  await("B.nokey");
+  r = probe(fd, peer, 4096, &p);
+  expect(r == -ECONNREFUSED && p.state == UNLOAD_CHANNEL_NONE, "a.peer_without_key_refused", "rc %d (%s)", r,
+         strerror(-r));
+  signal_peer("A.nokey_seen");
+  // Then with another key than ours: its proof fails here, and we say nothing more.
+  await("B.wrongkey");
+  const long long refused = chan_stat("auth_refused");
+  r = probe(fd, peer, 4096, &p);
+  expect(r == -EKEYREJECTED && chan_stat("auth_refused") == refused + 1, "a.peer_wrong_key_refused",
+         "rc %d (%s), auth_refused %lld (was %lld)", r, strerror(-r), chan_stat("auth_refused"), refused);
+  signal_peer("A.wrongkey_seen");
+  // Then with the key: a new channel, and echoes verified on it.
   await("B.back");
   r = probe(fd, peer, 100000, &p);
   expect(r == 0 && p.channel_id != chan, "reload.probe", "rc %d, channel %llu (was %llu), rtt %.1f us", r,
@@ -427,7 +463,21 @@ int host_a(const char* peer) {
   finish();
 }
 
+// 32 random bytes in hex: a key no other host has.
+std::string random_key() {
+  uint8_t k[32];
+  if (getrandom(k, sizeof k, 0) != sizeof k) die("getrandom");
+  std::string hex;
+  char two[3];
+  for (uint8_t b : k) {
+    snprintf(two, sizeof two, "%02x", b);
+    hex += two;
+  }
+  return hex;
+}
+
 int host_b(const char* peer, const char* ko) {
+  const long long placed = stat("remote_placed_writes");
   signal_peer("B.ready");
   await("A.done");
   int fd = unload_open();
@@ -452,6 +502,15 @@ int host_b(const char* peer, const char* ko) {
   expect(chan_stat("bad_messages") == kForgedBad && chan_stat("errors") >= kForgedBad,
          "b.bad_messages_counted", "bad_messages %lld (A forged %d), errors %lld, open %lld",
          chan_stat("bad_messages"), kForgedBad, chan_stat("errors"), chan_stat("open"));
+  // The peer without the key: its echo, write, wrong proof and silence each refused and
+  // counted, nothing placed, and every connection it held let go.
+  // The proven forger's two refused writes, each reason counted here (never sent).
+  expect(stat("remote_refused_peer_unknown") >= 1 && stat("remote_refused_invalid") >= 1,
+         "b.refusal_reasons_counted", "remote_refused_peer_unknown %lld, remote_refused_invalid %lld",
+         stat("remote_refused_peer_unknown"), stat("remote_refused_invalid"));
+  expect(chan_stat("auth_refused") >= 4 && stat("remote_placed_writes") == placed && chan_stat("open") == 1,
+         "b.unproven_refused_counted", "auth_refused %lld (at least 4), placed %lld (was %lld), open %lld (A's)",
+         chan_stat("auth_refused"), stat("remote_placed_writes"), placed, chan_stat("open"));
   close(fd);
   signal_peer("B.done");
 
@@ -463,6 +522,38 @@ int host_b(const char* peer, const char* ko) {
   await("B.insmod");
   st = system((std::string("insmod ") + ko + " && chmod 0666 /dev/unload").c_str());
   expect(st == 0, "b.insmod_again", "status %d", st);
+  // A module loaded anew has no key: closed, and says so.
+  std::string listening, installed;
+  sysfs_read("channel/listening", &listening);
+  sysfs_read("channel/key_installed", &installed);
+  const long long no_key = chan_stat("no_key");
+  fd = unload_open();
+  unload_channel_probe p{};
+  int r = probe(fd, peer, 16, &p);
+  expect(listening == "0" && installed == "0" && r == -ENOKEY && chan_stat("no_key") == no_key + 1,
+         "b.no_key_closed", "listening %s, key_installed %s, probe rc %d (%s), no_key %lld (was %lld)",
+         listening.c_str(), installed.c_str(), r, strerror(-r), chan_stat("no_key"), no_key);
+  if (build) {
+    const std::string cmd = std::string(build) + "/tools/unloadctl/unloadctl status | grep -q 'closed: no key'";
+    const int ss = system(cmd.c_str());
+    expect(ss == 0, "b.no_key_status_says_why", "`unloadctl status` %s", ss ? "does not say it" : "says it");
+  }
+  signal_peer("B.nokey");
+  await("A.nokey_seen");
+  int w = sysfs_write("channel/key", random_key());
+  sysfs_read("channel/listening", &listening);
+  expect(w == 0 && listening == "1", "b.other_key_listening", "write %d, listening %s", w, listening.c_str());
+  // Bad keys change nothing: too short, not hex.
+  const int w1 = sysfs_write("channel/key", "abcd"), w2 = sysfs_write("channel/key", std::string(64, 'z'));
+  sysfs_read("channel/key_installed", &installed);
+  expect(w1 == EINVAL && w2 == EINVAL && installed == "1", "b.bad_key_refused", "short %d, not hex %d, installed %s",
+         w1, w2, installed.c_str());
+  signal_peer("B.wrongkey");
+  await("A.wrongkey_seen");
+  // The sandbox's key (scripts/sandbox --chan-key), as the reload of a real host would.
+  st = system("[ -n \"$UNLOAD_CHAN_KEY_FILE\" ] && cat \"$UNLOAD_CHAN_KEY_FILE\" >/sys/kernel/unload/channel/key");
+  expect(st == 0, "b.key_again", "status %d", st);
+  close(fd);
   signal_peer("B.back");
   await("A.end");
   // A's device went with the channel up: B's side was closed by the disconnect.

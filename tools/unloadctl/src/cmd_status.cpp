@@ -1,6 +1,8 @@
-// unloadctl status: is the module loaded, which version and ABI, every tunable with its
-// value, range and default. Tunables the module has and this table lacks are shown too.
+// unloadctl status: is the module loaded, which version and ABI, is the channel open (and
+// if not, why), every tunable with its value, range and default. Tunables the module has
+// and this table lacks are shown too.
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "commands.hpp"
@@ -36,6 +38,25 @@ std::vector<std::string> unknown_tunables() {
   return out;
 }
 
+// The channel between hosts' modules: open, or closed and why (docs/security.md).
+struct ChannelState {
+  std::optional<std::string> auth, listening, key;
+  std::string text() const {
+    if (!listening) return "? (a module without channel/listening)";
+    if (*listening == "1")
+      return auth && *auth == "none" ? "open, channel/auth none: every host on the fabric is trusted"
+                                     : "open, a peer proves the key";
+    if (key && *key == "0" && (!auth || *auth == "key"))
+      return "closed: no key installed (write one to channel/key on every host)";
+    return "closed";
+  }
+};
+
+ChannelState channel_state(const std::string& root) {
+  return {read_line(root + "/channel/auth"), read_line(root + "/channel/listening"),
+          read_line(root + "/channel/key_installed")};
+}
+
 }  // namespace
 
 int cmd_status(Options o, const Args& args) {
@@ -63,6 +84,14 @@ int cmd_status(Options o, const Args& args) {
     j.key("sessions");
     const auto nsessions = sessions ? parse_u32(*sessions) : std::nullopt;
     nsessions ? j.num(*nsessions) : j.null();
+    const ChannelState ch = channel_state(root);
+    j.key("channel").begin_object().key("listening");
+    ch.listening ? j.boolean(*ch.listening == "1") : j.null();
+    j.key("auth");
+    ch.auth ? j.str(*ch.auth) : j.null();
+    j.key("key_installed");
+    ch.key ? j.boolean(*ch.key == "1") : j.null();
+    j.key("state").str(ch.text()).end_object();
     j.key("tunables").begin_array();
     for (const Tunable& t : tunables()) {
       const auto v = read_line(root + "/" + std::string(t.name));
@@ -101,7 +130,8 @@ int cmd_status(Options o, const Args& args) {
     std::printf("abi       %u (unloadctl %d)\n", abi, UNLOAD_ABI_VERSION);
   else
     std::printf("abi       ? (cannot open " UNLOAD_DEVICE_PATH ")\n");
-  std::printf("sessions  %s\n\n", sessions ? sessions->c_str() : "?");
+  std::printf("sessions  %s\n", sessions ? sessions->c_str() : "?");
+  std::printf("channel   %s\n\n", channel_state(root).text().c_str());
   std::printf("%-16s %-10s %-34s %s\n", "tunable", "value", "range", "default");
   for (const Tunable& t : tunables()) {
     const auto v = read_line(root + "/" + std::string(t.name));
