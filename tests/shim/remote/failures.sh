@@ -20,6 +20,9 @@
 KO=$(. /run/sandbox/config 2>/dev/null && echo "${KMOD:-}")
 # shellcheck disable=SC1091
 KO_ARGS=$(. /run/sandbox/config 2>/dev/null && echo "${KMOD_ARGS:-}")
+# The channel key again after a reload: a module loaded anew has none (scripts/sandbox
+# --chan-key keeps it, root's alone, in UNLOAD_CHAN_KEY_FILE).
+install_chan_key() { [ -z "${UNLOAD_CHAN_KEY_FILE:-}" ] || cat "$UNLOAD_CHAN_KEY_FILE" >/sys/kernel/unload/channel/key; }
 # The link to the other host: the interface holding this host's address.
 LINK=$(ip -o -4 addr show | awk -v a="${UNLOAD_HOST_ADDR:-}/" 'index($4, a) == 1 { print $2; exit }')
 
@@ -73,7 +76,7 @@ fail_run() {
 	case $act in
 	rmmod)
 		# shellcheck disable=SC2086
-		[ "$gone" = 1 ] && insmod "$KO" $KO_ARGS && chmod 0666 /dev/unload && gone=2
+		[ "$gone" = 1 ] && insmod "$KO" $KO_ARGS && chmod 0666 /dev/unload && install_chan_key && gone=2
 		;;
 	link) ip link set "$LINK" up ;;
 	esac

@@ -14,6 +14,10 @@ for round in 1 2; do
 	if ! rmmod unload; then echo "reload $round: rmmod failed"; rc=3; break; fi
 	sleep 2
 	if ! insmod "${UNLOAD_KMOD:?the sandbox names the module}"; then echo "reload $round: insmod failed"; rc=3; break; fi
+	# A module loaded anew has no channel key: the sandbox's again (scripts/sandbox --chan-key).
+	if [ -n "${UNLOAD_CHAN_KEY_FILE:-}" ] && ! cat "$UNLOAD_CHAN_KEY_FILE" >/sys/kernel/unload/channel/key; then
+		echo "reload $round: the channel key was refused"; rc=3; break
+	fi
 	echo "reload $round: done"
 done
 wait $srv || exit $?
