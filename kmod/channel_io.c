@@ -460,7 +460,7 @@ int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32
 
 	if (len > UNLOAD_CHAN_MSG_MAX)
 		return -EMSGSIZE;
-	req = kzalloc(sizeof(*req), GFP_KERNEL);
+	req = kzalloc(sizeof(*req), GFP_KERNEL_ACCOUNT);	/* the caller's memory cgroup */
 	if (!req)
 		return -ENOMEM;
 	refcount_set(&req->ref, 1);		/* the waiter's */
@@ -468,7 +468,7 @@ int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32
 	req->len = len;
 	req->resp_cap = resp_len;
 	if (resp_len) {
-		req->resp = kvmalloc(resp_len, GFP_KERNEL);
+		req->resp = kvmalloc(resp_len, GFP_KERNEL_ACCOUNT);
 		if (!req->resp) {
 			ret = -ENOMEM;
 			goto out_put;

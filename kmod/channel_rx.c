@@ -384,7 +384,12 @@ static void unload_chan_serve_work(struct work_struct *work)
 
 	/* A write's ack is 8 bytes: its share is its request's length, not the ack's. */
 	if (job->type == UNLOAD_CHAN_WRITE) {
-		u32 deny = unload_chan_write_place(chan, job->buf, job->len);
+		/*
+		 * A channel gone down since (the sender gave up on its acks, or went) has
+		 * told its sender the write failed: it must not land after that.
+		 */
+		u32 deny = unload_chan_state(chan, NULL) != UNLOAD_CHAN_UP ? UNLOAD_DENY_PEER_UNKNOWN :
+			   unload_chan_write_place(chan, job->buf, job->len);
 
 		unload_target_count_refusal(deny);
 		ack.verdict = cpu_to_le32(deny ? UNLOAD_CHAN_REFUSED : UNLOAD_CHAN_PLACED);

@@ -46,7 +46,7 @@ long unload_ioctl_channel_probe(struct unload_session *sess, void __user *arg)
 	p.channel_id = chan->serial;
 	p.passive = chan->passive;
 	if (p.length) {
-		req = kvmalloc(p.length, GFP_KERNEL);
+		req = kvmalloc(p.length, GFP_KERNEL_ACCOUNT);	/* the caller's memory cgroup */
 		if (!req) {
 			ret = -ENOMEM;
 			goto out_put;

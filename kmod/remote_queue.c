@@ -11,6 +11,7 @@
  * rest of the epoch is cancelled unsent (uapi/unload.h), so the submitter can hand the
  * failed write and those behind it to the NIC in order.
  */
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
@@ -66,9 +67,30 @@ static void unload_rq_complete(struct unload_session *sess, struct unload_rq_job
 }
 
 /*
+ * Is the submitter's process going (exit, exec, a fatal signal)? Its queued writes then go
+ * unsent: each would wait on the network (up to its QP's ACK timeout, or a connect's), and
+ * the exit waits for every command, so 1024 of them could hold it for hours. The NIC flushes
+ * a dying process's requests as its QPs are destroyed; here they complete -ECANCELED.
+ */
+static bool unload_rq_owner_going(struct unload_session *sess)
+{
+	struct task_struct *t;
+	bool going = true;
+
+	rcu_read_lock();
+	t = pid_task(sess->owner, PIDTYPE_TGID);
+	if (t)
+		going = (READ_ONCE(t->signal->flags) & SIGNAL_GROUP_EXIT) ||
+			READ_ONCE(t->signal->group_exec_task) || fatal_signal_pending(t);
+	rcu_read_unlock();
+	return going;
+}
+
+/*
  * Sends a QP's writes in order until none is left. A write not placed ends its epoch:
  * the writes of that epoch behind it are cancelled, as the NIC flushes a QP's requests
- * after an error, and a write of a later epoch starts afresh.
+ * after an error, and a write of a later epoch starts afresh. Once the submitter's process
+ * is going, nothing more is sent: the exit waits for at most the write on the wire.
  */
 static void unload_rq_work(struct work_struct *work)
 {
@@ -92,7 +114,10 @@ static void unload_rq_work(struct work_struct *work)
 		spin_unlock(&q->lock);
 
 		result = job->result;
-		if (cancel) {
+		if (!cancel && job->msg.msg && unload_rq_owner_going(q->sess)) {
+			atomic64_inc(&unload_remote_denied);
+			result = -ECANCELED;
+		} else if (cancel) {
 			result = -ECANCELED;
 		} else if (job->msg.msg) {
 			if (unload_remote_deliver(&job->msg, &result))
@@ -181,7 +206,7 @@ int unload_remote_issue(struct unload_session *sess, struct io_uring_cmd *ioucmd
 	struct unload_rq *q;
 	u64 ureq = READ_ONCE(p->req);
 	u32 epoch = READ_ONCE(p->epoch);
-	bool over;
+	bool over, known;
 	u32 deny;
 	int ret;
 
@@ -196,6 +221,19 @@ int unload_remote_issue(struct unload_session *sess, struct io_uring_cmd *ioucmd
 	ret = unload_rq_read(rd, ureq);
 	if (ret)
 		goto out_free_read;
+	/*
+	 * A queue only for a QP the session registered (at most UNLOAD_MAX_QPS of them): any
+	 * other number is refused now, with nothing to order it behind, as the synchronous
+	 * submission refuses it.
+	 */
+	rcu_read_lock();
+	known = unload_qp_sender(sess, rd->req.qp_num, rd->req.qp_handle);
+	rcu_read_unlock();
+	if (!known) {
+		atomic64_inc(&unload_remote_denied);
+		ret = -EACCES;
+		goto out_free_read;
+	}
 	ret = -ENOMEM;
 	q = unload_rq_get(sess, rd->req.qp_num);
 	if (!q)

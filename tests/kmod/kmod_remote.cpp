@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -322,6 +323,110 @@ void check_target(const uint8_t* tgt) {
 
 }  // namespace
 
+// A process that exits with kExitWrites remote writes queued, each its own epoch, to a
+// target gone silent (B's link down). The process is reaped at once whatever happens (io_uring
+// lets it go), but its session, pins and commands live until the last command completes: that
+// must be the write on the wire (one ACK timeout), not each in turn (a connect's 5 s apiece,
+// minutes), and none of the others may be sent later.
+constexpr int kExitWrites = 64;
+constexpr double kExitBound = 30;  // s: the rest cancelled, not sent one by one
+
+// One side's fresh QP and region for the exit case, connected to the other's.
+struct ExitPair {
+  Rc rc;
+  int fd = -1;
+  void* mem = nullptr;
+  ibv_mr* mr = nullptr;
+  Info theirs{};
+};
+
+void exit_pair_open(ExitPair* e, bool sender) {
+  rc_open(&e->rc);
+  e->fd = unload_open();
+  if (posix_memalign(&e->mem, 4096, kLen)) die("posix_memalign", -ENOMEM);
+  memset(e->mem, 0, kLen);
+  e->mr = ibv_reg_mr(e->rc.pd, e->mem, kLen, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (!e->mr) die("ibv_reg_mr");
+  if (int r = reg_mr(e->fd, e->mr, kRegionRw)) die("REG_REGION", r);
+  const Info mine{e->rc.wire, e->mr->rkey, reinterpret_cast<uintptr_t>(e->mem)};
+  put_file(sender ? "exit.A.info" : "exit.B.info", &mine, sizeof mine);
+  get_file(sender ? "exit.B.info" : "exit.A.info", &e->theirs, sizeof e->theirs);
+  rc_connect(&e->rc, e->theirs.wire);
+  if (int r = reg_qp(e->fd, e->rc.dev.c_str(), e->rc.qp->qp_num)) die("REG_QP", r);
+}
+
+// A's child: queue the writes once B is silent, tell the parent when, and exit at once.
+[[noreturn]] void exit_sender(int tell) {
+  ExitPair e;
+  exit_pair_open(&e, true);
+  const char one = 1;
+  put_file("exit.A.ready", &one, 1);
+  char c;
+  get_file("exit.B.silent", &c, 1);
+  io_uring ring;
+  if (int r = io_uring_queue_init(kExitWrites, &ring, 0)) die("io_uring_queue_init", r);
+  std::vector<unload_direct_req> reqs(kExitWrites);
+  auto* src = static_cast<uint8_t*>(e.mem);
+  for (int i = 0; i < kExitWrites; i++) {
+    reqs[i] = async_req(e.rc, e.mr, e.theirs, src, 64 * i, 64 * i, 64);
+    queue_remote(&ring, e.fd, &reqs[i], 100 + i, i);
+  }
+  const int sub = io_uring_submit(&ring);
+  const double t = now_s();
+  xwrite(tell, &t, sizeof t);
+  _exit(sub == kExitWrites ? 0 : 2);
+}
+
+void exit_case_sender() {
+  int p[2];
+  if (pipe(p)) die("pipe");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    exit_sender(p[1]);
+  }
+  close(p[1]);
+  const long long sessions = stat("sessions");  // ours; the child's comes and goes
+  double queued = 0;
+  xread(p[0], &queued, sizeof queued);
+  close(p[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  while (stat("sessions") > sessions && now_s() - queued < 2 * kExitBound) usleep(100000);
+  const double took = now_s() - queued;
+  expect(WIFEXITED(st) && WEXITSTATUS(st) == 0 && took < kExitBound && stat("sessions") == sessions,
+         "exit_with_writes_queued",
+         "status %d: %d writes queued to a silent target, the process's session gone %.1f s later (at most "
+         "%.0f; sent one by one they would take minutes)",
+         st, kExitWrites, took, kExitBound);
+  const char one = 1;
+  put_file("exit.A.gone", &one, 1);
+}
+
+void exit_case_target() {
+  ExitPair e;
+  exit_pair_open(&e, false);
+  char c;
+  get_file("exit.A.ready", &c, 1);
+  const long long placed = stat("remote_placed_writes");
+  const char* link = "ip link set dev \"$(ip -o -4 addr show | awk -v a=\"$UNLOAD_HOST_ADDR/\" "
+                     "'index($4, a) == 1 { print $2; exit }')\" ";
+  if (system((std::string(link) + "down").c_str())) die("ip link set down");
+  const char one = 1;
+  put_file("exit.B.silent", &one, 1);
+  get_file("exit.A.gone", &c, 1);
+  if (system((std::string(link) + "up").c_str())) die("ip link set up");
+  sleep(3);  // a write still on its way lands now
+  // The one on the wire when the process went may land (the channel carries it on, as a
+  // NIC's packet already sent may); none of those queued behind it.
+  expect(stat("remote_placed_writes") <= placed + 1, "exit_nothing_queued_placed_later",
+         "placed %lld (was %lld, at most one more)", stat("remote_placed_writes"), placed);
+  ibv_dereg_mr(e.mr);
+  free(e.mem);
+  rc_close(&e.rc);
+  close(e.fd);
+}
+
 int main() {
   const char* host = getenv("UNLOAD_HOST");
   const char* dir = getenv("UNLOAD_PAIR_DIR");
@@ -356,6 +461,7 @@ int main() {
     run_sender_async(rc, fd, buf, mr, theirs);
     run_sender_errors(rc, fd, buf, mr, theirs);
     put_file("remote.A.done", &ready, 1);
+    exit_case_sender();
   } else {
     char phase;
     get_file("remote.A.phase1", &phase, 1);
@@ -363,6 +469,7 @@ int main() {
     put_file("remote.B.err", &ready, 1);
     get_file("remote.A.done", &phase, 1);
     check_target(buf);
+    exit_case_target();
   }
   ibv_dereg_mr(mr);
   free(mem);
