@@ -34,6 +34,7 @@ struct unload_rq {
 struct unload_rq_job {
 	struct list_head node;
 	struct io_uring_cmd *ioucmd;
+	u32 qpn, handle;		/* its sender QP's registration, as at issue */
 	u32 epoch;
 	int result;			/* the verdict at issue, when nothing is to be sent */
 	u32 bytes;			/* its share of sess->remote_queued_bytes */
@@ -87,10 +88,26 @@ static bool unload_rq_owner_going(struct unload_session *sess)
 }
 
 /*
+ * Is job's sender QP still the one registered at issue? Destroyed (unregistered, or a new
+ * QP of that number since), its unsent writes are flushed, as a NIC flushes a destroyed
+ * QP's requests: none may land after the program was told the QP is gone.
+ */
+static bool unload_rq_sender_gone(struct unload_session *sess, const struct unload_rq_job *job)
+{
+	bool gone;
+
+	rcu_read_lock();
+	gone = !unload_qp_sender(sess, job->qpn, job->handle);
+	rcu_read_unlock();
+	return gone;
+}
+
+/*
  * Sends a QP's writes in order until none is left. A write not placed ends its epoch:
  * the writes of that epoch behind it are cancelled, as the NIC flushes a QP's requests
  * after an error, and a write of a later epoch starts afresh. Once the submitter's process
- * is going, nothing more is sent: the exit waits for at most the write on the wire.
+ * is going, or the QP is destroyed, nothing more of it is sent: the write on the wire is
+ * all that may still land.
  */
 static void unload_rq_work(struct work_struct *work)
 {
@@ -114,7 +131,8 @@ static void unload_rq_work(struct work_struct *work)
 		spin_unlock(&q->lock);
 
 		result = job->result;
-		if (!cancel && job->msg.msg && unload_rq_owner_going(q->sess)) {
+		if (!cancel && job->msg.msg &&
+		    (unload_rq_owner_going(q->sess) || unload_rq_sender_gone(q->sess, job))) {
 			atomic64_inc(&unload_remote_denied);
 			result = -ECANCELED;
 		} else if (cancel) {
@@ -206,8 +224,9 @@ int unload_remote_issue(struct unload_session *sess, struct io_uring_cmd *ioucmd
 	struct unload_rq *q;
 	u64 ureq = READ_ONCE(p->req);
 	u32 epoch = READ_ONCE(p->epoch);
-	bool over, known;
-	u32 deny;
+	const struct unload_qp *known;
+	u32 deny, handle;
+	bool over;
 	int ret;
 
 	if (READ_ONCE(p->reserved))
@@ -228,8 +247,9 @@ int unload_remote_issue(struct unload_session *sess, struct io_uring_cmd *ioucmd
 	 */
 	rcu_read_lock();
 	known = unload_qp_sender(sess, rd->req.qp_num, rd->req.qp_handle);
+	handle = known ? known->handle : 0;	/* never 0 for a registration */
 	rcu_read_unlock();
-	if (!known) {
+	if (!handle) {
 		atomic64_inc(&unload_remote_denied);
 		ret = -EACCES;
 		goto out_free_read;
@@ -242,6 +262,8 @@ int unload_remote_issue(struct unload_session *sess, struct io_uring_cmd *ioucmd
 	if (!job)
 		goto out_free_read;
 	job->ioucmd = ioucmd;
+	job->qpn = rd->req.qp_num;
+	job->handle = handle;
 	job->epoch = epoch;
 	job->bytes = rd->req.length <= UNLOAD_REMOTE_MAX_LEN ? rd->req.length : 0;
 	/* Both counted whatever the verdict: unload_rq_complete takes both back. */

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guest half of shim_remote: host A under the shim with UNLOAD_PATH=remote against host B, module on both: perftest's writes go remote, and the same requests give the same outcome on the NIC and on the remote path.
+# Guest half of shim_remote: host A under the shim with UNLOAD_PATH=remote against host B, module on both: perftest's writes go remote, and the same requests give the same outcome on the NIC and on the remote path, and without a channel key.
 . "$(dirname "$0")/lib.sh"
 
 # mark NAME: host B's stats/remote_placed_writes after step NAME (B publishes, A reads).
@@ -223,6 +223,25 @@ if [ "$ME" = A ]; then
 	w=$(stat "$WORK/thr_remote.stats" writes_remote)
 	check "threads: every write went remote ($w of 480), B's module placed them (+$((p7 - p6)))" \
 		[ "$w" -eq 480 -a $((p7 - p6)) -eq 480 ]
+fi
+
+# No key on A: its listener and channels closed. Forced remote, every write takes the NIC
+# with a counted reason, and the program's outcome is the NIC's.
+[ "$ME" = A ] && echo none >"$S/channel/key"
+STEP_ENV_B=UNLOAD_PATH=offload check "remote_parity, no channel key on A, UNLOAD_PATH=remote" \
+	step par_nokey B "$env" -- "$RP" server -- "$RP" client "$PEER_ADDR"
+if [ "$ME" = A ]; then
+	check "no key: A's channel closed (listening $(chan listening), open $(chan open))" \
+		[ "$(chan listening)" -eq 0 -a "$(chan open)" -eq 0 ]
+	for side in cli srv; do
+		grep '^R ' "$WORK/par_nokey.$side" >"$WORK/nokey.$side"
+		check "no key, $(who $side): identical on the NIC and without a key" \
+			diff -u "$WORK/nic.$side" "$WORK/nokey.$side"
+	done
+	show_stats par_nokey
+	check "no key: no write went remote, and the reason was counted (why_not_no_key $(stat "$WORK/par_nokey.stats" why_not_no_key))" \
+		[ "$(stat "$WORK/par_nokey.stats" writes_remote)" -eq 0 -a "$(stat "$WORK/par_nokey.stats" why_not_no_key)" -gt 0 ]
+	cat "$UNLOAD_CHAN_KEY_FILE" >"$S/channel/key"
 fi
 
 finish
