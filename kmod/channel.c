@@ -8,6 +8,7 @@
  * teardown work item then destroys it, never the rdma_cm handler, which the RDMA core
  * runs under the id's handler lock and whose id it must not destroy.
  */
+#include <linux/delay.h>
 #include <linux/in.h>
 #include <linux/in6.h>
 #include <linux/slab.h>
@@ -30,6 +31,9 @@ static u64 unload_chans_serial;
 static DEFINE_MUTEX(unload_chan_listen_lock);
 static struct rdma_cm_id *unload_chan_listener;
 static bool unload_chan_listen_ok;		/* between init and exit */
+
+static void unload_chans_reap(struct work_struct *work);
+static DECLARE_DELAYED_WORK(unload_chans_reaper, unload_chans_reap);
 
 #define UNLOAD_CHAN_MAX		16	/* channels, both directions: a bound on a fabric's asks */
 #define UNLOAD_CHAN_UNPROVEN_MAX 4	/* of them, accepted and not yet proven: a peer
@@ -126,6 +130,7 @@ static struct unload_chan *unload_chan_alloc(const char *devname, u32 port, cons
 	mutex_init(&chan->tx_mutex);
 	spin_lock_init(&chan->lock);
 	chan->state = UNLOAD_CHAN_CONNECTING;
+	chan->last_used = jiffies;
 	INIT_LIST_HEAD(&chan->tx_free);
 	INIT_LIST_HEAD(&chan->tx_posted);
 	INIT_LIST_HEAD(&chan->reqs);
@@ -426,7 +431,8 @@ static int unload_chan_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *e
 		break;
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_DISCONNECTED:
-		ret = -ECONNRESET;
+		/* A channel we said goodbye on: the peer read it and hung up. */
+		ret = READ_ONCE(chan->retiring) ? -ESHUTDOWN : -ECONNRESET;
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		ret = -ENODEV;
@@ -469,6 +475,8 @@ static struct unload_chan *unload_chan_find(const char *devname, u32 port, const
 	list_for_each_entry(chan, &unload_chans, node) {
 		if (chan->port != port || memcmp(chan->peer_gid, gid, 16) ||
 		    strcmp(chan->devname, devname))
+			continue;
+		if (READ_ONCE(chan->retiring))
 			continue;
 		switch (unload_chan_state(chan, NULL)) {
 		case UNLOAD_CHAN_CONNECTING:
@@ -657,6 +665,58 @@ static void unload_chans_goodbye(void)
 	}
 }
 
+/* How often the reaper looks: a quarter of the idle time, from 100 ms to 5 s. */
+static unsigned long unload_chans_reap_period(void)
+{
+	return msecs_to_jiffies(clamp_t(u32, READ_ONCE(unload_channel_idle_ms) / 4, 100, 5000));
+}
+
+/*
+ * Close, with a goodbye, each channel up that carried nothing for channel_idle_ms and holds
+ * no request either way: it keeps a slot of UNLOAD_CHAN_MAX, a ring and a QP on both hosts
+ * for nothing, and the next caller opens another. A peer's request crossing the goodbye is
+ * dropped unanswered, which the goodbye tells the peer (its write goes to its NIC); a caller
+ * here that found the channel before it retired is refused before sending (the same).
+ */
+static void unload_chans_reap(struct work_struct *work)
+{
+	unsigned long idle = msecs_to_jiffies(READ_ONCE(unload_channel_idle_ms));
+	struct unload_chan *chan, *gone[UNLOAD_CHAN_MAX];
+	int n = 0, i, waited;
+
+	mutex_lock(&unload_chans_lock);
+	list_for_each_entry(chan, &unload_chans, node) {
+		if (!idle || n == UNLOAD_CHAN_MAX)
+			break;
+		spin_lock(&chan->lock);
+		if (chan->state == UNLOAD_CHAN_UP && !chan->retiring && !chan->out_reqs &&
+		    !chan->in_reqs && time_after(jiffies, READ_ONCE(chan->last_used) + idle)) {
+			WRITE_ONCE(chan->retiring, true);
+			kref_get(&chan->ref);
+			gone[n++] = chan;
+		}
+		spin_unlock(&chan->lock);
+	}
+	mutex_unlock(&unload_chans_lock);
+
+	for (i = 0; i < n; i++) {
+		chan = gone[i];
+		unload_chan_stop_serving(chan);
+		/* A request that came in before is answered before the goodbye (its job's share). */
+		for (waited = 0; READ_ONCE(chan->in_reqs) && waited < UNLOAD_CHAN_WAIT_MS; waited += 10)
+			msleep(10);
+		unload_chan_count(UNLOAD_CHAN_STAT_REAPED, 1);
+		unload_chan_say_goodbye(chan);
+		unload_chan_fail(chan, -ESHUTDOWN);	/* a peer that did not hang up in time */
+		unload_chan_put(chan);
+	}
+
+	mutex_lock(&unload_chans_lock);
+	if (!unload_chans_exiting)
+		queue_delayed_work(unload_chan_wq, &unload_chans_reaper, unload_chans_reap_period());
+	mutex_unlock(&unload_chans_lock);
+}
+
 /*
  * The ib_client's removal, which the RDMA core runs before rdma_cm's own: our channels on
  * dev go first. One still resolving, not yet on dev, gets rdma_cm's DEVICE_REMOVAL.
@@ -745,6 +805,7 @@ int unload_channel_init(u64 *channels_up)
 		return ret;
 	mutex_lock(&unload_chans_lock);
 	unload_chans_exiting = false;
+	queue_delayed_work(unload_chan_wq, &unload_chans_reaper, unload_chans_reap_period());
 	mutex_unlock(&unload_chans_lock);
 	mutex_lock(&unload_chan_listen_lock);
 	unload_chan_listen_ok = true;
@@ -761,6 +822,7 @@ err_stop:
 	mutex_lock(&unload_chans_lock);
 	unload_chans_exiting = true;
 	mutex_unlock(&unload_chans_lock);
+	cancel_delayed_work_sync(&unload_chans_reaper);
 	unload_chan_io_exit();
 	return ret;
 }
@@ -775,6 +837,7 @@ void unload_channel_exit(void)
 	mutex_lock(&unload_chans_lock);
 	unload_chans_exiting = true;
 	mutex_unlock(&unload_chans_lock);
+	cancel_delayed_work_sync(&unload_chans_reaper);	/* it queues itself again no more */
 	unload_chans_goodbye();
 	unload_chans_close(NULL, -ESHUTDOWN);
 	if (!list_empty(&unload_chans))

@@ -128,6 +128,7 @@ static int unload_chan_post_send(struct unload_chan *chan, struct unload_chan_bu
 	ib_dma_sync_single_for_device(chan->dev, b->dma, len, DMA_TO_DEVICE);
 	ret = ib_post_send(chan->qp, &wr, NULL);
 	if (!ret) {
+		WRITE_ONCE(chan->last_used, jiffies);
 		unload_chan_count(UNLOAD_CHAN_STAT_MSGS_TX, 1);
 		unload_chan_count(UNLOAD_CHAN_STAT_BYTES_TX, len);
 	}
@@ -381,6 +382,8 @@ static int unload_chan_admit(struct unload_chan *chan, struct unload_chan_req *r
 	spin_lock(&chan->lock);
 	if (chan->state != UNLOAD_CHAN_UP) {
 		ret = chan->err ?: -ENOTCONN;
+	} else if (chan->retiring) {
+		ret = -ECONNABORTED;	/* closing for idleness: never sent, so the NIC's */
 	} else if (chan->out_reqs < UNLOAD_CHAN_MAX_REQS &&
 		   req->len <= UNLOAD_CHAN_MAX_BYTES - chan->out_bytes) {
 		req->id = ++chan->next_id;

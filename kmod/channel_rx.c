@@ -317,6 +317,7 @@ static void unload_chan_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (unload_chan_state(chan, NULL) == UNLOAD_CHAN_DOWN)
 		return;
 	ib_dma_sync_single_for_cpu(chan->dev, b->dma, UNLOAD_CHAN_BUF, DMA_FROM_DEVICE);
+	WRITE_ONCE(chan->last_used, jiffies);
 	unload_chan_count(UNLOAD_CHAN_STAT_MSGS_RX, 1);
 	unload_chan_count(UNLOAD_CHAN_STAT_BYTES_RX, wc->byte_len);
 	ret = wc->wc_flags & IB_WC_WITH_IMM ? -EBADMSG :

@@ -443,6 +443,7 @@ UNLOAD_CHAN_STAT(expired, UNLOAD_CHAN_STAT_EXPIRED);
 UNLOAD_CHAN_STAT(auth_refused, UNLOAD_CHAN_STAT_AUTH_REFUSED);
 UNLOAD_CHAN_STAT(no_key, UNLOAD_CHAN_STAT_NO_KEY);
 UNLOAD_CHAN_STAT(replaced, UNLOAD_CHAN_STAT_REPLACED);
+UNLOAD_CHAN_STAT(reaped, UNLOAD_CHAN_STAT_REAPED);
 
 /*
  * channel/key: the cluster's key, hex (16 to 64 bytes), or "none" to remove it. Write-only
@@ -519,6 +520,7 @@ static struct attribute *unload_chan_attrs[] = {
 	&unload_chan_stat_auth_refused.kattr.attr,
 	&unload_chan_stat_no_key.kattr.attr,
 	&unload_chan_stat_replaced.kattr.attr,
+	&unload_chan_stat_reaped.kattr.attr,
 	&unload_chan_key.attr,
 	&unload_chan_key_installed.attr,
 	&unload_chan_auth.attr,

@@ -131,6 +131,8 @@ struct unload_chan {
 	/* jiffies of the last ack the peer sent us: the receive completion writes it,
 	 * waiters read it locklessly (a stale value only shortens a wait's restart) */
 	unsigned long last_ack;
+	/* jiffies of the last message either way (the idle reaper's; read locklessly) */
+	unsigned long last_used;
 
 	spinlock_t lock;		/* guards everything below */
 	int state;			/* UNLOAD_CHAN_* */
@@ -139,6 +141,7 @@ struct unload_chan {
 	u32 to_return;			/* receives posted again, not yet advertised */
 	bool credit_busy;		/* the credit slot is on the wire */
 	bool closing;			/* saying goodbye: the peer's requests are dropped */
+	bool retiring;			/* idle, being closed: no caller finds or uses it */
 	struct list_head tx_free;	/* free send slots */
 	struct list_head tx_posted;	/* data slots posted, in the order they went */
 	u32 tx_unsignaled;		/* data slots posted since the last signaled one */
@@ -169,6 +172,8 @@ enum unload_chan_stat {
 					 * key here (channel/auth = key) */
 	UNLOAD_CHAN_STAT_REPLACED,	/* channels to a peer that has another, proven one:
 					 * one of the two let go (channel.c says which) */
+	UNLOAD_CHAN_STAT_REAPED,	/* channels we closed, with a goodbye, for carrying
+					 * nothing for channel_idle_ms */
 	UNLOAD_CHAN_STAT_COUNT,
 };
 extern atomic64_t unload_chan_stats[UNLOAD_CHAN_STAT_COUNT];
@@ -226,6 +231,7 @@ void unload_channel_device_removed(struct ib_device *dev);
 struct unload_chan *unload_chan_get(const char *devname, u32 port, const u8 *peer_gid);
 struct unload_chan *unload_chan_get_up(const char *devname, u32 port, const u8 *peer_gid);
 int unload_channel_listen_update(void);	/* after the key or channel/auth changed */
+extern u32 unload_channel_idle_ms;	/* sysfs.c: a channel idle this long is closed; 0 never */
 bool unload_channel_listening(void);
 
 #endif /* UNLOAD_CHANNEL_KMOD_H */

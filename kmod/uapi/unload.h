@@ -122,6 +122,7 @@ struct unload_tunables {
  */
 #define UNLOAD_MODULE_TUNABLE_RANGES(X)				\
 	X(pair_idle_ms,		1, 1000,	10)		\
+	X(channel_idle_ms,	0, 86400000,	60000)		\
 	X(user_sessions_max,	1, 1U << 20,	1024)		\
 	X(user_registrations_max, 1, 1U << 24,	1U << 18)
 

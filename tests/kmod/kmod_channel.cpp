@@ -450,6 +450,17 @@ int host_a(const char* peer) {
   r = probe(fd, peer, 100000, &p);
   expect(r == 0 && p.channel_id != chan, "reload.probe", "rc %d, channel %llu (was %llu), rtt %.1f us", r,
          (unsigned long long)p.channel_id, (unsigned long long)chan, p.rtt_ns / 1e3);
+  // A channel idle for channel_idle_ms is closed with a goodbye, and the next caller opens
+  // another.
+  const long long reaped = chan_stat("reaped"), opened = chan_stat("opened");
+  const int w = sysfs_write("channel_idle_ms", "1000");
+  for (int i = 0; i < 100 && chan_stat("open") != 0; i++) usleep(100000);
+  expect(w == 0 && chan_stat("open") == 0 && chan_stat("reaped") == reaped + 1, "a.idle_channel_reaped",
+         "write %d, open %lld, reaped %lld (was %lld)", w, chan_stat("open"), chan_stat("reaped"), reaped);
+  r = probe(fd, peer, 4096, &p);
+  expect(r == 0 && chan_stat("opened") == opened + 1, "a.reaped_channel_reopened", "rc %d, opened %lld (was %lld)",
+         r, chan_stat("opened"), opened);
+  sysfs_write("channel_idle_ms", "60000");
   // The device goes with the channel up: the channel is torn down before it, and the
   // peer sees its side closed.
   const double t1 = now_s();
