@@ -778,8 +778,11 @@ int unload_channel_listen_update(void)
 	if (gone)
 		rdma_destroy_id(gone);	/* waits for a connect request being handled */
 	mutex_unlock(&unload_chan_listen_lock);
-	if (gone && unload_chan_listen_ok)
+	/* As at the module's exit: each peer learns which of its requests were handled. */
+	if (gone && READ_ONCE(unload_chan_listen_ok)) {
+		unload_chans_goodbye();
 		unload_chans_close(NULL, -ENOKEY);
+	}
 	return ret;
 }
 

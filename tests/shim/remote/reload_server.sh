@@ -11,6 +11,12 @@ srv=$!
 rc=0
 for round in 1 2; do
 	sleep "$wait_s"
+	# A goodbye needs a channel: on a loaded host A's writes may take a while to open the
+	# next one (at most 30 s more; without it the goodbye check fails, saying so).
+	for _ in $(seq 300); do
+		[ "$(cat /sys/kernel/unload/channel/open 2>/dev/null || echo 0)" -ge 1 ] && break
+		sleep 0.1
+	done
 	if ! rmmod unload; then echo "reload $round: rmmod failed"; rc=3; break; fi
 	sleep 2
 	if ! insmod "${UNLOAD_KMOD:?the sandbox names the module}"; then echo "reload $round: insmod failed"; rc=3; break; fi
