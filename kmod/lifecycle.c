@@ -168,52 +168,6 @@ void unload_device_removed(struct ib_device *dev)
 
 /* --- mappings --------------------------------------------------------------------- */
 
-/*
- * The f_op of /proc/<pid>/mem files, learnt by opening the caller's own (a module cannot
- * name procfs's): a file with it and FMODE_WRITE was opened by a process with ptrace
- * attach rights over the process whose mm it holds.
- */
-static const struct file_operations *unload_proc_mem_fops;
-static DEFINE_MUTEX(unload_proc_mem_lock);	/* guards unload_proc_mem_fops's learning */
-
-static const struct file_operations *unload_proc_mem_learn(void)
-{
-	const struct file_operations *fops;
-	struct file *f;
-
-	mutex_lock(&unload_proc_mem_lock);
-	if (!unload_proc_mem_fops) {
-		f = filp_open("/proc/self/mem", O_RDONLY, 0);
-		if (!IS_ERR(f)) {
-			unload_proc_mem_fops = f->f_op;
-			filp_close(f, NULL);
-		}
-	}
-	fops = unload_proc_mem_fops;
-	mutex_unlock(&unload_proc_mem_lock);
-	return fops;
-}
-
-/* 0 if fd is mm's /proc/<pid>/mem open for writing, else why not. */
-static int unload_mem_fd_writes(int fd, struct mm_struct *mm)
-{
-	const struct file_operations *fops;
-	struct file *f;
-	int ret;
-
-	if (fd < 0)
-		return -EPERM;
-	fops = unload_proc_mem_learn();
-	if (!fops)
-		return -EOPNOTSUPP;
-	f = fget(fd);
-	if (!f)
-		return -EBADF;
-	ret = f->f_op == fops && (f->f_mode & FMODE_WRITE) && f->private_data == mm ? 0 : -EPERM;
-	fput(f);
-	return ret;
-}
-
 static bool unload_map_in_zero(const struct unload_map *m)
 {
 	return !m->peer_pid && !m->slot && !m->cookie && !m->iova && !m->length &&
@@ -242,7 +196,9 @@ long unload_ioctl_map(struct unload_session *sess, struct file *file, void __use
 	const struct unload_pair *pr;
 	struct unload_region *r;
 	struct unload_map req;
+	struct file *mem;
 	struct ib_mr *mr;
+	int mem_err;
 	u32 deny;
 	long ret;
 
@@ -254,12 +210,23 @@ long unload_ioctl_map(struct unload_session *sess, struct file *file, void __use
 	if (current->mm != sess->mm)
 		return -EPERM;
 
+	/*
+	 * The caller's proof of ptrace rights, taken before the pair's slot is locked: a file
+	 * reference and pointer compares, no path looked up and no user memory touched while
+	 * the slot, which every unregistration waits for, is held.
+	 */
+	mem = unload_mem_file_get(req.mem_fd, &mem_err);
 	pr = unload_pair_hold_check(sess, &hold, req.qp_num, req.qp_handle, &deny);
-	if (!pr)
-		return -EACCES;
+	if (!pr) {
+		ret = -EACCES;
+		goto out_put_mem;
+	}
 	req.peer_pid = pid_vnr(pr->peer->owner);
-	ret = unload_mem_fd_writes(req.mem_fd, pr->peer->mm);
-	if (ret)
+	ret = mem_err;
+	if (!mem)
+		goto out_release;
+	ret = -EPERM;
+	if (!unload_mem_file_of(mem, pr->peer->mm))
 		goto out_release;
 	ret = -EACCES;
 	r = unload_region_find(pr->peer, true, pr->peer_dev, req.rkey);
@@ -274,6 +241,9 @@ long unload_ioctl_map(struct unload_session *sess, struct file *file, void __use
 	unload_region_put(r);
 out_release:
 	unload_pair_hold_release(&hold);
+out_put_mem:
+	if (mem)
+		fput(mem);
 	/* Out fields with success, and the peer's pid with -EPERM. */
 	if ((!ret || ret == -EPERM) && copy_to_user(arg, &req, sizeof(req))) {
 		/* Its caller cannot know the slot, so could never unmap it: no grant. */

@@ -287,6 +287,7 @@ static int __init unload_init(void)
 		ret = -ENOMEM;
 		goto err_destroy_region_cache;
 	}
+	unload_maps_init();	/* without procfs's mem file, no mapping is granted */
 	ret = unload_sysfs_init();
 	if (ret)
 		goto err_destroy_arena_cache;

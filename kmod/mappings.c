@@ -24,8 +24,12 @@
  * nothing here takes an mmap_lock, so a revocation never waits for another process's
  * address space, and a fault never waits for more than one PTE's insertion.
  */
+#include <linux/file.h>
+#include <linux/fs.h>
 #include <linux/highmem.h>
 #include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/mount.h>
 #include <linux/xarray.h>
 #include <rdma/restrack.h>
 
@@ -284,6 +288,76 @@ long unload_ioctl_unmap(struct unload_session *sess, void __user *arg)
 		return -ENOENT;
 	unload_map_withdraw(sess, req.slot, req.cookie);
 	return 0;
+}
+
+/* --- the caller's proof: the responder's mem file ------------------------------------ */
+
+/*
+ * The f_op of procfs's /proc/<pid>/mem files, which a module cannot name: learnt once, at
+ * load, by opening the loader's own mem file on a procfs mount of the module's own
+ * (kern_mount: in no mount namespace, so nothing any namespace mounts over /proc is ever
+ * looked at), and read-only after. A file with it and FMODE_WRITE was opened by a process
+ * with ptrace attach rights over the process whose mm it holds (procfs's mem_open).
+ */
+static const struct file_operations *unload_proc_mem_fops __ro_after_init;
+
+void __init unload_maps_init(void)
+{
+	struct file_system_type *proc_type = get_fs_type("proc");
+	struct vfsmount *mnt;
+	struct file *f;
+
+	if (!proc_type)
+		goto out_off;
+	mnt = kern_mount(proc_type);
+	module_put(proc_type->owner);	/* get_fs_type's reference: the mount holds its own */
+	if (IS_ERR(mnt))
+		goto out_off;
+	f = file_open_root_mnt(mnt, "self/mem", O_RDONLY, 0);
+	if (!IS_ERR(f)) {
+		unload_proc_mem_fops = f->f_op;
+		fput(f);
+	}
+	kern_unmount(mnt);
+	if (unload_proc_mem_fops)
+		return;
+out_off:
+	pr_warn("unload: procfs's mem file did not open: no mappings will be granted\n");
+}
+
+/*
+ * fd's file, referenced (the caller fputs it), if it is a procfs mem file open for
+ * writing; else NULL and *err says why not. No lock is taken, nothing is looked up by
+ * path: a file reference and two compares.
+ */
+struct file *unload_mem_file_get(int fd, int *err)
+{
+	struct file *f;
+
+	*err = -EPERM;
+	if (fd < 0)
+		return NULL;
+	*err = -EOPNOTSUPP;
+	if (!unload_proc_mem_fops)
+		return NULL;
+	*err = -EBADF;
+	f = fget(fd);
+	if (!f)
+		return NULL;
+	if (f->f_op == unload_proc_mem_fops && (f->f_mode & FMODE_WRITE))
+		return f;
+	fput(f);
+	*err = -EPERM;
+	return NULL;
+}
+
+/*
+ * Is mem (from unload_mem_file_get) the mem file of mm? The file holds its mm (mmgrab) as
+ * the caller's session holds mm: two live objects, compared only.
+ */
+bool unload_mem_file_of(const struct file *mem, const struct mm_struct *mm)
+{
+	return mem->private_data == mm;
 }
 
 /* --- granting ------------------------------------------------------------------- */

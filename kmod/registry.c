@@ -371,36 +371,51 @@ int unload_qp_busy_slot(struct unload_session *sess, struct ib_device *dev, u32 
 }
 
 /*
- * The next registration of qpn (of any session) after the *seen first ones: references
- * on its session and device in *sess and *dev, taken under RCU (the caller checks the
- * QP after). False when there is none left.
+ * The next registration of qpn (of any live session) after the *seen first ones:
+ * references on its session and device in *sess and *dev (the caller checks the QP
+ * after). False when there is none left.
+ *
+ * Under RCU only the session's memory is safe (it is freed after a grace period), not
+ * its mm: the last put drops the mm's grab at once. So the references are taken first,
+ * and the session's liveness, which reads its mm, is judged under the session's own
+ * reference, which keeps that grab.
  */
 bool unload_qp_candidate(u32 qpn, u32 *seen, struct unload_session **sess,
 			 struct ib_device **dev)
 {
+	struct unload_session *s;
+	struct ib_device *d;
 	struct unload_qp *q;
-	bool found = false;
-	u32 i = 0;
+	u32 i;
 
-	rcu_read_lock();
-	hash_for_each_possible_rcu(unload_qp_hash, q, hnode, qpn) {
-		if (q->qpn != qpn || i++ < *seen)
-			continue;
-		/* A closing or exiting session's QPs are no one's peers: not queried. */
-		if (!unload_session_live(q->sess) || !kref_get_unless_zero(&q->sess->ref))
-			continue;
-		if (!ib_device_try_get(q->dev)) {
-			unload_session_put(q->sess);
-			continue;
+	for (;;) {
+		s = NULL;
+		d = NULL;
+		i = 0;
+		rcu_read_lock();
+		hash_for_each_possible_rcu(unload_qp_hash, q, hnode, qpn) {
+			if (q->qpn != qpn || i++ < *seen)
+				continue;
+			if (!kref_get_unless_zero(&q->sess->ref))
+				continue;
+			s = q->sess;
+			d = ib_device_try_get(q->dev) ? q->dev : NULL;
+			break;
 		}
-		*sess = q->sess;
-		*dev = q->dev;
-		found = true;
-		break;
+		rcu_read_unlock();
+		*seen = i;
+		if (!s)
+			return false;
+		/* A closing or exiting session's QPs are no one's peers: not queried. */
+		if (d && unload_session_live(s)) {
+			*sess = s;
+			*dev = d;
+			return true;
+		}
+		if (d)
+			ib_device_put(d);
+		unload_session_put(s);	/* outside RCU: the last put may free */
 	}
-	rcu_read_unlock();
-	*seen = i;
-	return found;
 }
 
 /* Mark sess's registration of QP (dev, qpn) poisoned: it never goes direct again. */

@@ -414,7 +414,10 @@ struct ib_mr *unload_kept_mr_get(struct unload_kept_mr *kept, struct unload_sess
 int unload_map_grant(struct unload_session *sess, struct file *file,
 		     const struct unload_pair *pr, struct unload_region *r, struct ib_mr *mr,
 		     struct unload_map *out);
+void unload_maps_init(void);
 void unload_maps_exit(void);
+struct file *unload_mem_file_get(int fd, int *err);
+bool unload_mem_file_of(const struct file *mem, const struct mm_struct *mm);
 int unload_map_mmap(struct unload_session *sess, struct vm_area_struct *vma, u32 id, bool view);
 void unload_map_withdraw(struct unload_session *sess, u32 slot, u64 cookie);
 long unload_ioctl_unmap(struct unload_session *sess, void __user *arg);

@@ -31,9 +31,11 @@ inline uint8_t* busy_byte(const QpRec* q) {
   return g_kmod.busy + (static_cast<uint32_t>(v) - 1);
 }
 
-// Whether q's send queue may hold a NIC request, or had one fail.
+// Whether q's send queue may hold a NIC request, or had one fail, or q is being modified
+// out of what it takes as a responder (objects.cpp).
 inline bool busy_now(const QpRec* q) {
-  return !send_queue_quiet(q->sq) || q->failed.load(std::memory_order_relaxed);
+  return !send_queue_quiet(q->sq) || q->failed.load(std::memory_order_relaxed) ||
+         q->narrowing.load(std::memory_order_seq_cst) != 0;
 }
 
 // Before a NIC request of q reaches the provider (its ring entry published, its plain count

@@ -305,6 +305,45 @@ void cq_free(CqRec* r) {
   delete r;
 }
 
+// Does the change make a responder NIC refuse writes it takes now: the QP leaves RTR and RTS,
+// or loses REMOTE_WRITE?
+bool narrows_responder(const ibv_qp_attr* attr, int mask) {
+  const bool leaves =
+      (mask & IBV_QP_STATE) && attr->qp_state != IBV_QPS_RTR && attr->qp_state != IBV_QPS_RTS;
+  const bool drops = (mask & IBV_QP_ACCESS_FLAGS) && !(attr->qp_access_flags & IBV_ACCESS_REMOTE_WRITE);
+  return leaves || drops;
+}
+
+// A narrowing modify of q, from before the real one to the end of the wrapper: the module
+// revokes every mapping naming q and raises its busy byte first (a registration again, or
+// QP_CHANGED from a forked child), and the byte stays up (busy_now) until the registration
+// after the change has revoked any mapping granted meanwhile. So no peer's mapped write
+// lands once the provider has changed the QP, as none would through its NIC.
+class NarrowingScope {
+ public:
+  NarrowingScope(QpRec* q, ibv_qp* qp, const ibv_qp_attr* attr, int mask) {
+    if (!q || !q->peer.registered || !kmod_present() || !narrows_responder(attr, mask)) return;
+    q_ = q;
+    q->narrowing.fetch_add(1, std::memory_order_seq_cst);
+    if (q->peer.session != g_kmod.session) {
+      kmod_qp_changed(qp->context, qp->qp_num);
+      return;
+    }
+    uint32_t flags = 0, handle = 0, slot = 0;
+    if (kmod_reg_qp(qp->context, qp->qp_num, &flags, &handle, &slot) == 0) busy_attach(q, slot);
+  }
+  ~NarrowingScope() {
+    if (!q_) return;
+    q_->narrowing.fetch_sub(1, std::memory_order_seq_cst);
+    busy_settle(q_);  // down again when nothing else keeps it up
+  }
+  NarrowingScope(const NarrowingScope&) = delete;
+  NarrowingScope& operator=(const NarrowingScope&) = delete;
+
+ private:
+  QpRec* q_ = nullptr;
+};
+
 }  // namespace
 
 }  // namespace unload::rt
@@ -387,7 +426,9 @@ int unload_qp_query(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* i
 }
 
 int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
-  settle_remote(g_qps.find(key_of(qp)));  // as if they executed before the change
+  QpRec* const found = g_qps.find(key_of(qp));
+  settle_remote(found);  // as if they executed before the change
+  const NarrowingScope narrowing(found, qp, attr, mask);
   const int rc = g_real.modify_qp(qp, attr, mask);
   if (rc) return rc;
   QpRec* q = g_qps.find(key_of(qp));

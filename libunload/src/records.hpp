@@ -205,6 +205,9 @@ struct QpRec {
   // A completion of this send queue failed, or the program moved the QP to ERR: the NIC
   // flushes what follows, so nothing may be placed by the CPU until a reset.
   std::atomic<bool> failed{false};
+  // Modifies of this QP under way that narrow what it takes as a responder (objects.cpp):
+  // its busy byte stays up meanwhile (busy.hpp), so no peer writes through a mapping.
+  std::atomic<uint32_t> narrowing{0};
   // The status of a hidden request that failed first, for the program's next flushed
   // completion of this QP (merge_entry). Consumer side: the send CQ's gate.
   ibv_wc_status carried = IBV_WC_SUCCESS;

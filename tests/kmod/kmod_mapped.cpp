@@ -13,6 +13,15 @@
 //   kmod_mapped ptrace   a sender process of another user, without ptrace rights over the
 //                        responder, cannot open its mem file and never gets a mapping; one
 //                        of the same user gets it and places a write in the responder.
+//   kmod_mapped proc_ns tmpfs|fuse
+//                        a mapper of another user (uid 65534) in its own user and mount
+//                        namespaces, /proc over-mounted (a tmpfs with a file where
+//                        /proc/self/mem was, or a FUSE server that never answers), calls MAP:
+//                        refused at once; then root's grant, a write through it, an
+//                        unregistration and a close all complete and the write lands, while
+//                        the mapper holds its mount; the hung-task detector (its timeout
+//                        lowered to 10 s) stays quiet. Run first after the module's load:
+//                        the module once learnt procfs's mem file at its first grant.
 //   kmod_mapped race     ROUNDS rounds (default 10000): the responder deregisters its region
 //                        while the sender streams writes through its mapping as the UAPI
 //                        prescribes (word, copy, word), frees it to a canary, registers it
@@ -20,11 +29,17 @@
 //                        returned, and every write the protocol called placed is there.
 // One line per check; exit 0 pass, 1 fail, 77 skip.
 #include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/klog.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -436,6 +451,239 @@ int cmd_ptrace() {
   finish();
 }
 
+// --- proc_ns ----------------------------------------------------------------------------
+
+bool write_file(const char* path, const std::string& text) {
+  const int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool done = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  return done;
+}
+
+std::string read_line(const char* path) {
+  char buf[64] = {};
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  std::string s(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+// How many times `what` is in the kernel log (root), or -1.
+int klog_count(const char* what) {
+  const int size = klogctl(10 /* SYSLOG_ACTION_SIZE_BUFFER */, nullptr, 0);
+  if (size <= 0) return -1;
+  std::string buf(static_cast<size_t>(size), '\0');
+  const int n = klogctl(3 /* SYSLOG_ACTION_READ_ALL */, buf.data(), size);
+  if (n < 0) return -1;
+  buf.resize(static_cast<size_t>(n));
+  int count = 0;
+  for (size_t at = buf.find(what); at != std::string::npos; at = buf.find(what, at + 1)) count++;
+  return count;
+}
+
+// Reads one report of `n` bytes within `seconds`: false on timeout or end of file.
+bool read_within(int fd, void* p, size_t n, double seconds) {
+  pollfd pf{fd, POLLIN, 0};
+  if (poll(&pf, 1, static_cast<int>(seconds * 1000)) != 1) return false;
+  return read(fd, p, n) == static_cast<ssize_t>(n);
+}
+
+struct NsReport {
+  int stage;  // 1: namespaces and mount made, MAP next; 2: MAP returned
+  int map_ret;
+  double map_s;
+};
+
+// The sandbox runs its guest's command chrooted under PID 1's root
+// (scripts/lib/guest/sandbox-init), and the kernel makes no user namespace for a chrooted
+// process. Root, in a mount namespace of its own, makes its root that namespace's root
+// as switch_root does (the mount moved onto "/"), as a host's processes have it. True when
+// done or not needed.
+bool unchroot() {
+  struct stat own {}, init {};
+  if (stat("/", &own) || stat("/proc/1/root/", &init)) return false;
+  if (own.st_dev == init.st_dev && own.st_ino == init.st_ino) return true;
+  char esc[] = "/tmp/unload-unchroot.XXXXXX";
+  if (unshare(CLONE_NEWNS)) return false;
+  const int old = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);  // the new namespace's mount
+  if (old < 0 || !mkdtemp(esc)) return false;
+  // Rooted in a directory below the working one, ".." climbs past the old root.
+  if (fchdir(old) || chroot(esc)) return false;
+  for (int i = 0; i < 64; i++)
+    if (chdir("..")) return false;
+  if (chroot(".") || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr)) return false;
+  if (fchdir(old) || mount(".", "/", nullptr, MS_MOVE, nullptr) || chroot(".") || chdir("/")) return false;
+  rmdir(esc);
+  close(old);
+  return true;
+}
+
+// The mapper: uid 65534, its own self pair, then a user and a mount namespace with /proc
+// over-mounted, and MAP on its pair. It then holds its mount (and, for FUSE, the server
+// that never answers) until killed. Exits 10 when it cannot make the namespaces.
+[[noreturn]] void ns_mapper(const char* how, int up) {
+  if (!unchroot()) _exit(16);
+  rlimit rl{8 << 20, 8 << 20};
+  if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, nullptr) || setgid(65534) || setuid(65534)) _exit(2);
+  prctl(PR_SET_DUMPABLE, 1);  // the uid change made its /proc/self root's: its maps are written there
+  SelfPair p;
+  pair_open(&p, 1 << 16);
+  if (unshare(CLONE_NEWUSER | CLONE_NEWNS)) _exit(10);
+  if (!write_file("/proc/self/setgroups", "deny") || !write_file("/proc/self/uid_map", "0 65534 1") ||
+      !write_file("/proc/self/gid_map", "0 65534 1"))
+    _exit(11);
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr)) _exit(12);
+  int mem_fd = -1;
+  if (!strcmp(how, "tmpfs")) {
+    if (mount("unload-test", "/proc", "tmpfs", 0, nullptr)) _exit(13);
+    mkdir("/proc/self", 0755);
+    mem_fd = open("/proc/self/mem", O_CREAT | O_RDWR | O_CLOEXEC, 0600);  // what a lookup would find
+  } else {
+    const int fuse = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+    if (fuse < 0) _exit(14);
+    const std::string opts = "fd=" + std::to_string(fuse) + ",rootmode=40000,user_id=0,group_id=0";
+    if (mount("unload-test", "/proc", "fuse", MS_NOSUID | MS_NODEV, opts.c_str())) _exit(15);
+    // /dev/fuse is never read: every request on this /proc waits for an answer.
+    mem_fd = fuse;  // a file open for writing, not a mem file: the check looks at it
+  }
+  NsReport r{1, 0, 0};
+  xwrite(up, &r, sizeof r);
+  unload_map m{};
+  const double t0 = now_s();
+  r.map_ret = map_ioctl(p.fd, p.a.wire.qpn, p.tmr->rkey, mem_fd, &m);
+  r.map_s = now_s() - t0;
+  r.stage = 2;
+  xwrite(up, &r, sizeof r);
+  for (;;) pause();
+}
+
+struct VictimReport {
+  int step;  // 1 paired, 2 MAP returned, 3 written, 4 unregistered, 5 closed
+  int map_ret;
+  bool placed;
+};
+
+// Another user (root, this process's own) on the mapped path: a grant, a write through it,
+// the responder's unregistration (which walks every session's pairs) and a close.
+[[noreturn]] void ns_victim(int up) {
+  SelfPair p;
+  pair_open(&p, 1 << 16);
+  VictimReport v{1, 0, false};
+  xwrite(up, &v, sizeof v);
+  const int mem = mem_fd_of(getpid(), O_RDWR);
+  unload_map m{};
+  v.map_ret = map_ioctl(p.fd, p.a.wire.qpn, p.tmr->rkey, mem, &m);
+  v.step = 2;
+  xwrite(up, &v, sizeof v);
+  if (v.map_ret == 0) {
+    if (uint8_t* map = map_region(p.fd, m)) {
+      memset(at(map, m, 64), 0x5a, 16);
+      v.placed = p.tgt[64] == 0x5a && p.tgt[79] == 0x5a;
+    }
+  }
+  v.step = 3;
+  xwrite(up, &v, sizeof v);
+  unload_qp_reg u{};
+  snprintf(u.ibdev, sizeof u.ibdev, "%s", p.b.dev.c_str());
+  u.qp_num = p.b.wire.qpn;
+  uioctl(p.fd, UNLOAD_IOC_UNREG_QP, &u);
+  v.step = 4;
+  xwrite(up, &v, sizeof v);
+  close(mem);
+  pair_close(&p);
+  v.step = 5;
+  xwrite(up, &v, sizeof v);
+  _exit(0);
+}
+
+int cmd_proc_ns(const std::string& how) {
+  if (how != "tmpfs" && how != "fuse") die("proc_ns tmpfs | fuse", -EINVAL);
+  if (getuid() != 0) skip("needs root to run the mapper as another user");
+  if (how == "fuse") {
+    if (access("/dev/fuse", F_OK)) skip("no /dev/fuse (fuse not loaded)");
+    chmod("/dev/fuse", 0666);
+  }
+  write_file("/proc/sys/kernel/unprivileged_userns_clone", "1");  // Debian's switch
+  const char* hung_path = "/proc/sys/kernel/hung_task_timeout_secs";
+  const std::string hung_was = read_line(hung_path);
+  const bool hung_on = !hung_was.empty() && write_file(hung_path, "10");
+  const int hung_before = klog_count("blocked for more than");
+  const std::string name = "proc_ns." + how;
+
+  int up[2];
+  if (pipe(up)) die("pipe");
+  const pid_t mapper = fork();
+  if (mapper < 0) die("fork");
+  if (mapper == 0) {
+    close(up[0]);
+    ns_mapper(how.c_str(), up[1]);
+  }
+  close(up[1]);
+  NsReport r{};
+  if (!read_within(up[0], &r, sizeof r, 120)) {
+    int st = 0;
+    waitpid(mapper, &st, 0);
+    if (WIFEXITED(st) && WEXITSTATUS(st) >= 10)
+      skip(("the mapper could not make its namespaces and mount (exit " + std::to_string(WEXITSTATUS(st)) +
+            "): unprivileged user namespaces or " + how + " mounts are off here")
+               .c_str());
+    die("the mapper's set-up", -EIO);
+  }
+  const double mounted_at = now_s();
+  // Its MAP: refused at once, whatever its /proc shows.
+  const bool mapped = read_within(up[0], &r, sizeof r, 20) && r.stage == 2;
+  expect(mapped && r.map_ret == -EPERM, (name + ".mapper_refused").c_str(),
+         "the mapper's MAP under its own /proc: %s, %d (want %d) in %.2f s", mapped ? "returned" : "still blocked after 20 s",
+         r.map_ret, -EPERM, r.map_s);
+
+  int vup[2];
+  if (pipe(vup)) die("pipe");
+  const pid_t victim = fork();
+  if (victim < 0) die("fork");
+  if (victim == 0) {
+    close(vup[0]);
+    ns_victim(vup[1]);
+  }
+  close(vup[1]);
+  VictimReport v{};
+  const double t0 = now_s();
+  while (v.step < 5 && read_within(vup[0], &v, sizeof v, 120 - (now_s() - t0))) {
+  }
+  static const char* const steps[] = {"nothing", "pairing", "MAP", "the write", "UNREG_QP", "close"};
+  expect(v.step == 5 && v.map_ret == 0 && v.placed, (name + ".others_mapped").c_str(),
+         "root's pair beside it: %s (MAP %d, its write %s)",
+         v.step == 5 ? "every step through to its close" :
+                       (std::string("blocked in ") + steps[v.step < 5 ? v.step + 1 : 5] + " after 120 s").c_str(),
+         v.map_ret, v.placed ? "placed" : "not placed");
+
+  // The mapper still holds its mount: the detector looks at every task past its timeout.
+  if (hung_on) {
+    while (now_s() - mounted_at < 13) usleep(200000);
+    const int hung_after = klog_count("blocked for more than");
+    expect(hung_before >= 0 && hung_after == hung_before, (name + ".no_task_blocked").c_str(),
+           "hung-task reports in the kernel log: %d before, %d %.0f s after the mount (timeout 10 s)", hung_before,
+           hung_after, now_s() - mounted_at);
+  } else {
+    skip_check((name + ".no_task_blocked").c_str(), "no hung-task detector in this kernel");
+  }
+
+  kill(mapper, SIGKILL);
+  waitpid(mapper, nullptr, 0);
+  // A victim stuck behind the mapper goes on once the mapper is gone; else it is killed.
+  while (v.step < 5 && read_within(vup[0], &v, sizeof v, 30)) {
+  }
+  if (v.step < 5) kill(victim, SIGKILL);
+  waitpid(victim, nullptr, 0);
+  close(up[0]);
+  close(vup[0]);
+  if (hung_on) write_file(hung_path, hung_was);
+  finish();
+}
+
 // --- race -------------------------------------------------------------------------------
 
 int cmd_race(int rounds) {
@@ -547,7 +795,8 @@ int main(int argc, char** argv) {
   if (c == "grant") return cmd_grant();
   if (c == "revoke") return cmd_revoke();
   if (c == "ptrace") return cmd_ptrace();
+  if (c == "proc_ns") return cmd_proc_ns(argc > 2 ? argv[2] : "");
   if (c == "race") return cmd_race(argc > 2 ? atoi(argv[2]) : 10000);
-  std::fprintf(stderr, "usage: kmod_mapped grant | revoke | ptrace | race [ROUNDS]\n");
+  std::fprintf(stderr, "usage: kmod_mapped grant | revoke | ptrace | proc_ns tmpfs|fuse | race [ROUNDS]\n");
   return 2;
 }

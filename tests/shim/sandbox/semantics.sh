@@ -189,6 +189,8 @@ sem event block 150
 sem event fd 150
 sem fork 50
 sem fork_modify
+# A responder losing REMOTE_WRITE: a write posted inside its ibv_modify_qp, once rxe shows the change.
+sem narrow_modify
 sem wr_batches 1500 5
 sem close_device destroy
 sem close_device keep
