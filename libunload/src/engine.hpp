@@ -27,8 +27,12 @@ class EngineChoice {
   static constexpr unsigned kHysteresisPct = 15;
   // Of a class's timed writes once both engines are warm, one in kExploreEvery takes the
   // other engine: timed writes are one in 8 to 32 of adaptive's writes, so that is one
-  // write in 128 to 512 on the dearer engine.
+  // write in 128 to 512 on the dearer engine. One in kExploreYoung while the other's
+  // window is not full: its few samples may all be a QP's first writes' (in a sandbox
+  // run an 8 B ping-pong went 43 % to the module, 6x dearer, with one exploration in the
+  // run to correct it).
   static constexpr unsigned kExploreEvery = 16;
+  static constexpr unsigned kExploreYoung = 4;
 
   // Whether a write of `length` goes through the mapped engine; `timed`: adaptive samples
   // its cost (the warm-up and exploration go to timed writes only).
@@ -37,7 +41,8 @@ class EngineChoice {
     if (!timed) return !c.module;
     const uint32_t nm = c.est[0].n, nk = c.est[1].n;
     if (nm < kWarmSamples || nk < kWarmSamples) return nm <= nk;
-    return (c.timed % kExploreEvery == kExploreEvery - 1) ? c.module : !c.module;
+    const unsigned every = c.est[c.module ? 0 : 1].n < kWindow ? kExploreYoung : kExploreEvery;
+    return (c.timed % every == every - 1) ? c.module : !c.module;
   }
   // A timed write's cost through one engine.
   void learn(uint32_t length, bool mapped, uint64_t cost_ns);

@@ -67,10 +67,24 @@ TEST(EngineChoice, ExplorationSamplesTheOtherEngineAndFollowsAChange) {
   feed(e, 65536, 40, 100000, 20000);
   ASSERT_TRUE(e.module_chosen(65536));
   const int explored = feed(e, 65536, 16 * 10, 100000, 20000);
-  EXPECT_EQ(explored, 10) << "one timed write in kExploreEvery takes the other engine";
+  EXPECT_EQ(explored, 10) << "one timed write in kExploreEvery takes the other engine, its window full";
   // The mapped engine becomes the cheaper (and the module's dearer: its window forgets).
   feed(e, 65536, 16 * 20, 5000, 20000);
   EXPECT_FALSE(e.module_chosen(65536));
+}
+
+// The other engine's first samples were all dear (a QP's first writes): while its window
+// is not full it is explored one timed write in kExploreYoung, so a cheap engine is back
+// within a few timed writes rather than one in kExploreEvery.
+TEST(EngineChoice, AYoungWindowIsExploredSooner) {
+  EngineChoice e;
+  for (unsigned i = 0; i < 2 * EngineChoice::kWarmSamples; ++i) {
+    const bool m = e.mapped(8, true);
+    e.learn(8, m, m ? 50000 : 3000);  // the mapped engine's warm-up: grants and faults
+  }
+  ASSERT_TRUE(e.module_chosen(8));
+  feed(e, 8, static_cast<int>(EngineChoice::kExploreYoung), 500, 3000);
+  EXPECT_FALSE(e.module_chosen(8)) << "back to mapped within kExploreYoung timed writes";
 }
 
 TEST(EngineChoice, WithinTheHysteresisTheChoiceStays) {
