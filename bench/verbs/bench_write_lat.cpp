@@ -15,8 +15,8 @@
 #include "rc_link.hpp"
 #include "unload.h"
 
-#include <benchmark/benchmark.h>
 #include <arpa/inet.h>
+#include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -343,6 +343,99 @@ void BM_Write_Bandwidth(benchmark::State& state) {
   state.counters["moderation"] = static_cast<double>(mod);
 }
 
+// An event-driven program (a storage benchmark's RDMA engine, as fio's: rdma_cm aside, a
+// completion channel it sleeps on): `depth` signaled writes in flight; it sleeps in
+// ibv_get_cq_event, acknowledges the event, arms the CQ again, polls every completion
+// there is and posts one write for each completion (wait_completions). What a write costs such a program is
+// its post to the moment the program sees its completion, the wake through the channel included, which the
+// busy-polling rows never pay. One iteration is `depth` completions seen (one write's post to its wake at
+// depth 1): median and p99 are per write.
+bool g_cq_armed = false;  // the CQ's arming not consumed by an event yet
+
+// The completions the next wake brings, as the ibv_get_cq_event manual and fio's engine
+// wait: sleep for the CQ's event, acknowledge it, arm the CQ again, then poll every
+// completion there is (one that came before the arming is polled here; one after it
+// fires the next event). The program never polls before it sleeps, so a completion it
+// is not woken for is one it never sees. At least 1, or -1 on an error or a failed
+// completion. The CQ is armed before the first write (arm_once).
+bool arm_once() {
+  if (!g_cq_armed && ibv_req_notify_cq(g_link.cq, 0)) return false;
+  g_cq_armed = true;
+  return true;
+}
+
+int wait_completions() {
+  ibv_wc wc[16];
+  for (;;) {
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    if (!arm_once() || ibv_get_cq_event(g_link.channel, &ev_cq, &ev_ctx)) return -1;
+    g_cq_armed = false;
+    ibv_ack_cq_events(ev_cq, 1);
+    if (!arm_once()) return -1;
+    int seen = 0, n;
+    while ((n = ibv_poll_cq(g_link.cq, 16, wc)) > 0) {
+      for (int i = 0; i < n; i++)
+        if (wc[i].status != IBV_WC_SUCCESS) return -1;
+      seen += n;
+    }
+    if (n < 0) return -1;
+    if (seen) return seen;
+  }
+}
+
+void BM_Write_Event(benchmark::State& state) {
+  const auto bytes = static_cast<uint32_t>(state.range(0));
+  const auto depth = static_cast<uint64_t>(state.range(1));
+  uint64_t posted = 0, seen = 0;
+  if (!arm_once()) {
+    state.SkipWithError("ibv_req_notify_cq failed");
+    return;
+  }
+  auto fill = [&] {
+    for (; posted - seen < depth; ++posted)
+      if (ub::post_write(g_link, kOut, kIn, bytes, true, false, posted)) return false;
+    return true;
+  };
+  // Completions until `want` more were seen, posting as they come: false on an error.
+  auto complete = [&](uint64_t want) {
+    for (const uint64_t until = seen + want; seen < until;) {
+      if (!fill()) return false;
+      const int n = wait_completions();
+      if (n < 0) return false;
+      seen += static_cast<uint64_t>(n);
+    }
+    return true;
+  };
+  // A steady state, as the busy-polling rows' warm-up (and the engine's long runs) have.
+  bool ok = complete(std::max<uint64_t>(kWarmupWrites, 4 * depth));
+  std::vector<double> ns;
+  ns.reserve(static_cast<size_t>(state.max_iterations));
+  const PathCounts before = path_counts();
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    if (!ok || !(ok = complete(depth))) {
+      state.SkipWithError("write failed");
+      break;
+    }
+    const double dt = ns_since(t0);
+    state.SetIterationTime(dt * 1e-9);
+    ns.push_back(dt / static_cast<double>(depth));
+  }
+  // Leave nothing in flight (the CQ stays armed: the next event row's first wait finds it so).
+  while (ok && seen < posted) {
+    const int n = wait_completions();
+    ok = n > 0;
+    if (ok) seen += static_cast<uint64_t>(n);
+  }
+  if (!ok) state.SkipWithError("write failed");
+  report_paths(state, before);
+  report(state, ns, 0);
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(depth * bytes));
+  if (!ns.empty()) state.counters["median_writes_per_s"] = 1e9 / state.counters["median_ns"];
+  state.counters["depth"] = static_cast<double>(depth);
+}
+
 // Post-to-completion at random page-aligned offsets over a large target footprint, with
 // hot_pct % of the writes on its first kHotPages pages (0: none): on a real NIC the
 // target's translation cache misses, on the cold writes only when it holds the hot set;
@@ -468,8 +561,12 @@ void random_targets(benchmark::State& state, unsigned hot_pct) {
   }
 }
 
-void BM_Write_RandomTarget(benchmark::State& state) { random_targets(state, 0); }
-void BM_Write_HotSet(benchmark::State& state) { random_targets(state, kHotPct); }
+void BM_Write_RandomTarget(benchmark::State& state) {
+  random_targets(state, 0);
+}
+void BM_Write_HotSet(benchmark::State& state) {
+  random_targets(state, kHotPct);
+}
 
 // The physical floor of a CPU copy of this size in this environment.
 void BM_Floor_Memcpy(benchmark::State& state) {
@@ -568,6 +665,15 @@ void register_all() {
   register_sizes("BM_Write_PostToCompletion", BM_Write_PostToCompletion, kMaxWrite);
   register_sizes("BM_Write_PingPong", BM_Write_PingPong, kMaxWrite);
   register_bandwidth(kMaxWrite, ub::kMaxSendWr);
+  // The event-driven rows: 1 and 16 writes in flight (the storage engine of issue 54).
+  for (size_t s = 8; s <= kMaxWrite; s = s == 8 ? 64 : s * 4)
+    for (int64_t depth : {1, 16})
+      benchmark::RegisterBenchmark("BM_Write_Event", BM_Write_Event)
+          ->ArgNames({"bytes", "depth"})
+          ->Args({static_cast<int64_t>(s), depth})
+          ->Iterations(std::max<int64_t>(3, iters_for(s) / depth))
+          ->UseManualTime()
+          ->ComputeStatistics("p99", p99_of);
   register_sizes("BM_Write_RandomTarget", BM_Write_RandomTarget, 64 * 1024);
   register_sizes("BM_Write_HotSet", BM_Write_HotSet, 64 * 1024);
   // 1 ms: inside the module's default pair_idle_ms; 20 ms: beyond it. Not in the sweep,

@@ -41,6 +41,7 @@ RcLink::~RcLink() {
   if (qp) ibv_destroy_qp(qp);
   if (mr) ibv_dereg_mr(mr);
   if (cq) ibv_destroy_cq(cq);
+  if (channel) ibv_destroy_comp_channel(channel);
   if (pd) ibv_dealloc_pd(pd);
   if (ctx) ibv_close_device(ctx);
   if (buf) munmap(buf, buf_len);
@@ -69,12 +70,13 @@ int RcLink::connect(const LinkOptions& opt, int sock, std::string& error) {
   memset(buf, 0, buf_len);
 
   pd = ibv_alloc_pd(ctx);
-  cq = pd ? ibv_create_cq(ctx, 256, nullptr, nullptr, 0) : nullptr;
+  channel = pd ? ibv_create_comp_channel(ctx) : nullptr;
+  cq = channel ? ibv_create_cq(ctx, 256, nullptr, channel, 0) : nullptr;
   mr = cq ? ibv_reg_mr(pd, buf, buf_len,
                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
           : nullptr;
   if (!mr) {
-    error = "PD, CQ or MR";
+    error = "PD, completion channel, CQ or MR";
     return -ENOMEM;
   }
   ibv_qp_init_attr ia{};

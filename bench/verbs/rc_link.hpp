@@ -50,6 +50,9 @@ class RcLink {
 
   ibv_context* ctx = nullptr;
   ibv_pd* pd = nullptr;
+  // The CQ's completion channel: the event-driven rows (BM_Write_Event) arm the CQ and
+  // sleep in ibv_get_cq_event; the others never arm it, so it costs them nothing.
+  ibv_comp_channel* channel = nullptr;
   ibv_cq* cq = nullptr;
   ibv_qp* qp = nullptr;
   ibv_mr* mr = nullptr;

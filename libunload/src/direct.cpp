@@ -296,8 +296,9 @@ int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why, RunClock& clk) {
   for (; placed < done && reqs[placed].result == 0; ++placed) {
     const uint64_t t0 = w[placed].rt.t0;
     count_writes(Path::unload_direct, 1, w[placed].rt.req.length);
-    finish_direct(q, w[placed].rt.req, w[placed].wr_id, t0 != 0, tickets[placed],
-                  t0 ? share_of_run(t0, clk, placed, m) : 0);
+    const uint64_t cost = t0 ? share_of_run(t0, clk, placed, m) : 0;
+    if (t0) q->engine.learn(w[placed].rt.req.length, false, cost);
+    finish_direct(q, w[placed].rt.req, w[placed].wr_id, t0 != 0, tickets[placed], cost);
     signaled |= w[placed].rt.req.signaled;
   }
   for (int i = placed; i < m; ++i)
@@ -337,6 +338,7 @@ int run_mapped(QpRec* q, const DirectWrite* w, int n, const RunClock& clk) {
       const uint64_t from = clk.fenced_ns > x.rt.t0 ? clk.fenced_ns : x.rt.t0;
       const uint64_t routing = run_ns > from ? (run_ns - from) / static_cast<uint64_t>(n - placed) : 0;
       cost = routing + (now_ns() - copy_ns);
+      q->engine.learn(x.rt.req.length, true, cost);
     }
     count_mapped_write(x.rt.req.length, false);
     finish_direct(q, x.rt.req, x.wr_id, x.rt.t0 != 0, ticket, cost);
@@ -359,7 +361,9 @@ bool place_mapped_one(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& 
   }
   count_mapped_write(rt.req.length, true);
   // run_mapped's charge for a run of one with no fence: the routing and the copy.
-  finish_direct(q, rt.req, wr_id, rt.t0 != 0, ticket, rt.t0 ? now_ns() - rt.t0 : 0);
+  const uint64_t cost = rt.t0 ? now_ns() - rt.t0 : 0;
+  if (rt.t0) q->engine.learn(rt.req.length, true, cost);
+  finish_direct(q, rt.req, wr_id, rt.t0 != 0, ticket, cost);
   if (signaled) wake_after_queueing(q, rt.req);
   return true;
 }
@@ -373,7 +377,10 @@ int place_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
   RunClock clk{};
   for (int i = 0; i < n && !clk.timed; ++i) clk.timed = w[i].rt.t0 != 0;
   if (clk.timed && waited) clk.fenced_ns = now_ns();
-  const int mapped = mapped_enabled() ? run_mapped(q, w, n, clk) : 0;
+  // The engine the first write's class found cheaper (engine.hpp): a run is one length
+  // nearly always, and splitting it between the engines would cost a submission more.
+  const bool by_mapping = mapped_enabled() && q->engine.mapped(w[0].rt.req.length, w[0].rt.t0 != 0);
+  const int mapped = by_mapping ? run_mapped(q, w, n, clk) : 0;
   if (mapped == n) return n;
   return mapped + run_direct(q, w + mapped, n - mapped, why, clk);
 }

@@ -27,9 +27,9 @@ bool lone_write(const ibv_send_wr& w) {
 bool direct_clear(const QpRec* q) {
   const PeerLink& p = q->peer;
   return p.registered && p.session == g_kmod.session &&
-         (p.flags & (UNLOAD_PEER_PAIRED | UNLOAD_PEER_POISONED)) == UNLOAD_PEER_PAIRED &&
-         p.on_this_host() && !q->failed.load(std::memory_order_acquire) &&
-         send_queue_quiet(q->sq) && q->sq.ring.head() >= p.stuck_below;
+         (p.flags & (UNLOAD_PEER_PAIRED | UNLOAD_PEER_POISONED)) == UNLOAD_PEER_PAIRED && p.on_this_host() &&
+         !q->failed.load(std::memory_order_acquire) && send_queue_quiet(q->sq) &&
+         q->sq.ring.head() >= p.stuck_below;
 }
 
 // The source of a write that is not inline, as route() found it (source_holds), and the
@@ -44,7 +44,8 @@ void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt) {
   ExpressMemo& x = q->express;
   x.armed = false;
   if (!lone_write(w) || rt.path != Path::unload_direct || rt.preferred != Path::unload_direct ||
-      rt.translated || g_windows.load(std::memory_order_relaxed) != 0 || !mapped_enabled())
+      rt.translated || g_windows.load(std::memory_order_relaxed) != 0 || !mapped_enabled() ||
+      !q->engine.mapped(rt.req.length, false))
     return;
   const int target = mapped_index_of(q, rt.req.rkey);
   if (target < 0) return;
@@ -79,6 +80,7 @@ Express express_post(QpRec* q, const ibv_send_wr& w, const Tunables& t, Route* r
   r.sge_count = 1;
   r.rkey = x.rkey;
   r.remote_addr = w.wr.rdma.remote_addr;
+  if (!q->engine.mapped(r.length, false)) return Express::declined;  // the module's copy is cheaper now
   if (route_reuses_direct(q, r, x.eligible, t)) {
     rt->path = Path::unload_direct;
     rt->preferred = Path::unload_direct;
@@ -88,7 +90,8 @@ Express express_post(QpRec* q, const ibv_send_wr& w, const Tunables& t, Route* r
     // decides each write): the route decides it as the full path would, with nothing
     // blocking direct (direct_clear), and from its own memo.
     *rt = route(q, w, t, Why::none);
-    if (rt->path != Path::unload_direct) return Express::routed;
+    // A timed write the engine's warm-up or exploration sends to the module: place_direct.
+    if (rt->path != Path::unload_direct || !q->engine.mapped(r.length, rt->t0 != 0)) return Express::routed;
   }
   return place_mapped_one(q, w.sg_list, w.wr_id, *rt, x.target) ? Express::placed : Express::routed;
 }

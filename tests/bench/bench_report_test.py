@@ -103,6 +103,9 @@ def bench_json(variant, sizes):
                             "share_direct": 1.0 if variant in ("direct", "adaptive") else 0.0})
         benches.append({"name": f"BM_Write_Bandwidth/bytes:{size}/depth:128/iterations:10/manual_time",
                         "run_type": "iteration", "median_ns": ns / 4, "p99_ns": ns})
+        for depth in (1, 16):  # the event-driven rows: a workload per depth
+            benches.append({"name": f"BM_Write_Event/bytes:{size}/depth:{depth}/iterations:10/manual_time",
+                            "run_type": "iteration", "median_ns": ns / depth, "p99_ns": ns})
         benches.append({"name": f"BM_Floor_Memcpy/bytes:{size}/iterations:100/manual_time",
                         "run_type": "iteration", "median_ns": size / 8, "p99_ns": size / 4})
     return {"context": {"kernel": "test"}, "benchmarks": benches}
@@ -123,7 +126,7 @@ with tempfile.TemporaryDirectory() as d:
                                    "real_time": 4.5, "repetitions": 3}]}, f)
     runs, floors, _ = br.load(d)
     rows = br.summarise(runs, floors)
-    for workload in ("PostToCompletion", "PingPong", "Bandwidth"):
+    for workload in ("PostToCompletion", "PingPong", "Bandwidth", "Event1", "Event16"):
         got = [r["bytes"] for r in rows if r["workload"] == workload]
         check(got == sizes, f"{workload}: a row for each size run and no other ({got})")
     check(all(len(r["paths"]) == 6 and all(e["reps"] == 2 for e in r["paths"].values()) for r in rows),
@@ -140,6 +143,13 @@ with tempfile.TemporaryDirectory() as d:
         got = [int(l.split()[0]) for l in lines[at + 2:at + 5]]
         check(got == sizes and not lines[at + 5].strip(), f"{workload} table: the three sizes, in order ({got})")
     check("median of 3" in text, "the policy's table names its 3 repetitions")
+    ev16 = [r for r in rows if r["workload"] == "Event16"]
+    check([round(r["adaptive_vs_noshim_paired"], 4) for r in ev16] ==
+          [round((1000.0 + s / 10 - 890.0) / (1000.0 + s / 10), 4) for s in sizes],
+          "event rows, 16 in flight: adaptive against no shim, paired, at each size")
+    at = lines.index(next(l for l in lines if l.startswith("Event-driven, 16 writes in flight")))
+    got = [int(l.split()[0]) for l in lines[at + 2:at + 5]]
+    check(got == sizes, f"the 16-in-flight event table: the three sizes, in order ({got})")
     try:
         import matplotlib  # noqa: F401
     except ImportError:

@@ -22,7 +22,11 @@ import sys
 # direct: every write submitted to the module (UNLOAD_MAPPED=0); mapped: direct with its
 # mapped engine, as adaptive's direct is by default. "adaptive/best" is over PATHS.
 VARIANTS = ["noshim", "offload", "inline", "stage", "direct", "mapped", "adaptive"]
-WORKLOADS = ["PostToCompletion", "PingPong", "RandomTarget", "Bandwidth"]
+WORKLOADS = ["PostToCompletion", "PingPong", "RandomTarget", "Bandwidth", "Event1", "Event16"]
+# The event-driven rows (BM_Write_Event, a completion channel): per write, post to the
+# program's wake and poll, at 1 and 16 writes in flight.
+TITLES = {"Event1": "Event-driven, 1 write in flight (completion channel, ibv_get_cq_event), per write",
+          "Event16": "Event-driven, 16 writes in flight (completion channel, ibv_get_cq_event), per write"}
 PERFTEST_BW_VARIANTS = ["noshim", "offload", "unload"]
 PATHS = ["offload", "inline", "stage", "direct", "mapped"]
 
@@ -41,10 +45,12 @@ def load(results):
         for b in doc.get("benchmarks", []):
             if b.get("run_type") != "iteration" or b.get("error_occurred"):
                 continue
-            m = re.match(r"BM_(Write|Floor)_(\w+)(?:/bytes:(\d+))?", b["name"])
+            m = re.match(r"BM_(Write|Floor)_(\w+)(?:/bytes:(\d+))?(?:/depth:(\d+))?", b["name"])
             if not m or "median_ns" not in b:
                 continue
             kind, name, size = m.group(1), m.group(2), int(m.group(3) or 0)
+            if name == "Event":  # a workload per depth: Event1, Event16
+                name += m.group(4) or ""
             b["_run"] = os.path.basename(path)[len(variant) + 1:-len(".json")]  # "3", "3.2"
             if kind == "Floor":
                 floors.setdefault((name, size), []).append(b)
@@ -138,6 +144,11 @@ def summarise(runs, floors):
                     ci = median_ci(pairs)
                     if ci:
                         row["adaptive_vs_best_paired_ci"] = list(ci)
+            # Against no shim at all (issue 54: no program slower than without the shim).
+            pairs = paired_ratios(runs.get(("adaptive", workload, size), []),
+                                  runs.get(("noshim", workload, size), []))
+            if pairs:
+                row["adaptive_vs_noshim_paired"] = med(pairs)
             copy = med(b["median_ns"] for b in floors.get(("Memcpy", size), []))
             if syscall is not None and copy is not None:
                 row["direct_floor_ns"] = syscall + copy
@@ -299,6 +310,10 @@ def fmt_ns(v):
     return f"{v / 1000:.1f}us" if v >= 10000 else f"{v:.0f}ns"
 
 
+def fmt_ratio(v):
+    return f"{v:.3f}x" if v else "-"
+
+
 def fmt_rate(v, unit):
     if v is None:
         return "-"
@@ -341,9 +356,10 @@ def table(rows, shim_overhead, policy=None, perftest_bw=None, policy_reps=None, 
         if workload == "Bandwidth":
             lines += bandwidth_table(sel)
             continue
-        lines.append(f"\n{workload}: median / p99 (speedup vs offload)")
+        lines.append(f"\n{TITLES.get(workload, workload)}: median / p99 (speedup vs offload)")
         head = (f"{'bytes':>8} " + " ".join(f"{v:>24}" for v in VARIANTS) +
-                "  adaptive chose  adaptive/best  (paired [95%])  direct/floor  direct/entry")
+                "  adaptive chose  adaptive/best  (paired [95%])  direct/floor  direct/entry"
+                "  adaptive/noshim (paired)")
         lines.append(head)
         for r in sel:
             cells = []
@@ -363,7 +379,8 @@ def table(rows, shim_overhead, policy=None, perftest_bw=None, policy_reps=None, 
             lines.append(f"{r['bytes']:>8} " + " ".join(cells) +
                          f"  {r.get('adaptive_chose', '-'):>14}  {f'{best:.3f}x' if best else '-':>13}"
                          f"  {paired_s:>15}"
-                         f"  {f'{floor:.2f}x' if floor else '-':>12}  {f'{entry:.2f}x' if entry else '-':>12}")
+                         f"  {f'{floor:.2f}x' if floor else '-':>12}  {f'{entry:.2f}x' if entry else '-':>12}"
+                         f"  {fmt_ratio(r.get('adaptive_vs_noshim_paired')):>15}")
     if shim_overhead:
         lines.append("\nShim overhead in perftest ib_write_lat (mode=offload), median t_typical; overhead is the"
                      " median of the back-to-back pairs' ratios, [its 95% interval] where there are 6 pairs or more:")
