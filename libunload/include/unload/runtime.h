@@ -139,7 +139,10 @@ uint32_t unload_cqx_read_slid(struct ibv_cq_ex* cq);
 uint8_t unload_cqx_read_sl(struct ibv_cq_ex* cq);
 uint8_t unload_cqx_read_dlid_path_bits(struct ibv_cq_ex* cq);
 
-/* Writes the statistics (UNLOAD_STATS_FILE) now; also runs at exit. */
+/* Appends to UNLOAD_STATS_FILE what this process counted since its last block (its first
+ * block always), and adds the unsent counts to the module's counters page. Runs at exit and
+ * quick_exit; the shim calls it before _exit, _Exit, an exec and abort. Async-signal-safe;
+ * does nothing in a process that does not own the counts (a child of vfork). */
 void unload_stats_flush(void);
 
 #ifdef __cplusplus
