@@ -16,6 +16,7 @@
 #include "env_tunables.hpp"
 #include "kmod.hpp"
 #include "remote_ring.hpp"
+#include "signals.hpp"
 #include "stage.hpp"
 #include "tls.hpp"
 #include "unload/policy/resident_set.hpp"
@@ -279,6 +280,7 @@ void config_init() {
     env_tunables_notice(page, g_env, stderr);
   }
   ending_init();
+  signals_init();
   // A forked child starts with no writes of its own: its statistics block (at its exit)
   // must not repeat the parent's counts. Nor does it keep the parent's module session:
   // what it registers and allocates, and its counts, are its own (its session opens at its

@@ -1,4 +1,5 @@
-// The ways a process ends that skip atexit: _exit and _Exit (a forked job process's usual
+// The ways a process ends that skip atexit, and the calls that read or set a signal's
+// disposition (for the fatal signals the shim can see: libunload/src/signals.hpp): _exit and _Exit (a forked job process's usual
 // end), an exec of a new image, abort (std::terminate's too). Each wrapper writes the
 // statistics block (unload_stats_flush: what was counted since the last one) and calls
 // libc's own, resolved once into a table when the shim loads, so that a child of vfork,
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <alloca.h>
+#include <signal.h>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdlib>
@@ -30,6 +32,11 @@ struct Libc {
   int (*execvpe)(const char*, char* const*, char* const*);
   int (*fexecve)(int, char* const*, char* const*);
   int (*execveat)(int, const char*, char* const*, char* const*, int);
+  unload_sigaction_fn sigaction_;
+  __sighandler_t (*signal_)(int, __sighandler_t);
+  __sighandler_t (*sysv_signal)(int, __sighandler_t);
+  __sighandler_t (*sigset)(int, __sighandler_t);
+  int (*siginterrupt)(int, int);
 };
 Libc g_libc;
 
@@ -47,6 +54,12 @@ __attribute__((constructor)) void libc_resolve() {
   resolve(g_libc.execvpe, "execvpe", "GLIBC_2.11");
   resolve(g_libc.fexecve, "fexecve", "GLIBC_2.2.5");
   resolve(g_libc.execveat, "execveat", "GLIBC_2.34");
+  resolve(g_libc.sigaction_, "sigaction", "GLIBC_2.2.5");
+  resolve(g_libc.signal_, "signal", "GLIBC_2.2.5");
+  resolve(g_libc.sysv_signal, "sysv_signal", "GLIBC_2.2.5");
+  resolve(g_libc.sigset, "sigset", "GLIBC_2.2.5");
+  resolve(g_libc.siginterrupt, "siginterrupt", "GLIBC_2.2.5");
+  unload_sig_set_real(g_libc.sigaction_);
 }
 
 // The table, resolved already unless another library's constructor ended the process first.
@@ -137,4 +150,33 @@ UNLOAD_EXPORT int execle(const char* path, const char* arg, ...) {
   char* const* envp = va_arg(ap, char* const*);
   va_end(ap);
   return execve(path, argv, envp);
+}
+
+// The disposition calls: libc's own, shown the disposition the program set.
+UNLOAD_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* oact) {
+  return unload_sig_action(sig, act, oact, libc().sigaction_);
+}
+UNLOAD_EXPORT int __sigaction(int sig, const struct sigaction* act, struct sigaction* oact) {
+  return unload_sig_action(sig, act, oact, libc().sigaction_);
+}
+UNLOAD_EXPORT __sighandler_t signal(int sig, __sighandler_t h) {
+  return unload_sig_replace(sig, h, libc().signal_);
+}
+UNLOAD_EXPORT __sighandler_t bsd_signal(int sig, __sighandler_t h) {
+  return unload_sig_replace(sig, h, libc().signal_);
+}
+UNLOAD_EXPORT __sighandler_t ssignal(int sig, __sighandler_t h) {
+  return unload_sig_replace(sig, h, libc().signal_);
+}
+UNLOAD_EXPORT __sighandler_t sysv_signal(int sig, __sighandler_t h) {
+  return unload_sig_replace(sig, h, libc().sysv_signal);
+}
+UNLOAD_EXPORT __sighandler_t __sysv_signal(int sig, __sighandler_t h) {
+  return unload_sig_replace(sig, h, libc().sysv_signal);
+}
+UNLOAD_EXPORT __sighandler_t sigset(int sig, __sighandler_t h) {
+  return unload_sig_replace(sig, h, libc().sigset);
+}
+UNLOAD_EXPORT int siginterrupt(int sig, int flag) {
+  return unload_sig_interrupt(sig, flag, libc().siginterrupt);
 }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# With the module loaded: every way a process ends leaves its statistics block (exit, _exit, _Exit, quick_exit, abort, exec, a failed exec, a forked child's _exit; a vfork child's exec none of its parent's), unloadctl ps shows a forked child's own session, and an UNLOAD_* tunable either narrows the module's value or is named on stderr.
+# With the module loaded: every way a process ends leaves its statistics block (exit, _exit, _Exit, quick_exit, abort, SIGTERM and SIGINT at SIG_DFL, exec, a failed exec, a forked child's _exit; a vfork child's exec none of its parent's) and the program sees the dispositions it set, unloadctl ps shows a forked child's own session, and an UNLOAD_* tunable either narrows the module's value or is named on stderr.
 . "$(dirname "$0")/lib.sh"
 need_shim
 [ -e /dev/unload ] || skip "the kernel module is not loaded"
@@ -34,6 +34,23 @@ for how in exit _exit _Exit quick_exit abort exec execl; do
 	ends_as $how $want || continue
 	check "$how: one block, this process's, with its $W writes" [ "$(blocks "$WORK/end_$how.stats")" = "$pid $W" ]
 done
+# Killed by a signal the program left at SIG_DFL: the block, and the death SIG_DFL gives.
+# What the program sees of its dispositions is what it sees without the shim.
+for how in term int; do
+	want=143; [ $how = int ] && want=130
+	ends_as $how $want || continue
+	check "$how: killed by the signal, one block, this process's, with its $W writes" \
+		[ "$(blocks "$WORK/end_$how.stats")" = "$pid $W" ]
+done
+timeout 60 "$BIN/sem_ends" term $W >"$WORK/term.ref" 2>"$WORK/term.ref.err"
+check "term without the shim: killed by SIGTERM" [ $? -eq 143 ]
+grep '^view' "$WORK/term.ref" >"$WORK/term.ref.view"
+grep '^view' "$WORK/end_term.out" >"$WORK/term.view"
+# nine_same REF OUT: REF has the program's 9 view lines and OUT the same.
+nine_same() { [ "$(grep -c . "$1")" -eq 9 ] && same_file "$1" "$2"; }
+check "term: the dispositions the program sees are the ones it sees without the shim ($(grep -c . "$WORK/term.ref.view") of 9 lines)" \
+	nine_same "$WORK/term.ref.view" "$WORK/term.view"
+indent "    " "$WORK/term.view"
 # A failed exec wrote a block of what came before; the exit one of what came after.
 if ends_as exec_fail 0; then
 	check "exec_fail: a block before the exec and one after, $W writes each" \
@@ -41,9 +58,10 @@ if ends_as exec_fail 0; then
 fi
 # A forked child's _exit: its own block, none of the parent's writes in it.
 if ends_as fork_exit 0; then
-	b=$(blocks "$WORK/end_fork_exit.stats")
+	# child_and_parent BLOCKS PARENT: two blocks, PARENT's with W writes, another pid's with 7.
+	child_and_parent() { [ "$(grep -c . <<<"$1")" -eq 2 ] && grep -qx "$2 $W" <<<"$1" && grep -Eq "^[0-9]+ 7$" <<<"$1" && ! grep -q "^$2 7$" <<<"$1"; }
 	check "fork_exit: the child's block (7 writes, its own pid) and the parent's ($W)" \
-		[ "$(grep -c . <<<"$b")" -eq 2 ] && grep -qx "$pid $W" <<<"$b" && grep -Eq "^[0-9]+ 7$" <<<"$b" && ! grep -q "^$pid 7$" <<<"$b"
+		child_and_parent "$(blocks "$WORK/end_fork_exit.stats")" "$pid"
 	show_stats end_fork_exit
 fi
 # A vfork child shares its parent's memory: its exec must write nothing of the parent's.

@@ -13,11 +13,16 @@
 //   fork_exit           a forked child writes 7 on a pair of its own and calls _exit; the
 //                       parent waits for it and exits
 //   vfork_exec          a vfork child execs /bin/true; the parent waits for it and exits
+//   term                prints, as "view ..." lines, the dispositions the program meets
+//                       (SIGTERM's; SIGINT's through signal() to a handler of its own and
+//                       back; SIGHUP set to SIG_IGN and raised), then raises SIGTERM
+//   int                 raises SIGINT
 //   hold                a forked child writes 7 on its own pair, prints "child PID", waits
 //                       for RELEASE_FILE to exist (60 s at most) and calls _exit; the parent
 //                       prints "parent PID", waits for it and exits
 // Prints "wrote N" per process that wrote; exit status 0 (abort aside), 2 on a set-up or
 // write failure.
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,6 +58,45 @@ void write_some(uint32_t n) {
   out("wrote %u", n);
 }
 
+volatile sig_atomic_t g_caught = 0;
+void catch_signal(int sig) {
+  g_caught = sig;
+}
+
+// The handler sigaction reports for `sig`, and the flags a program may have set.
+std::string disposition(int sig) {
+  struct sigaction a {};
+  if (sigaction(sig, nullptr, &a)) return "error";
+  const char* h = a.sa_handler == SIG_DFL        ? "SIG_DFL"
+                  : a.sa_handler == SIG_IGN      ? "SIG_IGN"
+                  : a.sa_handler == catch_signal ? "the program's handler"
+                                                 : "another handler";
+  const int flags = a.sa_flags & (SA_RESTART | SA_SIGINFO | SA_RESETHAND | SA_NODEFER | SA_ONSTACK);
+  return std::string(h) + ", flags " + std::to_string(flags);
+}
+
+// What a program sees of dispositions the shim may stand in for, line by line.
+void show_dispositions() {
+  out("view SIGTERM %s", disposition(SIGTERM).c_str());
+  const sighandler_t before = signal(SIGINT, catch_signal);
+  out("view signal(SIGINT, handler) returned %s", before == SIG_DFL ? "SIG_DFL" : "something else");
+  out("view SIGINT %s", disposition(SIGINT).c_str());
+  raise(SIGINT);
+  out("view SIGINT raised: caught %s", g_caught == SIGINT ? "by the program's handler" : "by no one");
+  const sighandler_t mine = signal(SIGINT, SIG_DFL);
+  out("view signal(SIGINT, SIG_DFL) returned %s", mine == catch_signal ? "the program's handler" : "something else");
+  out("view SIGINT %s", disposition(SIGINT).c_str());
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  struct sigaction old {};
+  sigaction(SIGHUP, &ign, &old);
+  out("view sigaction(SIGHUP, SIG_IGN) replaced %s", old.sa_handler == SIG_DFL ? "SIG_DFL" : "something else");
+  raise(SIGHUP);
+  out("view SIGHUP raised while ignored: still here");
+  sigaction(SIGHUP, &old, nullptr);
+  out("view SIGHUP %s", disposition(SIGHUP).c_str());
+}
+
 void wait_child(pid_t pid) {
   int st = 0;
   if (waitpid(pid, &st, 0) != pid) die("waitpid");
@@ -75,6 +119,8 @@ int main(int argc, char** argv) {
   if (how == "_Exit") _Exit(0);
   if (how == "quick_exit") std::quick_exit(0);
   if (how == "abort") std::abort();
+  if (how == "term") show_dispositions(), raise(SIGTERM), die("alive after SIGTERM", -EINTR);
+  if (how == "int") raise(SIGINT), die("alive after SIGINT", -EINTR);
   if (how == "exec") execv(true_path, true_argv), die("execv");
   if (how == "execl") execl(true_path, "true", static_cast<char*>(nullptr)), die("execl");
   if (how == "exec_fail") {
