@@ -1,14 +1,10 @@
 // Tunables from the environment (no kmod) or the control page, the notice, statistics.
 #include "config.hpp"
 
-#include <fcntl.h>
 #include <pthread.h>
-#include <sys/file.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,8 +12,11 @@
 #include <mutex>
 #include <new>
 
+#include "ending.hpp"
+#include "env_tunables.hpp"
 #include "kmod.hpp"
 #include "remote_ring.hpp"
+#include "signals.hpp"
 #include "stage.hpp"
 #include "tls.hpp"
 #include "unload/policy/resident_set.hpp"
@@ -44,20 +43,7 @@ UNLOAD_TLS_HOT thread_local Tunables t_tunables;
 UNLOAD_TLS_HOT thread_local uint32_t t_seq = 1;  // odd: never a stable control-page sequence
 std::atomic<ThreadStats*> g_stats_list{nullptr};
 UNLOAD_TLS_HOT constinit thread_local ThreadStats* t_stats = nullptr;
-std::once_flag g_flush_once;
-
-// Strict unsigned decimal that fits 32 bits.
-bool parse_u32(const char* s, uint32_t& out) {
-  if (!s || !*s) return false;
-  uint64_t v = 0;
-  for (const char* p = s; *p; ++p) {
-    if (*p < '0' || *p > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(*p - '0');
-    if (v > UINT32_MAX) return false;
-  }
-  out = static_cast<uint32_t>(v);
-  return true;
-}
+EnvTunables g_env{};  // the UNLOAD_* tunable variables: with the kmod, they narrow the page's
 
 bool parse_mode(const char* s, uint32_t& out) {
   static const char* const names[] = {"offload", "unload", "threshold", "adaptive"};
@@ -67,18 +53,6 @@ bool parse_mode(const char* s, uint32_t& out) {
       return true;
     }
   return false;
-}
-
-void env_u32(const char* var, uint32_t& field, uint32_t max = UINT32_MAX) {
-  const char* s = std::getenv(var);
-  if (!s) return;
-  uint32_t v;
-  if (!parse_u32(s, v) || v > max) {
-    std::fprintf(stderr, "unload: %s=\"%s\" is not a number in 0..%" PRIu32 "; keeping %" PRIu32 "\n", var, s,
-                 max, field);
-    return;
-  }
-  field = v;
 }
 
 }  // namespace
@@ -127,46 +101,6 @@ bool env_path() {
   return false;
 }
 
-void write_stats_file() {
-  const char* path = std::getenv("UNLOAD_STATS_FILE");
-  if (!path || !*path) return;
-  const Totals t = stats_totals();
-  char buf[2048];
-  int n = std::snprintf(buf, sizeof buf, "pid %d\n", static_cast<int>(getpid()));
-  for (unsigned i = 0; i < policy::kPathCount; ++i) {
-    const char* name = kPathFileNames[i];
-    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "writes_%s %" PRIu64 "\n", name,
-                       t.writes[i]);
-  }
-  for (unsigned i = 0; i < policy::kPathCount; ++i) {
-    const char* name = kPathFileNames[i];
-    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "bytes_%s %" PRIu64 "\n", name,
-                       t.bytes[i]);
-  }
-  n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "fences %" PRIu64 "\n", t.fences);
-  if (const uint64_t m = t.mapped)  // of writes_direct, those the mapped engine placed
-    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "writes_direct_mapped %" PRIu64 "\n", m);
-  if (const uint64_t x = t.express)  // of writes_direct_mapped, those the express lane took
-    n +=
-        std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "writes_direct_express %" PRIu64 "\n", x);
-  for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)  // the reasons that occurred
-    if (t.why_not[i])
-      n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "why_not_%s %" PRIu64 "\n",
-                         why_name(static_cast<Why>(i)), t.why_not[i]);
-  // Several processes (a server and its client) share one file: each appends its block
-  // with one write() under an exclusive lock.
-  const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    std::fprintf(stderr, "unload: UNLOAD_STATS_FILE=%s: %s\n", path, std::strerror(errno));
-    return;
-  }
-  flock(fd, LOCK_EX);
-  ssize_t w = write(fd, buf, static_cast<size_t>(n));
-  (void)w;
-  flock(fd, LOCK_UN);
-  close(fd);
-}
-
 }  // namespace
 
 ThreadStats& thread_stats() {
@@ -208,6 +142,15 @@ void kmod_flush(ThreadStats& s) {
 }
 
 }  // namespace
+
+void kmod_flush_all() {
+  if (g_have_kmod.load(std::memory_order_acquire))
+    for (ThreadStats* s = g_stats_list.load(std::memory_order_acquire); s; s = s->next) kmod_flush(*s);
+}
+
+const char* path_name(unsigned i) {
+  return i < policy::kPathCount ? kPathFileNames[i] : "none";
+}
 
 void count_writes(Path p, uint64_t n, uint64_t bytes) {
   ThreadStats& s = thread_stats();
@@ -290,6 +233,7 @@ const Tunables& tunables() {
   const uint32_t s = kmod_tunables(t_tunables, t_seq);
   if (__builtin_expect(s != t_seq, 0)) {
     t_seq = s;
+    t_tunables = env_tunables_narrow(t_tunables, g_env);
     if (g_mode_forced) t_tunables.mode = g_forced_mode;
   }
   return t_tunables;
@@ -315,17 +259,9 @@ uint64_t now_ns() {
 }
 
 void config_init() {
-  Tunables t = policy::kDefaultTunables;
-  env_u32("UNLOAD_ENABLED", t.enabled, 1);
+  g_env = env_tunables_read();
+  Tunables t = g_env.values;
   const bool mode_ok = env_mode(t);
-  env_u32("UNLOAD_THRESHOLD_BYTES", t.threshold_bytes);
-  env_u32("UNLOAD_INLINE_MAX", t.inline_max);
-  env_u32("UNLOAD_STAGE_MAX", t.stage_max);
-  env_u32("UNLOAD_DIRECT_MAX", t.direct_max);
-  env_u32("UNLOAD_EXPLORE_SHIFT", t.explore_shift, 63);
-  env_u32("UNLOAD_HYSTERESIS_PCT", t.hysteresis_pct);
-  env_u32("UNLOAD_CPU_BUDGET_PCT", t.cpu_budget_pct);
-  env_u32("UNLOAD_TARGET_XLATE_PAGES", t.target_xlate_pages, policy::ResidentSet::kMaxPages);
   g_tunables = t;
   g_mode_forced = mode_ok;
   g_forced_mode = t.mode;
@@ -338,12 +274,13 @@ void config_init() {
                  why);
   } else {
     g_have_kmod.store(true, std::memory_order_release);
+    // Once a process: every variable set that the control page's value replaces, named.
+    Tunables page;
+    kmod_tunables(page, 1);
+    env_tunables_notice(page, g_env, stderr);
   }
-  std::atexit([] {
-    if (g_have_kmod.load(std::memory_order_acquire))
-      for (ThreadStats* s = g_stats_list.load(std::memory_order_acquire); s; s = s->next) kmod_flush(*s);
-    unload_stats_flush();
-  });
+  ending_init();
+  signals_init();
   // A forked child starts with no writes of its own: its statistics block (at its exit)
   // must not repeat the parent's counts. Nor does it keep the parent's module session:
   // what it registers and allocates, and its counts, are its own (its session opens at its
@@ -361,17 +298,16 @@ void config_init() {
       std::memset(s->writes, 0, sizeof s->writes);
       std::memset(s->bytes, 0, sizeof s->bytes);
       s->fences = 0;
+      s->mapped = 0;
+      s->express = 0;
       std::memset(s->why_not, 0, sizeof s->why_not);
       std::memset(s->kmod_why_not, 0, sizeof s->kmod_why_not);
       std::memset(s->kmod_writes, 0, sizeof s->kmod_writes);
       std::memset(s->kmod_bytes, 0, sizeof s->kmod_bytes);
       s->kmod_unsent = 0;
     }
+    ending_after_fork();
   });
 }
 
 }  // namespace unload::rt
-
-extern "C" void unload_stats_flush(void) {
-  std::call_once(unload::rt::g_flush_once, unload::rt::write_stats_file);
-}

@@ -90,9 +90,15 @@ struct Totals {
   uint64_t why_not[UNLOAD_WHY_COUNT];
 };
 Totals stats_totals();
+// Adds every thread's counts not yet on the counters page to it (with the kmod; at a
+// process's end: ending.cpp).
+void kmod_flush_all();
+// Path i's name in UNLOAD_PATH, the statistics file and sysfs (writes_<name>).
+const char* path_name(unsigned i);
 
 // The tunables in force. Without the kmod: parsed once from the environment. With it: a
-// copy taken from the control page under its sequence counter (UNLOAD_MODE still wins).
+// copy taken from the control page under its sequence counter, narrowed by the process's
+// UNLOAD_* limits where lower (env_tunables.hpp); UNLOAD_MODE still wins.
 const Tunables& tunables();
 // The control page's sequence this thread's tunables() copy was taken at: unchanged, so
 // are the tunables (with the kmod; a constant without it).

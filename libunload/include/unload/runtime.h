@@ -14,6 +14,7 @@
 #define UNLOAD_RUNTIME_H
 
 #include <infiniband/verbs.h>
+#include <signal.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -139,8 +140,22 @@ uint32_t unload_cqx_read_slid(struct ibv_cq_ex* cq);
 uint8_t unload_cqx_read_sl(struct ibv_cq_ex* cq);
 uint8_t unload_cqx_read_dlid_path_bits(struct ibv_cq_ex* cq);
 
-/* Writes the statistics (UNLOAD_STATS_FILE) now; also runs at exit. */
+/* Appends to UNLOAD_STATS_FILE what this process counted since its last block (its first
+ * block always), and adds the unsent counts to the module's counters page. Runs at exit and
+ * quick_exit; the shim calls it before _exit, _Exit, an exec and abort. Async-signal-safe;
+ * does nothing in a process that does not own the counts (a child of vfork). */
 void unload_stats_flush(void);
+
+/* The fatal signals the shim can see (libunload/src/signals.hpp): libc's sigaction, given
+ * once when the shim loads, before anything else here runs. */
+typedef int (*unload_sigaction_fn)(int, const struct sigaction*, struct sigaction*);
+void unload_sig_set_real(unload_sigaction_fn real);
+/* The disposition calls: each does what libc's `real` does, and shows the program the
+ * disposition it set where the runtime's handler stands in for SIG_DFL. */
+int unload_sig_action(int sig, const struct sigaction* act, struct sigaction* oact, unload_sigaction_fn real);
+/* signal, bsd_signal, ssignal, sysv_signal, sigset (SIG_HOLD: the mask only). */
+__sighandler_t unload_sig_replace(int sig, __sighandler_t h, __sighandler_t (*real)(int, __sighandler_t));
+int unload_sig_interrupt(int sig, int flag, int (*real)(int, int));
 
 #ifdef __cplusplus
 }

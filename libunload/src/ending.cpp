@@ -1,0 +1,131 @@
+// A process's statistics block, written however it ends. Each block holds what was
+// counted since the process's previous one, so writing one early (an exec that then
+// fails, an abort whose SIGABRT handler carries on) never counts a write twice. Written
+// with async-signal-safe calls only (no allocation, no stdio, no lock but the file's):
+// abort and _exit may be called from a signal handler, and exec or _exit in a child of
+// vfork, which shares its parent's memory.
+#include "ending.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "config.hpp"
+#include "unload/runtime.h"
+
+namespace unload::rt {
+namespace {
+
+// The process whose counts this memory holds (0: the runtime never started). A child of
+// vfork, or of _Fork or clone (no pthread_atfork handler), shares or copies the parent's
+// counts without being the parent: its getpid() differs, and it writes nothing.
+std::atomic<pid_t> g_owner{0};
+std::atomic<bool> g_writing{false};  // a block is being written (another thread, or a handler)
+Totals g_written{};                  // what this process's blocks so far added up to
+bool g_wrote_one = false;            // the first block is written even when all zero
+
+// A block's text, built without stdio.
+struct Text {
+  char buf[2048];
+  size_t n = 0;
+  void put(const char* s) {
+    while (*s && n < sizeof buf) buf[n++] = *s++;
+  }
+  void num(uint64_t v) {
+    char d[20];
+    int k = 0;
+    do d[k++] = static_cast<char>('0' + v % 10);
+    while ((v /= 10) && k < 20);
+    while (k && n < sizeof buf) buf[n++] = d[--k];
+  }
+  void line(const char* key, const char* suffix, uint64_t v) {
+    put(key), put(suffix), put(" "), num(v), put("\n");
+  }
+};
+
+void write_block(const char* path, const Totals& t) {
+  Text b;
+  b.line("pid", "", static_cast<uint64_t>(getpid()));
+  for (unsigned i = 0; i < policy::kPathCount; ++i) b.line("writes_", path_name(i), t.writes[i]);
+  for (unsigned i = 0; i < policy::kPathCount; ++i) b.line("bytes_", path_name(i), t.bytes[i]);
+  b.line("fences", "", t.fences);
+  if (t.mapped) b.line("writes_direct_mapped", "", t.mapped);  // of writes_direct, the mapped engine's
+  if (t.express) b.line("writes_direct_express", "", t.express);  // of those, the express lane's
+  for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)  // the reasons that occurred
+    if (t.why_not[i]) b.line("why_not_", why_name(static_cast<Why>(i)), t.why_not[i]);
+  // Several processes (a server and its client) share one file: each appends its block
+  // with one write() under an exclusive lock.
+  const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    const char* e = strerrordesc_np(errno);  // not strerror: no locale, no allocation
+    Text m;
+    m.put("unload: UNLOAD_STATS_FILE="), m.put(path), m.put(": "), m.put(e), m.put("\n");
+    ssize_t w = write(STDERR_FILENO, m.buf, m.n);
+    (void)w;
+    return;
+  }
+  flock(fd, LOCK_EX);
+  ssize_t w = write(fd, b.buf, b.n);
+  (void)w;
+  flock(fd, LOCK_UN);
+  close(fd);
+}
+
+Totals minus(const Totals& a, const Totals& b) {
+  Totals d{};
+  for (unsigned i = 0; i < policy::kPathCount; ++i) {
+    d.writes[i] = a.writes[i] - b.writes[i];
+    d.bytes[i] = a.bytes[i] - b.bytes[i];
+  }
+  d.fences = a.fences - b.fences;
+  d.mapped = a.mapped - b.mapped;
+  d.express = a.express - b.express;
+  for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i) d.why_not[i] = a.why_not[i] - b.why_not[i];
+  return d;
+}
+
+bool all_zero(const Totals& t) {
+  static constexpr Totals zero{};
+  return std::memcmp(&t, &zero, sizeof t) == 0;
+}
+
+}  // namespace
+
+void ending_init() {
+  g_owner.store(getpid(), std::memory_order_release);
+  std::atexit(unload_stats_flush);
+  std::at_quick_exit(unload_stats_flush);
+}
+
+void ending_after_fork() {
+  g_written = Totals{};
+  g_wrote_one = false;
+  g_writing.store(false, std::memory_order_relaxed);
+  g_owner.store(getpid(), std::memory_order_release);
+}
+
+}  // namespace unload::rt
+
+extern "C" void unload_stats_flush(void) {
+  using namespace unload::rt;
+  const pid_t owner = g_owner.load(std::memory_order_acquire);
+  if (!owner || owner != getpid()) return;
+  // One writer at a time; a second (a signal handler interrupting the first, or another
+  // thread ending the process at once) leaves it to the first rather than wait for it.
+  if (g_writing.exchange(true, std::memory_order_acquire)) return;
+  kmod_flush_all();
+  const Totals now = stats_totals();
+  const Totals since = minus(now, g_written);
+  const char* path = std::getenv("UNLOAD_STATS_FILE");
+  if (path && *path && (!g_wrote_one || !all_zero(since))) {
+    write_block(path, since);
+    g_wrote_one = true;
+  }
+  g_written = now;
+  g_writing.store(false, std::memory_order_release);
+}
