@@ -11,11 +11,14 @@
 #include <linux/delay.h>
 #include <linux/in.h>
 #include <linux/in6.h>
+#include <linux/kobject.h>
 #include <linux/slab.h>
+#include <linux/sysfs.h>
 #include <net/net_namespace.h>
 #include <rdma/ib_cm.h>
 
 #include "unload_channel.h"
+#include "unload_kmod.h"
 
 /* Guards unload_chans, unload_chans_exiting and unload_chans_serial. */
 static DEFINE_MUTEX(unload_chans_lock);
@@ -796,6 +799,71 @@ bool unload_channel_listening(void)
 	return listening;
 }
 
+/*
+ * channel/key: the cluster's key, hex (16 to 64 bytes), or "none" to remove it. Write-only
+ * (0200) and never shown back; the listener opens or closes to match.
+ */
+static ssize_t key_store(struct kobject *kobj, struct kobj_attribute *attr, const char *buf,
+			 size_t count)
+{
+	int ret = unload_chan_auth_set_key(buf, count);
+
+	if (ret)
+		return ret;
+	ret = unload_channel_listen_update();
+	return ret ?: count;
+}
+
+static ssize_t key_installed_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", unload_chan_auth_key_installed());
+}
+
+static const char *const unload_chan_auth_names[] = { "none", "key" };
+
+/* channel/auth: "key" (a peer proves the key; the default) or "none" (a closed fabric). */
+static ssize_t auth_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%s\n", unload_chan_auth_names[unload_chan_auth_required()]);
+}
+
+static ssize_t auth_store(struct kobject *kobj, struct kobj_attribute *attr, const char *buf,
+			  size_t count)
+{
+	int v = sysfs_match_string(unload_chan_auth_names, buf);
+	int ret;
+
+	if (v < 0)
+		return -EINVAL;
+	unload_chan_auth_set_required(v);
+	ret = unload_channel_listen_update();
+	return ret ?: count;
+}
+
+static ssize_t listening_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", unload_channel_listening());
+}
+
+static struct kobj_attribute unload_chan_key_attr = __ATTR_WO(key);
+static struct kobj_attribute unload_chan_key_installed_attr = __ATTR_RO(key_installed);
+static struct kobj_attribute unload_chan_auth_attr = __ATTR_RW(auth);
+static struct kobj_attribute unload_chan_listening_attr = __ATTR_RO(listening);
+
+static struct attribute *unload_chan_trust_attrs[] = {
+	&unload_chan_key_attr.attr,
+	&unload_chan_key_installed_attr.attr,
+	&unload_chan_auth_attr.attr,
+	&unload_chan_listening_attr.attr,
+	NULL,
+};
+
+/* Who may use the channel: merged into sysfs.c's channel/ while the channel is up. */
+static const struct attribute_group unload_chan_trust_group = {
+	.name = "channel",
+	.attrs = unload_chan_trust_attrs,
+};
+
 int unload_channel_init(u64 *channels_up)
 {
 	int ret;
@@ -816,6 +884,9 @@ int unload_channel_init(u64 *channels_up)
 	ret = unload_channel_listen_update();
 	if (ret)
 		goto err_stop;
+	ret = unload_sysfs_merge(&unload_chan_trust_group);
+	if (ret)
+		goto err_stop;
 	return 0;
 
 err_stop:
@@ -826,12 +897,14 @@ err_stop:
 	unload_chans_exiting = true;
 	mutex_unlock(&unload_chans_lock);
 	cancel_delayed_work_sync(&unload_chans_reaper);
+	unload_channel_listen_update();		/* closes the listener, if one opened */
 	unload_chan_io_exit();
 	return ret;
 }
 
 void unload_channel_exit(void)
 {
+	unload_sysfs_unmerge(&unload_chan_trust_group);	/* no key write after this */
 	/* No connect request is being handled once this returns, and none comes after. */
 	mutex_lock(&unload_chan_listen_lock);
 	unload_chan_listen_ok = false;
@@ -846,4 +919,5 @@ void unload_channel_exit(void)
 	if (!list_empty(&unload_chans))
 		pr_err("unload: channels left at exit\n");
 	unload_chan_io_exit();
+	unload_chan_auth_exit();
 }

@@ -314,7 +314,6 @@ err_unregister_client:
 	ib_unregister_client(&unload_ib_client);
 err_sysfs_exit:
 	unload_sysfs_exit();
-	unload_chan_auth_exit();	/* after the last key write sysfs lets through */
 err_destroy_arena_cache:
 	kmem_cache_destroy(unload_arena_cache);
 err_destroy_region_cache:
@@ -334,7 +333,6 @@ static void __exit unload_exit(void)
 	unload_channel_exit();
 	ib_unregister_client(&unload_ib_client);
 	unload_sysfs_exit();
-	unload_chan_auth_exit();	/* after the last key write sysfs lets through */
 	rcu_barrier();		/* the RCU frees of sessions, QPs and regions */
 	kmem_cache_destroy(unload_arena_cache);
 	kmem_cache_destroy(unload_region_cache);

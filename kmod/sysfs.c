@@ -445,60 +445,6 @@ UNLOAD_CHAN_STAT(no_key, UNLOAD_CHAN_STAT_NO_KEY);
 UNLOAD_CHAN_STAT(replaced, UNLOAD_CHAN_STAT_REPLACED);
 UNLOAD_CHAN_STAT(reaped, UNLOAD_CHAN_STAT_REAPED);
 
-/*
- * channel/key: the cluster's key, hex (16 to 64 bytes), or "none" to remove it. Write-only
- * (0200) and never shown back; the listener opens or closes to match.
- */
-static ssize_t chan_key_store(struct kobject *kobj, struct kobj_attribute *attr,
-			      const char *buf, size_t count)
-{
-	int ret = unload_chan_auth_set_key(buf, count);
-
-	if (ret)
-		return ret;
-	ret = unload_channel_listen_update();
-	return ret ?: count;
-}
-
-static ssize_t chan_key_installed_show(struct kobject *kobj, struct kobj_attribute *attr,
-				       char *buf)
-{
-	return sysfs_emit(buf, "%d\n", unload_chan_auth_key_installed());
-}
-
-static const char *const unload_chan_auth_names[] = { "none", "key" };
-
-/* channel/auth: "key" (a peer proves the key; the default) or "none" (a closed fabric). */
-static ssize_t chan_auth_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
-{
-	return sysfs_emit(buf, "%s\n", unload_chan_auth_names[unload_chan_auth_required()]);
-}
-
-static ssize_t chan_auth_store(struct kobject *kobj, struct kobj_attribute *attr,
-			       const char *buf, size_t count)
-{
-	int v = sysfs_match_string(unload_chan_auth_names, buf);
-	int ret;
-
-	if (v < 0)
-		return -EINVAL;
-	unload_chan_auth_set_required(v);
-	ret = unload_channel_listen_update();
-	return ret ?: count;
-}
-
-static ssize_t chan_listening_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
-{
-	return sysfs_emit(buf, "%d\n", unload_channel_listening());
-}
-
-static struct kobj_attribute unload_chan_key = __ATTR(key, 0200, NULL, chan_key_store);
-static struct kobj_attribute unload_chan_key_installed =
-	__ATTR(key_installed, 0444, chan_key_installed_show, NULL);
-static struct kobj_attribute unload_chan_auth = __ATTR(auth, 0644, chan_auth_show, chan_auth_store);
-static struct kobj_attribute unload_chan_listening =
-	__ATTR(listening, 0444, chan_listening_show, NULL);
-
 static ssize_t chan_open_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
 {
 	return sysfs_emit(buf, "%d\n", atomic_read(&unload_chans_open));
@@ -521,10 +467,6 @@ static struct attribute *unload_chan_attrs[] = {
 	&unload_chan_stat_no_key.kattr.attr,
 	&unload_chan_stat_replaced.kattr.attr,
 	&unload_chan_stat_reaped.kattr.attr,
-	&unload_chan_key.attr,
-	&unload_chan_key_installed.attr,
-	&unload_chan_auth.attr,
-	&unload_chan_listening.attr,
 	NULL,
 };
 
@@ -532,6 +474,17 @@ static const struct attribute_group unload_chan_group = {
 	.name = "channel",
 	.attrs = unload_chan_attrs,
 };
+
+/* Files of a part below in the table (channel.c's key and auth) added to a group here. */
+int unload_sysfs_merge(const struct attribute_group *grp)
+{
+	return sysfs_merge_group(unload_kobj, grp);
+}
+
+void unload_sysfs_unmerge(const struct attribute_group *grp)
+{
+	sysfs_unmerge_group(unload_kobj, grp);
+}
 
 int unload_sysfs_init(void)
 {

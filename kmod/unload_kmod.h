@@ -488,6 +488,9 @@ extern u32 unload_user_sessions_max;
 extern u32 unload_user_registrations_max;
 int unload_sysfs_init(void);
 void unload_sysfs_exit(void);
+struct attribute_group;
+int unload_sysfs_merge(const struct attribute_group *grp);	/* into a group of sysfs.c's */
+void unload_sysfs_unmerge(const struct attribute_group *grp);
 
 /* session.c: the session object and list, the module's counters and their folding */
 extern struct mutex unload_sessions_lock;
