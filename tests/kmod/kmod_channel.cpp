@@ -76,6 +76,35 @@ uint32_t segments_for(uint32_t len) {
   return len ? (len + UNLOAD_CHANNEL_SEGMENT - 1) / UNLOAD_CHANNEL_SEGMENT : 1;
 }
 
+// A file of the pair dir with n bytes, written whole (a temp file renamed), and read.
+void put_blob(const char* name, const void* p, size_t n) {
+  const std::string tmp = pair_dir + "/." + name, path = pair_dir + "/" + name;
+  int fd = open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) die(tmp.c_str());
+  xwrite(fd, p, n);
+  close(fd);
+  if (rename(tmp.c_str(), path.c_str())) die(path.c_str());
+}
+
+void get_blob(const char* name, void* p, size_t n) {
+  await(name);
+  const std::string path = pair_dir + "/" + name;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) die(path.c_str());
+  xread(fd, p, n);
+  close(fd);
+}
+
+// The victim: a QP of a process on B under its module, with a region that takes remote
+// writes, connected to a QP on A; what a forger on A names in its writes.
+struct Victim {
+  Wire b, a;  // B's responder QP and A's QP it is connected to
+  uint32_t rkey;
+  uint64_t addr;
+};
+constexpr size_t kVictimLen = 4096;
+constexpr size_t kUnprovenOff = 0, kProvenOff = 64, kVictimWrite = 16;
+
 long long chan_stat(const char* name) {
   std::string v;
   if (!sysfs_read(std::string("channel/") + name, &v)) return -1;
@@ -156,7 +185,21 @@ constexpr int kUnprovenMax = 4;  // kmod/channel.c's UNLOAD_CHAN_UNPROVEN_MAX
 // A peer without the key, as an unprivileged user (uid 65534): whatever it sends is refused
 // unread and its connection let go; only UNLOAD_CHAN_UNPROVEN_MAX such connections are held
 // at once. B counts the refusals and checks that nothing was placed (host_b).
-void forge_unproven(const char* peer) {
+// One remote write as channel_wire.h has it: its header and kVictimWrite bytes of `fill`.
+struct VictimWrite {
+  uint32_t src_qpn, dst_qpn, rkey, length;
+  uint64_t remote_addr, reserved;
+  uint8_t data[kVictimWrite];
+};
+static_assert(sizeof(VictimWrite) == 48, "the documented write");
+
+VictimWrite victim_write(const Victim& v, size_t off, uint8_t fill) {
+  VictimWrite w{v.a.qpn, v.b.qpn, v.rkey, kVictimWrite, v.addr + off, 0, {}};
+  memset(w.data, fill, sizeof w.data);
+  return w;
+}
+
+void forge_unproven(const char* peer, const Victim& v) {
   if (setgroups(0, nullptr) || setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
     die("dropping to uid 65534");
   WireHello old = good_hello();
@@ -167,10 +210,10 @@ void forge_unproven(const char* peer) {
   forge_close(&v2);
 
   // Each request a peer could send first: none answered, each connection closed by B.
-  uint8_t payload[64] = {};
-  WireHdr w = hdr(kWrite, 1, 24 + 16, 0, 24 + 16);
-  const uint32_t write_head[6] = {0x11, 0x12, 0x1000, 16, 0, 0};  // src, dst, rkey, len, addr
-  memcpy(payload, write_head, sizeof write_head);
+  // The write names B's victim exactly (its QP, the QP it is connected to, its rkey and
+  // address): a proven peer's is placed (forge_proven), this one must not be.
+  const VictimWrite vw = victim_write(v, kUnprovenOff, 0xAB);
+  const WireHdr w = hdr(kWrite, 1, sizeof vw, 0, sizeof vw);
   uint8_t wrong[32];
   if (getrandom(wrong, sizeof wrong, 0) != sizeof wrong) die("getrandom");
   struct Case {
@@ -180,7 +223,7 @@ void forge_unproven(const char* peer) {
     uint32_t len;
   } cases[] = {
       {"unproven.echo_refused", hdr(kEcho, 7, 5, 0, 5), "hello", sizeof(WireHdr) + 5},
-      {"unproven.write_refused", w, payload, sizeof(WireHdr) + 24 + 16},
+      {"unproven.victim_write_refused", w, &vw, sizeof(WireHdr) + sizeof vw},
       {"unproven.wrong_proof_refused", hdr(kAuth, 0, 32, 0, 32), wrong, sizeof(WireHdr) + 32},
   };
   for (const Case& c : cases) {
@@ -229,7 +272,7 @@ void forge_unproven(const char* peer) {
 
 // A peer with the key (root reads the sandbox's): the format's checks, one malformed
 // message each, behind a valid proof.
-void forge_proven(const char* peer) {
+void forge_proven(const char* peer, const Victim& v) {
   const std::string key = sandbox_key();
   if (key.empty()) {
     skip_check("proven.*", "no channel key in this sandbox (UNLOAD_CHAN_KEY_FILE)");
@@ -253,6 +296,26 @@ void forge_proven(const char* peer) {
          "proven.echo_answered", "event %d, %d bytes back, type %u id %llu status %d", ev, n, a.type,
          (unsigned long long)a.id, a.status);
   forge_close(&f);
+
+  // The unproven peer's write, from a peer with the key: placed (B checks the bytes), so
+  // it was well-formed and only the proof kept it out.
+  {
+    Forged pv;
+    ev = forge_open(&pv, peer, good_hello());
+    initiator_proof(&pv, key, proof);
+    const VictimWrite vw = victim_write(v, kProvenOff, 0xCD);
+    const bool out = ev == RDMA_CM_EVENT_ESTABLISHED && forge_send_auth(&pv, proof) &&
+                     forge_send(&pv, hdr(kWrite, 30, sizeof vw, 0, sizeof vw), &vw, sizeof(WireHdr) + sizeof vw);
+    const int got = out ? forge_recv(&pv, 5000) : -1;
+    WireHdr ah{};
+    uint32_t verdict[2] = {9, 9};
+    memcpy(&ah, pv.buf[1], sizeof ah);
+    memcpy(verdict, pv.buf[1] + sizeof ah, sizeof verdict);
+    expect(got == 48 && ah.type == kAck && ah.id == 30 && verdict[0] == 0 && verdict[1] == 0,
+           "proven.victim_write_placed", "ack of %d bytes, type %u id %llu, verdict %u/%u", got, ah.type,
+           (unsigned long long)ah.id, verdict[0], verdict[1]);
+    forge_close(&pv);
+  }
 
   // Refused writes, for two reasons: the same answer, which says only "refused" (a NIC's
   // NAK names no check either); B counts each reason (host_b).
@@ -331,12 +394,21 @@ void forge_proven(const char* peer) {
   }
 }
 
-// Both forgers, each in a child of its own (the unproven one drops its privileges for good).
+// Both forgers, each in a child of its own (the unproven one drops its privileges for good),
+// against B's victim, whose peer QP this process opens on A.
 void forge(const char* peer) {
-  for (void (*f)(const char*) : {forge_unproven, forge_proven}) {
+  Rc rc;
+  rc_open(&rc);
+  Victim v{};
+  put_blob("victim.A", &rc.wire, sizeof rc.wire);
+  get_blob("victim.B", &v, sizeof v);
+  v.a = rc.wire;
+  rc_connect(&rc, v.b);
+  await("B.victim_ready");
+  for (void (*f)(const char*, const Victim&) : {forge_unproven, forge_proven}) {
     const pid_t pid = fork();
     if (pid == 0) {
-      f(peer);
+      f(peer, v);
       _exit(failures() ? 1 : 0);
     }
     int st = 0;
@@ -344,6 +416,7 @@ void forge(const char* peer) {
     expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, f == forge_unproven ? "unproven.all" : "proven.all",
            "the forging child's status %d", st);
   }
+  rc_close(&rc);
 }
 
 // A process killed while its 1 MiB probes are on the wire: a message it started is
@@ -487,9 +560,38 @@ std::string random_key() {
   return hex;
 }
 
+// Slab memory now, in KiB (/proc/meminfo).
+long long slab_kib() {
+  FILE* f = fopen("/proc/meminfo", "re");
+  char line[128];
+  long long kib = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "Slab: %lld kB", &kib) == 1) break;
+  if (f) fclose(f);
+  return kib;
+}
+
 int host_b(const char* peer, const char* ko) {
   const long long placed = stat("remote_placed_writes");
+  // The victim: a QP and a region of this process, registered with the module.
+  Rc victim;
+  rc_open(&victim);
+  const int vfd = unload_open();
+  void* vmem = nullptr;
+  if (posix_memalign(&vmem, 4096, kVictimLen)) die("posix_memalign", -ENOMEM);
+  memset(vmem, 0, kVictimLen);
+  ibv_mr* vmr = ibv_reg_mr(victim.pd, vmem, kVictimLen, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (!vmr) die("ibv_reg_mr");
+  if (int r = reg_mr(vfd, vmr, kRegionRw)) die("REG_REGION", r);
+  const Victim mine{victim.wire, {}, vmr->rkey, reinterpret_cast<uintptr_t>(vmem)};
+  put_blob("victim.B", &mine, sizeof mine);
+  const long long slab0 = slab_kib();
   signal_peer("B.ready");
+  Wire a{};
+  get_blob("victim.A", &a, sizeof a);
+  rc_connect(&victim, a);
+  if (int r = reg_qp(vfd, victim.dev.c_str(), victim.qp->qp_num)) die("REG_QP", r);
+  signal_peer("B.victim_ready");
   await("A.done");
   int fd = unload_open();
   // The channel A opened serves B's requests too: B finds it, passive.
@@ -519,9 +621,31 @@ int host_b(const char* peer, const char* ko) {
   expect(stat("remote_refused_peer_unknown") >= 1 && stat("remote_refused_invalid") >= 1,
          "b.refusal_reasons_counted", "remote_refused_peer_unknown %lld, remote_refused_invalid %lld",
          stat("remote_refused_peer_unknown"), stat("remote_refused_invalid"));
-  expect(chan_stat("auth_refused") >= 4 && stat("remote_placed_writes") == placed && chan_stat("open") == 1,
-         "b.unproven_refused_counted", "auth_refused %lld (at least 4), placed %lld (was %lld), open %lld (A's)",
-         chan_stat("auth_refused"), stat("remote_placed_writes"), placed, chan_stat("open"));
+  expect(chan_stat("auth_refused") >= 4 && chan_stat("open") == 1, "b.unproven_refused_counted",
+         "auth_refused %lld (at least 4), open %lld (A's)", chan_stat("auth_refused"), chan_stat("open"));
+  // In the victim's memory: the proven peer's write and nothing of the unproven one's.
+  const auto* vb = static_cast<const uint8_t*>(vmem);
+  size_t unproven_bytes = 0, proven_bytes = 0, elsewhere = 0;
+  for (size_t i = 0; i < kVictimLen; i++) {
+    if (i >= kUnprovenOff && i < kUnprovenOff + kVictimWrite)
+      unproven_bytes += vb[i] != 0;
+    else if (i >= kProvenOff && i < kProvenOff + kVictimWrite)
+      proven_bytes += vb[i] == 0xCD;
+    else
+      elsewhere += vb[i] != 0;
+  }
+  expect(unproven_bytes == 0 && proven_bytes == kVictimWrite && elsewhere == 0 &&
+             stat("remote_placed_writes") == placed + 1,
+         "b.victim_only_proven_write", "unproven write's bytes %zu (want 0), proven's %zu of %zu, others %zu, "
+         "placed %lld (was %lld, want +1)", unproven_bytes, proven_bytes, kVictimWrite, elsewhere,
+         stat("remote_placed_writes"), placed);
+  const long long slab1 = slab_kib();
+  expect(slab0 > 0 && slab1 - slab0 < 16 * 1024, "b.slab_bounded",
+         "Slab %lld kB before the forgers, %lld kB after (+%lld kB; bound 16 MiB)", slab0, slab1, slab1 - slab0);
+  ibv_dereg_mr(vmr);
+  free(vmem);
+  rc_close(&victim);
+  close(vfd);  // before B's module goes below: rmmod waits for no session
   close(fd);
   signal_peer("B.done");
 
