@@ -133,7 +133,7 @@ step "set: the tool's ranges are the module's, bad values change nothing"
 py "$WORK/status.json" >"$WORK/ranges" <<<'import json,sys
 for t in json.load(open(sys.argv[1]))["tunables"]:
     if "min" in t: print(t["name"], t["min"], t["max"])'
-check "status -j lists 12 numeric tunables" test "$(wc -l <"$WORK/ranges")" -eq 12
+check "status -j lists 13 numeric tunables" test "$(wc -l <"$WORK/ranges")" -eq 13
 # refuses FILE VALUE: writing VALUE to FILE fails.
 refuses() { ! { echo "$2" >"$1"; } 2>/dev/null; }
 # set_reads NAME VALUE: unloadctl sets NAME to VALUE and sysfs reads it back.
@@ -242,10 +242,10 @@ check "stat -w 0.5 -c 2: two reports, each with every path" \
 check "stat -j -w 0.5 -c 3: three JSON lines" \
 	bash -c "'$CTL' -j stat -w 0.5 -c 3 | $PY -c 'import json,sys; l=[json.loads(x) for x in sys.stdin]; assert len(l)==3'"
 check "stat -j as nobody: the refusal reasons are unreadable, not shown" rc 0 "${NOBODY[@]}" "$CTL" -j stat
-check "nobody: direct_denied_* listed as unreadable" py "$WORK/out" <<<'import json,sys
-s=json.load(open(sys.argv[1])); u=s["unreadable"]
-assert u and all(n.startswith("direct_denied_") for n in u), u
-assert not any(k.startswith("direct_denied_") for k in s["counters"]), s'
+check "nobody: direct_denied_* and remote_refused_* listed as unreadable" py "$WORK/out" <<<'import json,sys
+s=json.load(open(sys.argv[1])); u=s["unreadable"]; r=("direct_denied_", "remote_refused_")
+assert u and all(n.startswith(r) for n in u) and any(n.startswith(r[1]) for n in u), u
+assert not any(k.startswith(r) for k in s["counters"]), s'
 for bad in "-w" "-w abc" "-w 0" "-w -1" "-c 0" "-c x" "--frob" "extra"; do
 	# shellcheck disable=SC2086
 	check "stat $bad: exit 2" rc 2 "$CTL" stat $bad
