@@ -377,6 +377,17 @@ void exit_pair_open(ExitPair* e, bool sender) {
   _exit(sub == kExitWrites ? 0 : 2);
 }
 
+// The module's reference count (/sys/module/unload/refcnt), -1 if unreadable.
+long long module_refcnt() {
+  FILE* f = fopen("/sys/module/unload/refcnt", "re");
+  long long n = -1;
+  if (f) {
+    if (fscanf(f, "%lld", &n) != 1) n = -1;
+    fclose(f);
+  }
+  return n;
+}
+
 void exit_case_sender() {
   int p[2];
   if (pipe(p)) die("pipe");
@@ -387,6 +398,7 @@ void exit_case_sender() {
   }
   close(p[1]);
   const long long sessions = stat("sessions");  // ours; the child's comes and goes
+  const long long refcnt = module_refcnt();
   double queued = 0;
   xread(p[0], &queued, sizeof queued);
   close(p[0]);
@@ -399,6 +411,9 @@ void exit_case_sender() {
          "status %d: %d writes queued to a silent target, the process's session gone %.1f s later (at most "
          "%.0f; sent one by one they would take minutes)",
          st, kExitWrites, took, kExitBound);
+  // The write that was on the wire still holds the module until its ack wait ends (its
+  // QP's timeout): the sandbox's rmmod follows this program.
+  for (int i = 0; i < 300 && module_refcnt() > refcnt; i++) usleep(100000);
   const char one = 1;
   put_file("exit.A.gone", &one, 1);
 }
