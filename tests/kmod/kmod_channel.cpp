@@ -76,25 +76,6 @@ uint32_t segments_for(uint32_t len) {
   return len ? (len + UNLOAD_CHANNEL_SEGMENT - 1) / UNLOAD_CHANNEL_SEGMENT : 1;
 }
 
-// A file of the pair dir with n bytes, written whole (a temp file renamed), and read.
-void put_blob(const char* name, const void* p, size_t n) {
-  const std::string tmp = pair_dir + "/." + name, path = pair_dir + "/" + name;
-  int fd = open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) die(tmp.c_str());
-  xwrite(fd, p, n);
-  close(fd);
-  if (rename(tmp.c_str(), path.c_str())) die(path.c_str());
-}
-
-void get_blob(const char* name, void* p, size_t n) {
-  await(name);
-  const std::string path = pair_dir + "/" + name;
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) die(path.c_str());
-  xread(fd, p, n);
-  close(fd);
-}
-
 // The victim: a QP of a process on B under its module, with a region that takes remote
 // writes, connected to a QP on A; what a forger on A names in its writes.
 struct Victim {
@@ -400,8 +381,8 @@ void forge(const char* peer) {
   Rc rc;
   rc_open(&rc);
   Victim v{};
-  put_blob("victim.A", &rc.wire, sizeof rc.wire);
-  get_blob("victim.B", &v, sizeof v);
+  pair_put(pair_dir, "victim.A", &rc.wire, sizeof rc.wire);
+  pair_get(pair_dir, "victim.B", &v, sizeof v);
   v.a = rc.wire;
   rc_connect(&rc, v.b);
   await("B.victim_ready");
@@ -584,11 +565,11 @@ int host_b(const char* peer, const char* ko) {
   if (!vmr) die("ibv_reg_mr");
   if (int r = reg_mr(vfd, vmr, kRegionRw)) die("REG_REGION", r);
   const Victim mine{victim.wire, {}, vmr->rkey, reinterpret_cast<uintptr_t>(vmem)};
-  put_blob("victim.B", &mine, sizeof mine);
+  pair_put(pair_dir, "victim.B", &mine, sizeof mine);
   const long long slab0 = slab_kib();
   signal_peer("B.ready");
   Wire a{};
-  get_blob("victim.A", &a, sizeof a);
+  pair_get(pair_dir, "victim.A", &a, sizeof a);
   rc_connect(&victim, a);
   if (int r = reg_qp(vfd, victim.dev.c_str(), victim.qp->qp_num)) die("REG_QP", r);
   signal_peer("B.victim_ready");

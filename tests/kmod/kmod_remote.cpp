@@ -34,28 +34,8 @@ struct Info {
   uint64_t addr;
 };
 
-void put_file(const char* name, const void* p, size_t n) {
-  const std::string tmp = pair_dir + "/." + name, path = pair_dir + "/" + name;
-  int fd = open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) die(tmp.c_str());
-  xwrite(fd, p, n);
-  close(fd);
-  if (rename(tmp.c_str(), path.c_str())) die(path.c_str());
-}
-
-void get_file(const char* name, void* p, size_t n, int seconds = 300) {
-  const std::string path = pair_dir + "/" + name;
-  for (int i = 0; i < seconds * 10; i++) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      xread(fd, p, n);
-      close(fd);
-      return;
-    }
-    usleep(100000);
-  }
-  hang(("waiting for the peer's " + std::string(name)).c_str(), "no file");
-}
+void put_file(const char* name, const void* p, size_t n) { pair_put(pair_dir, name, p, n); }
+void get_file(const char* name, void* p, size_t n) { pair_get(pair_dir, name, p, n); }
 
 // The byte A writes at offset i of B's region in write w: B recomputes it.
 uint8_t pattern(size_t w, size_t i) { return static_cast<uint8_t>(0x11 * (w + 1) + i * 7); }

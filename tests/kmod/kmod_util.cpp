@@ -167,6 +167,29 @@ void rc_close(Rc* rc) {
   rc->cq = nullptr;
 }
 
+void pair_put(const std::string& dir, const char* name, const void* p, size_t n) {
+  const std::string tmp = dir + "/." + name, path = dir + "/" + name;
+  int fd = open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) die(tmp.c_str());
+  xwrite(fd, p, n);
+  close(fd);
+  if (rename(tmp.c_str(), path.c_str())) die(path.c_str());
+}
+
+void pair_get(const std::string& dir, const char* name, void* p, size_t n, int seconds) {
+  const std::string path = dir + "/" + name;
+  for (int i = 0; i < seconds * 10; i++) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      xread(fd, p, n);
+      close(fd);
+      return;
+    }
+    usleep(100000);
+  }
+  hang(("waiting for the peer's " + std::string(name)).c_str(), "no file");
+}
+
 double now_s() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -90,6 +90,11 @@ void pin_cpu(int cpu);
 // CLOCK_MONOTONIC in seconds, for the liveness bounds some checks assert.
 double now_s();
 
+// Two hosts' exchange through the directory both may write (UNLOAD_PAIR_DIR): a file of n
+// bytes written whole (a temp file renamed), and read once it is there (a hang after seconds).
+void pair_put(const std::string& dir, const char* name, const void* p, size_t n);
+void pair_get(const std::string& dir, const char* name, void* p, size_t n, int seconds = 300);
+
 // Exact-size pipe I/O.
 void xwrite(int fd, const void* p, size_t n);
 void xread(int fd, void* p, size_t n);
