@@ -212,6 +212,18 @@ Totals stats_totals() {
     t.express += __atomic_load_n(&s->express, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
       t.why_not[i] += __atomic_load_n(&s->why_not[i], __ATOMIC_RELAXED);
+    t.samples += __atomic_load_n(&s->samples, __ATOMIC_RELAXED);
+    // Another thread's policy, read as its counters are: relaxed, each field whole.
+    if (const policy::Policy* p = __atomic_load_n(&s->adaptive, __ATOMIC_ACQUIRE)) {
+      const policy::PolicyStats& a = p->stats();
+      t.adaptive.decisions += __atomic_load_n(&a.decisions, __ATOMIC_RELAXED);
+      t.adaptive.reused += __atomic_load_n(&a.reused, __ATOMIC_RELAXED);
+      t.adaptive.warmups += __atomic_load_n(&a.warmups, __ATOMIC_RELAXED);
+      t.adaptive.explorations += __atomic_load_n(&a.explorations, __ATOMIC_RELAXED);
+      t.adaptive.trials += __atomic_load_n(&a.trials, __ATOMIC_RELAXED);
+      t.adaptive.switches += __atomic_load_n(&a.switches, __ATOMIC_RELAXED);
+      t.adaptive.budget_denials += __atomic_load_n(&a.budget_denials, __ATOMIC_RELAXED);
+    }
   }
   return t;
 }
@@ -305,6 +317,8 @@ void config_init() {
       std::memset(s->kmod_writes, 0, sizeof s->kmod_writes);
       std::memset(s->kmod_bytes, 0, sizeof s->kmod_bytes);
       s->kmod_unsent = 0;
+      s->samples = 0;
+      if (s != t_stats) s->adaptive = nullptr;  // a thread of the parent's: no decisions here
     }
     ending_after_fork();
   });

@@ -27,6 +27,8 @@ struct ThreadStats {
   uint64_t kmod_bytes[policy::kPathCount];
   uint64_t kmod_why_not[UNLOAD_WHY_COUNT];
   uint64_t kmod_unsent;
+  uint64_t samples;                // timed writes the policies learnt (observe())
+  const policy::Policy* adaptive;  // this thread's policy, once it has one
   ThreadStats* next;
 };
 constexpr uint64_t kKmodBatch = 32;
@@ -88,6 +90,8 @@ struct Totals {
   uint64_t mapped;
   uint64_t express;
   uint64_t why_not[UNLOAD_WHY_COUNT];
+  uint64_t samples;
+  policy::PolicyStats adaptive;  // every thread's policy's, summed
 };
 Totals stats_totals();
 // Adds every thread's counts not yet on the counters page to it (with the kmod; at a

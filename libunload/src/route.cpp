@@ -32,6 +32,7 @@ UNLOAD_TLS_HOT constinit thread_local uint64_t t_spin_since = 0;
 policy::Policy* thread_policy() {
   if (__builtin_expect(t_policy != nullptr, 1)) return t_policy;
   t_policy = new (std::nothrow) policy::Policy(static_cast<uint64_t>(gettid()) * 0x9E3779B97F4A7C15ull + 1);
+  __atomic_store_n(&thread_stats().adaptive, t_policy, __ATOMIC_RELEASE);  // its statistics, at exit
   return t_policy;
 }
 
@@ -389,6 +390,7 @@ namespace {
 // learns one finished write.
 void learn(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
            uint64_t cost, uint64_t cpu, uint64_t wait) {
+  ++thread_stats().samples;
   if (t_policy) {
     const policy::WriteFeatures f = features_of(q, length, sge_count, rkey, remote_addr, PathSet::all());
     t_policy->observe(p, f, cost, cpu, wait);

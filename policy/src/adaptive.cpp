@@ -38,7 +38,7 @@ PathSet class_eligible(const WriteFeatures& f, const Tunables& t, bool hot) {
 Path Policy::decide_adaptive(const WriteFeatures& f, const Tunables& t) {
   ++stats_.decisions;
   sampled_ = --sample_countdown_ == 0;
-  if (sampled_) sample_countdown_ = steady_ ? kSteadySampleEvery : kSampleEvery;
+  if (sampled_) sample_countdown_ = steady_ ? steady_every_ : kSampleEvery;
   // Every write counts toward hotness, including those only the NIC can take, or the
   // sketch would misjudge how hot a page is.
   pay_touches();
@@ -56,7 +56,8 @@ Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot
   const PathSet eligible = class_eligible(f, t, hot);
   if (eligible == PathSet(Path::offload)) {
     steady_ = true;
-    if (reuse_ == Reuse::on) settle(f, t, hot, false, Path::offload, 0);
+    steady_every_ = kSteadySampleEvery;
+    if (reuse_ == Reuse::on) settle(f, t, hot, false, Path::offload, 0, steady_every_);
     return Path::offload;
   }
 
@@ -82,8 +83,27 @@ Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot
   uint64_t waived_ns = 0;
   if (!settled || !waives_all(wc, p, budget_enforced_, waived_ns)) return p;
   steady_ = true;
-  if (reuse_ == Reuse::on) settle(f, t, hot, true, p, waived_ns);
+  steady_every_ = steady_every(wc, p, eligible);
+  if (reuse_ == Reuse::on) settle(f, t, hot, true, p, waived_ns, steady_every_);
   return p;
+}
+
+// How many writes apart a steady decision for `p` samples (kWideSampleEvery): the
+// steady interval times how many times cheaper p is than the next-cheapest warm path.
+uint16_t Policy::steady_every(const WriteClass& wc, Path p, PathSet eligible) {
+  const uint64_t mine = wc.estimate[index_of(p)].settled_ns();
+  uint64_t next = UINT64_MAX;
+  const PathSet others = eligible.without(p);
+  uint64_t ns = 0;
+  for (unsigned bits = others.bits(); bits != 0; bits &= bits - 1) {
+    const CostEstimate& e = wc.estimate[std::countr_zero(bits)];
+    if (e.warm() && (ns = e.settled_ns()) < next) next = ns;
+  }
+  if (mine == 0 || next == UINT64_MAX) return kSteadySampleEvery;
+  const uint64_t times = next / mine;
+  return times <= 1 ? kSteadySampleEvery
+                    : static_cast<uint16_t>(times < kWideSampleEvery / kSteadySampleEvery ? kSteadySampleEvery * times
+                                                                                           : kWideSampleEvery);
 }
 
 // The cheapest eligible path by settled estimate (unsampled paths cannot compete), and
@@ -138,6 +158,7 @@ bool Policy::settled_still_holds(Settled& s) {
   const Path chosen = eligible.contains(wc.chosen) ? wc.chosen : best;
   if (chosen != s.path) return false;
   if (trial_due(wc, chosen, explorable)) return false;
+  if (steady_every(wc, chosen, eligible) != s.sample_every) return false;  // a full decision samples anew
   return waives_all(wc, chosen, t.cpu_budget_pct < 100, s.waived_ns);
 }
 
@@ -159,7 +180,7 @@ bool Policy::waives_all(const WriteClass& wc, Path p, bool budget_capped, uint64
 }
 
 void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool explores, Path p,
-                    uint64_t waived_ns) {
+                    uint64_t waived_ns, uint16_t sample_every) {
   Settled& s = settled_;
   s.t = t;
   s.page = f.remote_addr >> kTargetPageShift;
@@ -174,6 +195,7 @@ void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool ex
   s.explores = explores;
   s.path = p;
   s.waived_ns = waived_ns;
+  s.sample_every = sample_every;
   s.live = true;
 }
 
@@ -197,7 +219,7 @@ void Policy::retarget(const WriteFeatures& f, bool hot, uint64_t key) {
 Path Policy::decide_settled_elsewhere(const WriteFeatures& f, const Tunables& t) {
   ++stats_.decisions;
   sampled_ = --sample_countdown_ == 0;
-  if (sampled_) sample_countdown_ = kSteadySampleEvery;  // as decide_settled()
+  if (sampled_) sample_countdown_ = settled_.sample_every;  // as decide_settled()
   pay_touches();
   const uint64_t key = HotnessSketch::key_of(f.rkey, f.remote_addr >> kTargetPageShift);
   const bool hot = touch_target(f.peer_local, key);
@@ -223,6 +245,7 @@ Path Policy::decide_settled_elsewhere(const WriteFeatures& f, const Tunables& t)
 bool Policy::unpark(const WriteFeatures& f, const Tunables& t, bool hot) {
   if (!parked_.live || parked_.hot != hot || differs_beside_target(parked_, f, t) != 0) return false;
   std::swap(settled_, parked_);
+  steady_every_ = settled_.sample_every;  // what a full decision of its class would have set
   return true;
 }
 

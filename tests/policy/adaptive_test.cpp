@@ -367,6 +367,34 @@ TEST_F(SettledOnStage, ObservesOneSteadyWriteIn32AndEveryOtherPath) {
   EXPECT_NEAR(static_cast<double>(chosen_sampled) / chosen, 1.0 / Policy::kSteadySampleEvery, 0.006);
 }
 
+// A steady path m times cheaper than the next warm one samples m times less often (up to
+// kWideSampleEvery): it must grow m times dearer to lose its place.
+TEST(policy_adaptive, AChosenPathFarCheaperThanTheNextSamplesInProportion) {
+  for (const uint64_t stage_ns : {1000u, 200u}) {  // 3x and 15x cheaper than offload
+    Policy policy;
+    Tunables t = tunables_in(Mode::adaptive);
+    t.cpu_budget_pct = 100;
+    WriteFeatures f = write_of(4096, PathSet(Path::unload_stage));
+    const CostOf cost = [stage_ns](Path p, uint64_t) { return p == Path::offload ? 3000 : stage_ns; };
+    uint64_t i = 0;
+    run(policy, t, f, 1000, cost, Path::offload, &i);
+    ASSERT_EQ(policy.chosen_path(f), Path::unload_stage);
+    uint64_t chosen = 0, chosen_sampled = 0;
+    for (int n = 0; n < 64000; ++n, ++i) {
+      f.now_ns = policy.wants_clock() ? i * 1000 : 0;
+      const Path p = policy.decide(f, t);
+      if (p == Path::unload_stage) ++chosen;
+      if (policy.sampled()) {
+        if (p == Path::unload_stage) ++chosen_sampled;
+        policy.observe(p, f, cost(p, i));
+      }
+    }
+    const double every = stage_ns == 1000 ? 3.0 * Policy::kSteadySampleEvery : Policy::kWideSampleEvery;
+    // Within a tenth: a sample after an exploration comes kSampleEvery decisions on.
+    EXPECT_NEAR(static_cast<double>(chosen_sampled) / chosen, 1.0 / every, 0.1 / every) << stage_ns;
+  }
+}
+
 TEST_F(SettledOnStage, AChosenPathSampleFarFromItsEstimateSamplesTheNextWrites) {
   // Decide until a sampled write on the chosen path, and report it twice as dear.
   for (int n = 0; n < 1000; ++n, ++i) {

@@ -158,7 +158,8 @@ TEST(policy_sim_resident, AMissAsDearAsAWriteKeepsEverythingOnTheNic) {
 // Without the cache's size, a footprint as large as the cache has its pages hot and cold
 // by turns (the sketch's threshold is about one write in 200, these take one in 1024): each
 // goes now to the NIC, now remote, and its NIC writes find its translation evicted by
-// the others'. The resident set is what keeps them apart.
+// the others'. The resident set is what keeps them apart. (With steady samples spread by
+// the chosen path's margin, the unknown size's cost went from 1.21x to 1.06x the known's.)
 TEST(policy_sim_resident, WithoutTheSizeAFootprintAsLargeAsTheCacheCostsMore) {
   const Costs c{200'000, 2'200'000, 600'000};
   Tunables t = kDefaultTunables;
@@ -167,7 +168,7 @@ TEST(policy_sim_resident, WithoutTheSizeAFootprintAsLargeAsTheCacheCostsMore) {
   t.target_xlate_pages = 1024;
   const double known = mean_cost(t, {1024}, c, 1024, Path::offload, true, 1);
   std::printf("1024 pages: adaptive %.0f without the size, %.0f with it\n", unknown, known);
-  EXPECT_GT(unknown, 1.1 * known);
+  EXPECT_GT(unknown, 1.04 * known);
 }
 
 // A hot set's cold tenth is written about once a page: those pages must not join the set

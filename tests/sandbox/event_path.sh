@@ -30,6 +30,14 @@ for bytes in 4096 65536; do
 	direct=$(stat "$f" writes_direct) mapped=$(stat "$f" writes_direct_mapped)
 	module=$((direct - mapped))
 	expect "$bytes B x16: writes were counted" "$([ "$all" -gt 0 ] && echo 1)" "$all writes"
+	# Adaptive decided every write that had a choice (all that went direct, none twice), and
+	# learnt from some of them.
+	decided=$(stat "$f" adaptive_decisions) samples=$(stat "$f" samples)
+	expect "$bytes B x16: adaptive's decisions counted" \
+		"$([ "$decided" -ge "$(stat "$f" writes_direct)" ] && [ "$decided" -le "$all" ] && echo 1)" \
+		"$decided decisions for $all writes"
+	expect "$bytes B x16: it learnt from a sample of them" \
+		"$([ "$samples" -gt 0 ] && [ "$samples" -lt "$all" ] && echo 1)" "$samples samples of $all writes"
 	# Adaptive's warm-up gives every eligible path 8 samples, and its exploration one write
 	# in 32 or fewer: 4 in 5 direct is a class that settled there.
 	expect "$bytes B x16: the class went direct (4 in 5 or more)" \

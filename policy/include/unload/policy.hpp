@@ -84,8 +84,16 @@ class Policy {
   // from its estimate samples the next writes, so a 2x step is followed within a few
   // hundred decisions (tests/policy/sim_step_test.cpp). Warm-up, exploration, trial and
   // budget-denied decisions are always observed: they are what the policy learns from.
+  //
+  // A steady class's samples are there to notice its path growing dearer. A path m times
+  // cheaper than the next-cheapest warm one must grow m times dearer before it loses its
+  // place, so its samples are m times as far apart, up to kWideSampleEvery: under an
+  // emulator a sampled write (its clocks, a full decision, observe()) cost ten 8 B writes
+  // through the mapping, and at one in 32 it made adaptive 1.7x the mapped path's time
+  // in an 8 B stream where every other path is 9x dearer.
   static constexpr uint8_t kSampleEvery = 8;
-  static constexpr uint8_t kSteadySampleEvery = 32;
+  static constexpr uint16_t kSteadySampleEvery = 32;
+  static constexpr uint16_t kWideSampleEvery = 256;
 
   // The path for this write. Always one of effective_eligible(f, t). f.now_ns may be 0
   // when wants_clock() was false: the CPU budget then refills at the next decision that
@@ -250,6 +258,7 @@ class Policy {
     bool hot = false;           // its page's hotness when it was decided: its class's
     uint32_t touches_left = 0;  // reuses whose hotness is known without the sketch
     uint64_t waived_ns = 0;     // what an unsampled decision adds to budget_waived_ns
+    uint16_t sample_every = kSteadySampleEvery;  // its steady sampling interval
   };
 
   bool settled_matches(const WriteFeatures& f, const Tunables& t) const { return settled_differs(f, t) == 0; }
@@ -312,7 +321,7 @@ class Policy {
   Path decide_settled(const WriteFeatures& f, const Tunables& t) {
     ++stats_.decisions;
     sampled_ = --sample_countdown_ == 0;
-    if (sampled_) sample_countdown_ = kSteadySampleEvery;  // a reuse follows a steady decision
+    if (sampled_) sample_countdown_ = settled_.sample_every;  // a reuse follows a steady decision
     if (settled_.touches_left == 0 || (settled_.explores && explore_left_ == 1)) [[unlikely]] {
       pay_touches();
       return decide_in_class(f, t, touch_target(settled_.peer_local, settled_.key));
@@ -345,8 +354,10 @@ class Policy {
   bool unpark(const WriteFeatures& f, const Tunables& t, bool hot);
   static bool trial_due(const WriteClass& wc, Path chosen, PathSet explorable);
   static bool waives_all(const WriteClass& wc, Path p, bool budget_capped, uint64_t& waived_ns);
+  static uint16_t steady_every(const WriteClass& wc, Path p, PathSet eligible);
   void learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns, uint64_t nic_wait_ns);
-  void settle(const WriteFeatures& f, const Tunables& t, bool hot, bool explores, Path p, uint64_t waived_ns);
+  void settle(const WriteFeatures& f, const Tunables& t, bool hot, bool explores, Path p, uint64_t waived_ns,
+              uint16_t sample_every);
   void retarget(const WriteFeatures& f, bool hot, uint64_t key);
   void charge_cpu(WriteClass& wc, Path path, uint64_t cpu_ns);
   void pay_touches() const {
@@ -372,10 +383,11 @@ class Policy {
   // cold ones turn between the two without a full decision at each turn.
   Settled parked_;
   PolicyStats stats_;
-  uint8_t sample_countdown_ = 1;  // adaptive decisions until the next periodic sample
+  uint16_t sample_countdown_ = 1;  // adaptive decisions until the next periodic sample
   uint32_t reuse_left_ = 0;       // decide_reused() decisions left (arm_reuse())
   bool sampled_ = true;           // the last decision's write is to be observed
   bool steady_ = false;           // the last adaptive decision was steady (kSteadySampleEvery)
+  uint16_t steady_every_ = kSteadySampleEvery;  // ... and its sampling interval (steady_every())
   bool budget_enforced_ = false;  // the last decision ran under a CPU cap
   Reason reason_ = Reason::cost;  // the last adaptive decision's (reason())
   Reuse reuse_;
