@@ -1,6 +1,8 @@
 // The hotness sketch: frequently written pages are hot, uniformly spread pages are not, a page cools once
-// writes to it stop, rkeys are told apart, and steady_touches() never promises an answer a touch would not
-// give.
+// writes to it stop, rkeys are told apart, steady_touches() never promises an answer a touch would not
+// give, and touch_many() is that many touches.
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "unload/policy/hotness_sketch.hpp"
@@ -68,6 +70,24 @@ TEST(policy_hotness_sketch, SteadyTouchesAnswerAsPromised) {
     promised += n;
   }
   EXPECT_GT(promised, 3000u);  // it does promise something
+}
+
+TEST(policy_hotness_sketch, TouchManyIsThatManyTouches) {
+  // The sweep anywhere, counts anywhere (saturated ones too): n <= steady_touches(s)
+  // touches at once leave the sketch as n single touches do.
+  Prng rng(5);
+  HotnessSketch sketch;
+  for (int trial = 0; trial < 2000; ++trial) {
+    for (int i = 0; i < 61; ++i) sketch.touch(1, rng.next() % 200);
+    if (trial % 500 == 0)
+      for (int i = 0; i < 70000; ++i) sketch.touch(2, 0);  // one page's counters saturate
+    const HotnessSketch::Slots s = HotnessSketch::slots_of(trial % 7 == 0 ? 2 : 1, rng.next() % 200);
+    const unsigned n = 1 + static_cast<unsigned>(rng.next() % sketch.steady_touches(s));
+    HotnessSketch one_by_one = sketch;
+    for (unsigned j = 0; j < n; ++j) one_by_one.touch(s);
+    sketch.touch_many(s, n);
+    ASSERT_EQ(std::memcmp(&sketch, &one_by_one, sizeof sketch), 0) << "trial " << trial << ", n " << n;
+  }
 }
 
 }  // namespace

@@ -361,6 +361,12 @@ class Policy {
   void retarget(const WriteFeatures& f, bool hot, uint64_t key);
   void charge_cpu(WriteClass& wc, Path path, uint64_t cpu_ns);
   void pay_touches() const {
+    if (touches_owed_ == 0) return;
+    if (!resident_on(settled_.peer_local)) {  // the sketch alone: at once (touch_many)
+      hotness_.touch_many(settled_.slots, touches_owed_);
+      touches_owed_ = 0;
+      return;
+    }
     for (; touches_owed_ != 0; --touches_owed_) touch_target(settled_.peer_local, settled_.key);
   }
   // Counts a write to the target page of `key` and says whether the page is hot: with the

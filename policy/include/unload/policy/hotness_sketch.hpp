@@ -53,6 +53,22 @@ class HotnessSketch {
     cursor_ = (cursor_ + 1) & kMask;
     return hot;
   }
+  // n touches of `s` at once, exactly as n calls of touch(s), for n <= steady_touches(s):
+  // within it the sweep halves neither of s's counters before the last of the n, so the
+  // n increments come first and the halvings of the n cursor positions after. The policy
+  // pays a settled write's deferred touches so: one at a time, they were a fifth of what
+  // adaptive added to an 8 B write through the mapping.
+  void touch_many(Slots s, unsigned n) {
+    uint16_t& a = rows_[0][s.row0];
+    uint16_t& b = rows_[1][s.row1];
+    a = static_cast<uint16_t>(a + n < UINT16_MAX ? a + n : UINT16_MAX);
+    b = static_cast<uint16_t>(b + n < UINT16_MAX ? b + n : UINT16_MAX);
+    for (; n != 0; --n) {
+      rows_[0][cursor_] >>= 1;
+      rows_[1][cursor_] >>= 1;
+      cursor_ = (cursor_ + 1) & kMask;
+    }
+  }
   // How many more touches of `s` are certain to answer as touch(s) would answer now
   // (hot if count(s) + 1 >= kHotCount): until the sweep halves one of its counters or its
   // count reaches kHotCount. The policy defers that many touches of a settled write's page.
