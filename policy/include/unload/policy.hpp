@@ -322,10 +322,12 @@ class Policy {
     ++stats_.decisions;
     sampled_ = --sample_countdown_ == 0;
     if (sampled_) sample_countdown_ = settled_.sample_every;  // a reuse follows a steady decision
-    if (settled_.touches_left == 0 || (settled_.explores && explore_left_ == 1)) [[unlikely]] {
+    if (settled_.touches_left == 0) [[unlikely]] {
       pay_touches();
       return decide_in_class(f, t, touch_target(settled_.peer_local, settled_.key));
     }
+    if (settled_.explores && explore_left_ == 1) [[unlikely]]
+      return decide_settled_draw(f, t);
     --settled_.touches_left;
     ++touches_owed_;
     if (settled_.explores) {
@@ -341,12 +343,14 @@ class Policy {
   // settled write's hotness class, as a full decision would take it; then the settled
   // decision is the new page's.
   Path decide_settled_elsewhere(const WriteFeatures& f, const Tunables& t);
+  Path decide_settled_draw(const WriteFeatures& f, const Tunables& t);
   Path decide_full(const WriteFeatures& f, const Tunables& t);
   Path decide_adaptive(const WriteFeatures& f, const Tunables& t);
   Path decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot);
   Path choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet eligible, bool cpu_allowed,
               bool& settled);
   bool explore_due(uint32_t explore_shift);
+  Path explore_from(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet explorable, Path chosen);
   static Path cheapest_warm(const WriteClass& wc, PathSet eligible, uint64_t& ns);
   static bool switches_to(const WriteClass& wc, Path best, uint64_t best_ns, PathSet eligible,
                           bool nic_outstanding, const Tunables& t);
