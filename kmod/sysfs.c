@@ -211,6 +211,7 @@ UNLOAD_FOLD(why_not_cost, UNLOAD_FOLD_WHY + UNLOAD_WHY_COST);
 UNLOAD_FOLD(why_not_local_peer, UNLOAD_FOLD_WHY + UNLOAD_WHY_LOCAL_PEER);
 UNLOAD_FOLD(why_not_no_channel, UNLOAD_FOLD_WHY + UNLOAD_WHY_NO_CHANNEL);
 UNLOAD_FOLD(why_not_no_key, UNLOAD_FOLD_WHY + UNLOAD_WHY_NO_KEY);
+UNLOAD_FOLD(why_not_no_mapping, UNLOAD_FOLD_WHY + UNLOAD_WHY_NO_MAPPING);
 
 /*
  * A denial counter: its reason, at the sender (direct_denied_*, unload_denied) or at a
@@ -379,6 +380,7 @@ static struct attribute *unload_reported_attrs[] = {
 	&unload_stat_why_not_local_peer.kattr.attr,
 	&unload_stat_why_not_no_channel.kattr.attr,
 	&unload_stat_why_not_no_key.kattr.attr,
+	&unload_stat_why_not_no_mapping.kattr.attr,
 	NULL,
 };
 
@@ -493,7 +495,7 @@ int unload_sysfs_init(void)
 
 	BUILD_BUG_ON(sizeof(struct unload_control) > PAGE_SIZE);
 	BUILD_BUG_ON(sizeof(struct unload_counters) > PAGE_SIZE);
-	BUILD_BUG_ON(UNLOAD_WHY_COUNT != 27);	/* one why_not_* file each, above */
+	BUILD_BUG_ON(UNLOAD_WHY_COUNT != 28);	/* one why_not_* file each, above */
 	BUILD_BUG_ON(UNLOAD_PATH_COUNT != 5);	/* writes_ and bytes_ of each, above */
 	unload_ctl = (struct unload_control *)get_zeroed_page(GFP_KERNEL);
 	if (!unload_ctl)

@@ -201,7 +201,10 @@ enum unload_why {
 					 * none, it does not answer, or it refused our key) */
 	UNLOAD_WHY_NO_KEY = 26,		/* this host's module has no channel key (channel/key)
 					 * and channel/auth is "key": the channel is closed */
-	UNLOAD_WHY_COUNT = 27,
+	UNLOAD_WHY_NO_MAPPING = 27,	/* the mapped path's write was placed by the module's
+					 * copy: no mapping of its target was granted, or the
+					 * responder was busy or the mapping revoked at the copy */
+	UNLOAD_WHY_COUNT = 28,
 };
 
 /*
@@ -221,7 +224,7 @@ struct unload_counters {
 	__u64 fences;				/* fences waited before a direct write */
 	__u64 why_not[UNLOAD_WHY_COUNT];	/* writes off their preferred path, per
 						 * enum unload_why (userspace adds) */
-	__u64 reserved[2];			/* zero; the page is 4 KiB anyway */
+	__u64 reserved[1];			/* zero; the page is 4 KiB anyway */
 };
 
 /* --- ioctls ------------------------------------------------------------------ */

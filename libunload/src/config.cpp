@@ -26,7 +26,7 @@ namespace unload::rt {
 namespace {
 
 // Each path's name in UNLOAD_PATH, the statistics file and sysfs (writes_<name>).
-constexpr const char* kPathFileNames[] = {"offload", "inline", "stage", "direct", "remote"};
+constexpr const char* kPathFileNames[] = {"offload", "inline", "stage", "direct", "remote", "mapped"};
 static_assert(std::size(kPathFileNames) == policy::kPathCount);
 
 Tunables g_tunables = policy::kDefaultTunables;
@@ -95,7 +95,7 @@ bool env_path() {
       return true;
     }
   std::fprintf(stderr,
-               "unload: UNLOAD_PATH=\"%s\" is not one of offload, inline, stage, direct, remote; "
+               "unload: UNLOAD_PATH=\"%s\" is not one of offload, inline, stage, direct, mapped, remote; "
                "ignored\n",
                s);
   return false;
@@ -165,10 +165,9 @@ void count_writes(Path p, uint64_t n, uint64_t bytes) {
 
 void count_mapped_write(uint64_t bytes, bool express) {
   ThreadStats& s = thread_stats();
-  const unsigned i = policy::index_of(Path::unload_direct);
+  const unsigned i = policy::index_of(Path::unload_mapped);
   ++s.writes[i];
   s.bytes[i] += bytes;
-  ++s.mapped;
   s.express += express;
   if (!g_have_kmod.load(std::memory_order_relaxed)) return;
   ++s.kmod_writes[i];
@@ -181,7 +180,7 @@ const char* why_name(Why w) {
       "not_rc",    "program_inline", "path_off", "no_module",  "remote_peer", "unregistered", "unpaired",
       "poisoned",  "qp_error",       "cq",       "queue",      "fence",       "size",         "region",
       "no_room",   "refused",        "policy",   "with_imm",   "nic_memory",  "window",       "cold",
-      "exploring", "budget",         "cost",     "local_peer", "no_channel",   "no_key"};
+      "exploring", "budget",         "cost",     "local_peer", "no_channel",   "no_key",       "no_mapping"};
   const unsigned i = static_cast<unsigned>(w);
   return i < UNLOAD_WHY_COUNT ? names[i] : "none";
 }
@@ -208,7 +207,6 @@ Totals stats_totals() {
       t.bytes[i] += __atomic_load_n(&s->bytes[i], __ATOMIC_RELAXED);
     }
     t.fences += __atomic_load_n(&s->fences, __ATOMIC_RELAXED);
-    t.mapped += __atomic_load_n(&s->mapped, __ATOMIC_RELAXED);
     t.express += __atomic_load_n(&s->express, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
       t.why_not[i] += __atomic_load_n(&s->why_not[i], __ATOMIC_RELAXED);
@@ -310,7 +308,6 @@ void config_init() {
       std::memset(s->writes, 0, sizeof s->writes);
       std::memset(s->bytes, 0, sizeof s->bytes);
       s->fences = 0;
-      s->mapped = 0;
       s->express = 0;
       std::memset(s->why_not, 0, sizeof s->why_not);
       std::memset(s->kmod_why_not, 0, sizeof s->kmod_why_not);

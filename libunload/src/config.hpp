@@ -20,8 +20,7 @@ struct ThreadStats {
   uint64_t writes[policy::kPathCount];
   uint64_t bytes[policy::kPathCount];
   uint64_t fences;
-  uint64_t mapped;  // of writes[direct], those the mapped engine placed
-  uint64_t express;  // of those, the ones the express lane took (express.hpp)
+  uint64_t express;  // of writes[mapped], the ones the express lane took (express.hpp)
   uint64_t why_not[UNLOAD_WHY_COUNT];
   uint64_t kmod_writes[policy::kPathCount];  // not yet added to the counters page
   uint64_t kmod_bytes[policy::kPathCount];
@@ -38,9 +37,8 @@ ThreadStats& thread_stats();
 // Counts a write in this thread's statistics and, with the kmod, in the session's
 // counters page, batched (the module counts direct writes itself).
 void count_writes(Path p, uint64_t n, uint64_t bytes);
-// A direct write the mapped engine placed (`express`: through the express lane), counted
-// as count_writes counts a direct one; the module never sees it, so it goes to the
-// counters page's direct fields too (batched, as the other paths').
+// A write the mapped path placed (`express`: through the express lane): count_writes, and
+// the express lane's count.
 void count_mapped_write(uint64_t bytes, bool express);
 
 // Counts one fence (a wait before a direct write) here and in the counters page.
@@ -75,6 +73,7 @@ enum class Why : uint8_t {
   local_peer = UNLOAD_WHY_LOCAL_PEER,
   no_channel = UNLOAD_WHY_NO_CHANNEL,
   no_key = UNLOAD_WHY_NO_KEY,
+  no_mapping = UNLOAD_WHY_NO_MAPPING,
   none = UNLOAD_WHY_COUNT,
 };
 const char* why_name(Why w);
@@ -87,7 +86,6 @@ struct Totals {
   uint64_t writes[policy::kPathCount];
   uint64_t bytes[policy::kPathCount];
   uint64_t fences;
-  uint64_t mapped;
   uint64_t express;
   uint64_t why_not[UNLOAD_WHY_COUNT];
   uint64_t samples;
@@ -108,7 +106,7 @@ const Tunables& tunables();
 // are the tunables (with the kmod; a constant without it).
 uint32_t tunables_seq();
 
-// UNLOAD_PATH=offload|inline|stage|direct|remote: every write takes that path when it is
+// UNLOAD_PATH=offload|inline|stage|direct|mapped|remote: every write takes that path when it is
 // eligible, the NIC otherwise, whatever the mode (for benchmarks that compare paths).
 // Returns true and sets `p` when a path is forced.
 bool forced_path(Path& p);

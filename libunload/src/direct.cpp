@@ -227,13 +227,14 @@ uint64_t share_of_run(uint64_t t0, const RunClock& clk, int i, int m) {
   return routing + (clk.end_ns - clk.submit_ns) / static_cast<uint64_t>(m);
 }
 
-// A placed write's bookkeeping: the policy (`cost_ns`, when it is timed), the marker
-// target, its completion in `ticket` (claimed when signaled). Inlined in both engines'
-// loops and the express lane: as a call it cost a small write a sixth of what its whole
-// submission costs the shim. The caller counts it (count_writes, count_mapped_write).
-[[gnu::always_inline]] inline void finish_direct(QpRec* q, const WriteRequest& r, uint64_t wr_id, bool timed,
-                                                 uint64_t ticket, uint64_t cost_ns) {
-  if (timed) observe_direct(q, r, cost_ns);
+// A placed write's bookkeeping: the policy (`cost_ns` on path `p`, when it is timed), the
+// marker target, its completion in `ticket` (claimed when signaled). Inlined in the
+// module's and the mapped path's loops and the express lane: as a call it cost a small
+// write a sixth of what its whole submission costs the shim. The caller counts it
+// (count_writes, count_mapped_write).
+[[gnu::always_inline]] inline void finish_direct(QpRec* q, Path p, const WriteRequest& r, uint64_t wr_id,
+                                                 bool timed, uint64_t ticket, uint64_t cost_ns) {
+  if (timed) observe_direct(q, p, r, cost_ns);
   q->peer.last_rkey = r.rkey;
   q->peer.last_addr = r.remote_addr;
   q->peer.has_last = true;
@@ -295,10 +296,14 @@ int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why, RunClock& clk) {
   bool signaled = false;
   for (; placed < done && reqs[placed].result == 0; ++placed) {
     const uint64_t t0 = w[placed].rt.t0;
+    // Off the mapped path it prefers: the policy's reason, or the mapping's failure when
+    // it was routed there.
+    count_why(route_why(w[placed].rt, Path::unload_direct, Why::no_mapping));
     count_writes(Path::unload_direct, 1, w[placed].rt.req.length);
     const uint64_t cost = t0 ? share_of_run(t0, clk, placed, m) : 0;
-    if (t0) q->engine.learn(w[placed].rt.req.length, false, cost);
-    finish_direct(q, w[placed].rt.req, w[placed].wr_id, t0 != 0, tickets[placed], cost);
+    // Learnt as the path it was routed: a mapped write the module placed is what taking
+    // the mapped path cost, and a class whose targets cannot be mapped learns so.
+    finish_direct(q, w[placed].rt.path, w[placed].rt.req, w[placed].wr_id, t0 != 0, tickets[placed], cost);
     signaled |= w[placed].rt.req.signaled;
   }
   for (int i = placed; i < m; ++i)
@@ -338,10 +343,9 @@ int run_mapped(QpRec* q, const DirectWrite* w, int n, const RunClock& clk) {
       const uint64_t from = clk.fenced_ns > x.rt.t0 ? clk.fenced_ns : x.rt.t0;
       const uint64_t routing = run_ns > from ? (run_ns - from) / static_cast<uint64_t>(n - placed) : 0;
       cost = routing + (now_ns() - copy_ns);
-      q->engine.learn(x.rt.req.length, true, cost);
     }
     count_mapped_write(x.rt.req.length, false);
-    finish_direct(q, x.rt.req, x.wr_id, x.rt.t0 != 0, ticket, cost);
+    finish_direct(q, Path::unload_mapped, x.rt.req, x.wr_id, x.rt.t0 != 0, ticket, cost);
     signaled |= x.rt.req.signaled;
   }
   if (signaled) wake_after_queueing(q, w[placed - 1].rt.req);
@@ -362,8 +366,7 @@ bool place_mapped_one(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& 
   count_mapped_write(rt.req.length, true);
   // run_mapped's charge for a run of one with no fence: the routing and the copy.
   const uint64_t cost = rt.t0 ? now_ns() - rt.t0 : 0;
-  if (rt.t0) q->engine.learn(rt.req.length, true, cost);
-  finish_direct(q, rt.req, wr_id, rt.t0 != 0, ticket, cost);
+  finish_direct(q, Path::unload_mapped, rt.req, wr_id, rt.t0 != 0, ticket, cost);
   if (signaled) wake_after_queueing(q, rt.req);
   return true;
 }
@@ -377,10 +380,9 @@ int place_direct(QpRec* q, const DirectWrite* w, int n, Why* why) {
   RunClock clk{};
   for (int i = 0; i < n && !clk.timed; ++i) clk.timed = w[i].rt.t0 != 0;
   if (clk.timed && waited) clk.fenced_ns = now_ns();
-  // The engine the first write's class found cheaper (engine.hpp): a run is one length
-  // nearly always, and splitting it between the engines would cost a submission more.
-  const bool by_mapping = mapped_enabled() && q->engine.mapped(w[0].rt.req.length, w[0].rt.t0 != 0);
-  const int mapped = by_mapping ? run_mapped(q, w, n, clk) : 0;
+  // A run is of one path (post_tracked): the mapped path's writes its engine does not
+  // place (no mapping, a busy responder) go on to the module's copy, in order.
+  const int mapped = w[0].rt.path == Path::unload_mapped ? run_mapped(q, w, n, clk) : 0;
   if (mapped == n) return n;
   return mapped + run_direct(q, w + mapped, n - mapped, why, clk);
 }

@@ -41,8 +41,9 @@ class DirectRun {
   };
 };
 
-// The fence (the writes wait until their QP's earlier requests executed), then the
-// module's copy of w[0..n) in order, with one submission that stops at the first write it
+// The fence (the writes wait until their QP's earlier requests executed), then w[0..n) in
+// order, all routed direct or all mapped: the mapped path's through this process's mappings
+// while they hold, the rest by the module's copy, with one submission that stops at the first write it
 // does not place; inside q's post gate. Returns how many were placed (their completions
 // queued if signaled); when fewer than n, *why says what stopped the first one not placed,
 // and the caller sends it and the rest to the NIC, which orders them by itself and reports

@@ -54,8 +54,7 @@ void write_block(const char* path, const Totals& t) {
   for (unsigned i = 0; i < policy::kPathCount; ++i) b.line("writes_", path_name(i), t.writes[i]);
   for (unsigned i = 0; i < policy::kPathCount; ++i) b.line("bytes_", path_name(i), t.bytes[i]);
   b.line("fences", "", t.fences);
-  if (t.mapped) b.line("writes_direct_mapped", "", t.mapped);  // of writes_direct, the mapped engine's
-  if (t.express) b.line("writes_direct_express", "", t.express);  // of those, the express lane's
+  if (t.express) b.line("writes_mapped_express", "", t.express);  // of writes_mapped, the express lane's
   for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)  // the reasons that occurred
     if (t.why_not[i]) b.line("why_not_", why_name(static_cast<Why>(i)), t.why_not[i]);
   if (t.samples) b.line("samples", "", t.samples);  // timed writes the policies learnt
@@ -93,7 +92,6 @@ Totals minus(const Totals& a, const Totals& b) {
     d.bytes[i] = a.bytes[i] - b.bytes[i];
   }
   d.fences = a.fences - b.fences;
-  d.mapped = a.mapped - b.mapped;
   d.express = a.express - b.express;
   for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i) d.why_not[i] = a.why_not[i] - b.why_not[i];
   d.samples = a.samples - b.samples;

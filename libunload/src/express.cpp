@@ -43,9 +43,8 @@ bool source_as_routed(const QpRec* q, const ExpressMemo& x, const ibv_sge& sg) {
 void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt) {
   ExpressMemo& x = q->express;
   x.armed = false;
-  if (!lone_write(w) || rt.path != Path::unload_direct || rt.preferred != Path::unload_direct ||
-      rt.translated || g_windows.load(std::memory_order_relaxed) != 0 || !mapped_enabled() ||
-      !q->engine.mapped(rt.req.length, false))
+  if (!lone_write(w) || rt.path != Path::unload_mapped || rt.preferred != Path::unload_mapped ||
+      rt.translated || g_windows.load(std::memory_order_relaxed) != 0)
     return;
   const int target = mapped_index_of(q, rt.req.rkey);
   if (target < 0) return;
@@ -80,18 +79,17 @@ Express express_post(QpRec* q, const ibv_send_wr& w, const Tunables& t, Route* r
   r.sge_count = 1;
   r.rkey = x.rkey;
   r.remote_addr = w.wr.rdma.remote_addr;
-  if (!q->engine.mapped(r.length, false)) return Express::declined;  // the module's copy is cheaper now
-  if (route_reuses_direct(q, r, x.eligible, t)) {
-    rt->path = Path::unload_direct;
-    rt->preferred = Path::unload_direct;
+  if (route_reuses_mapped(q, r, x.eligible, t)) {
+    rt->path = Path::unload_mapped;
+    rt->preferred = Path::unload_mapped;
     rt->eligible = x.eligible;
   } else {
     // Not the reused decision (a sample is due, an observe ended the reuse, or a mode that
     // decides each write): the route decides it as the full path would, with nothing
     // blocking direct (direct_clear), and from its own memo.
     *rt = route(q, w, t, Why::none);
-    // A timed write the engine's warm-up or exploration sends to the module: place_direct.
-    if (rt->path != Path::unload_direct || !q->engine.mapped(r.length, rt->t0 != 0)) return Express::routed;
+    // Another path (the module's copy by cost, an exploration): the full post takes it.
+    if (rt->path != Path::unload_mapped) return Express::routed;
   }
   return place_mapped_one(q, w.sg_list, w.wr_id, *rt, x.target) ? Express::placed : Express::routed;
 }

@@ -103,7 +103,9 @@ uint64_t kmod_channels_up() {
 }
 
 void kmod_count(policy::Path p, uint64_t n, uint64_t bytes) {
-  const unsigned i = policy::index_of(p);
+  // The page's direct slot holds the mapped path's writes (unload_counters): the module
+  // counts its own copies itself.
+  const unsigned i = p == policy::Path::unload_mapped ? unsigned{UNLOAD_PATH_DIRECT} : policy::index_of(p);
   __atomic_fetch_add(&g_kmod.cnt->writes[i], n, __ATOMIC_RELAXED);
   __atomic_fetch_add(&g_kmod.cnt->bytes[i], bytes, __ATOMIC_RELAXED);
 }

@@ -293,8 +293,8 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
     }
     if (!routed) rt = route(q, *w, t, direct_why);
     routed = false;
-    const Path placing = rt.path;  // direct or remote: the CPU places the run
-    if (placing != Path::unload_direct && placing != Path::unload_remote) {
+    const Path placing = rt.path;  // direct, mapped or remote: the CPU places the run
+    if (!policy::places_here(placing) && placing != Path::unload_remote) {
       if (w == wr && plain_fits(q, *w, rt)) return post_plain(q, w, rt, bad);
       if (int rc = to_nic(b, w, rt, Why::none, bad)) return rc;
       w = w->next;
@@ -317,7 +317,7 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
     // Not placed: the NIC takes them as built, and reports what it finds.
     const int done = placing == Path::unload_remote ? place_remote(q, run.data(), n, &fallback)
                                                     : place_direct(q, run.data(), n, &fallback);
-    if (done == 1 && n == 1 && w == nullptr && origin[0] == wr && placing == Path::unload_direct)
+    if (done == 1 && n == 1 && w == nullptr && origin[0] == wr && placing == Path::unload_mapped)
       express_arm(q, *wr, run[0].rt);
     for (int i = done; i < n; ++i) {
       run[i].rt.path = Path::offload;

@@ -244,7 +244,7 @@ void write_payload(QpRec* q, ibv_qp_ex* qp, size_t n, const ibv_sge* sg) {
   // Only a batch's first write can be held back for a CPU path.
   const Why direct_why = !h.first ? Why::queue : n > kHeldMaxSge ? Why::size : cpu_blocker(q, t);
   Route rt = route(q, held_request(q, h, n, sg), sg, t, direct_why);
-  if (rt.path == Path::unload_direct || rt.path == Path::unload_remote) {
+  if (policy::places_here(rt.path) || rt.path == Path::unload_remote) {
     h.nsge = static_cast<uint32_t>(n);
     for (size_t i = 0; i < n; ++i) h.sge[i] = sg[i];  // the program's list is theirs again on return
     h.route = rt;

@@ -10,7 +10,6 @@
 #include <mutex>
 
 #include "config.hpp"
-#include "engine.hpp"
 #include "gate.hpp"
 #include "unload/policy.hpp"
 #include "unload/runtime.h"
@@ -222,7 +221,6 @@ struct QpRec {
   std::atomic<struct RemoteQueue*> rq{nullptr};
   ExpressMemo express;
   RouteMemo route_memo;
-  EngineChoice engine;  // direct's engine per length class (engine.hpp), post gate
 };
 
 // The QPs whose send CQ a CQ is, for completions that do not name their QP (some providers

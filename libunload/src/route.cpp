@@ -5,6 +5,7 @@
 #include "busy.hpp"
 #include "cq_ex.hpp"
 #include "kmod.hpp"
+#include "mapped.hpp"
 #include "nic_only.hpp"
 #include "registry.hpp"
 #include "stage.hpp"
@@ -150,9 +151,11 @@ Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, co
       if (r.length == 0 || r.length > q->sq.stage.size / 4 || r.length > t.stage_max) return Why::size;
       break;
     case Path::unload_direct:
+    case Path::unload_mapped:
       if (r.with_imm) return Why::with_imm;
       if (direct_why != Why::none) return direct_why;
       if (r.length == 0 || r.length > t.direct_max || r.sge_count > UNLOAD_MAX_IOV) return Why::size;
+      if (p == Path::unload_mapped && !mapped_enabled()) return Why::path_off;
       break;
     case Path::unload_remote:
       if (r.with_imm) return Why::with_imm;
@@ -167,7 +170,7 @@ Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, co
   bool translated = false;
   if (r.length != 0)
     if (const Why w = sges_why(q, sg, r.sge_count, &translated); w != Why::none) return w;
-  return translated && p != Path::unload_direct && p != Path::unload_remote ? Why::region : Why::policy;
+  return translated && !policy::places_here(p) && p != Path::unload_remote ? Why::region : Why::policy;
 }
 
 // A sample a thread without a policy measured (observe()): this poster's policy learns it.
@@ -228,7 +231,13 @@ RouteShape shape_of(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tu
   // the caller from a remote write (remote_blocker); direct is not offered (its peer would
   // be on this host).
   const bool want_remote = places_remote(q, is_forced, forced);
-  s.preferred = is_forced ? forced : want_remote ? Path::unload_remote : Path::unload_direct;
+  // A peer here: the mapped path while it is on (UNLOAD_MAPPED), the cheaper by
+  // construction; a write the policy gives the module's copy instead says why.
+  const bool mapped_on = mapped_enabled();
+  s.preferred = is_forced     ? forced
+                : want_remote ? Path::unload_remote
+                : mapped_on   ? Path::unload_mapped
+                              : Path::unload_direct;
   if (s.preferred == Path::offload) return s;
   // A window's binding is the NIC's to check, in the order of the QP's requests.
   if (window_rkey(q, r.rkey)) {
@@ -248,10 +257,12 @@ RouteShape shape_of(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tu
     const bool fits = placeable && r.sge_count == 1 && r.length != 0 && r.length <= q->sq.max_inline &&
                       r.length <= UNLOAD_MAX_INLINE;
     pc.direct_available = fits && !want_remote;
+    pc.mapped_available = pc.direct_available && mapped_on;
     pc.remote_available = fits && want_remote && remote_size_ok(r, t);
   } else {
     pc.max_inline = copy_ok ? q->sq.max_inline : 0;
     pc.direct_available = placeable && !want_remote && r.length != 0 && r.sge_count <= UNLOAD_MAX_IOV;
+    pc.mapped_available = pc.direct_available && mapped_on;
     pc.remote_available = placeable && want_remote && remote_size_ok(r, t);
     // Asked only where the choice may take it: a path forced elsewhere is taken or falls to
     // the NIC whatever staging could do.
@@ -266,7 +277,7 @@ RouteShape shape_of(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tu
     pc.stage_available = false;
   }
   s.eligible = eligible_paths(r, pc);
-  s.direct_available = pc.direct_available;
+  s.direct_available = pc.direct_available;  // mapped is only where direct is
   return s;
 }
 
@@ -369,13 +380,13 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
   return out;
 }
 
-bool route_reuses_direct(QpRec* q, const WriteRequest& r, PathSet eligible, const Tunables& t) {
+bool route_reuses_mapped(QpRec* q, const WriteRequest& r, PathSet eligible, const Tunables& t) {
   Path forced;
-  if (forced_path(forced)) return forced == Path::unload_direct;
+  if (forced_path(forced)) return forced == Path::unload_mapped;
   policy::Policy* pol = t_policy;
   if (!pol || t.mode != static_cast<uint32_t>(Mode::adaptive)) return false;
   return pol->decide_reused_as(features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible), t,
-                               Path::unload_direct);
+                               Path::unload_mapped);
 }
 
 Why route_why(const Route& rt, Path taken, Why fallback) {
@@ -431,12 +442,12 @@ void observe(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rke
   // The CPU it cost: a direct write's whole time (the copy), an inline or stage write's
   // post (the copy; the rest of its latency is the NIC's, and in a stream its queue: 20 ms
   // behind 128 writes under TCG, which charged to the budget locked direct out for good).
-  const uint64_t cpu = p == Path::unload_direct ? cost : policy::is_cpu_path(p) ? post_call_ns : 0;
+  const uint64_t cpu = policy::places_here(p) ? cost : policy::is_cpu_path(p) ? post_call_ns : 0;
   learn(q, p, length, sge_count, rkey, remote_addr, cost, cpu, wait);
 }
 
-void observe_direct(QpRec* q, const WriteRequest& r, uint64_t cost_ns) {
-  learn(q, Path::unload_direct, r.length, r.sge_count, r.rkey, r.remote_addr, cost_ns, cost_ns, 0);
+void observe_direct(QpRec* q, Path p, const WriteRequest& r, uint64_t cost_ns) {
+  learn(q, p, r.length, r.sge_count, r.rkey, r.remote_addr, cost_ns, cost_ns, 0);
 }
 
 void observe_remote(QpRec* q, const WriteRequest& r, uint64_t cost_ns) {

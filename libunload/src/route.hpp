@@ -45,10 +45,10 @@ inline Route route(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct
 }
 
 // The express lane's decision (express.hpp) for a write its memo found eligible for
-// `eligible`, which holds direct: true when route() would send it direct with nothing
-// owed (direct forced, or adaptive reusing a settled direct decision, which this counts
+// `eligible`, which holds mapped: true when route() would send it mapped with nothing
+// owed (mapped forced, or adaptive reusing a settled mapped decision, which this counts
 // as route() does); false, with nothing counted, when route() must decide.
-bool route_reuses_direct(QpRec* q, const WriteRequest& r, policy::PathSet eligible, const Tunables& t);
+bool route_reuses_mapped(QpRec* q, const WriteRequest& r, policy::PathSet eligible, const Tunables& t);
 
 // The reason to count for a write routed `rt` and carried out on `taken`: none when it
 // took its preferred path; the route's reason when it was routed elsewhere; `fallback`
@@ -79,9 +79,9 @@ void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out)
 // inside post_send, on the caller's CPU) and its busy-poll for the completion.
 void observe(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
              uint64_t t0, uint64_t post_call_ns = 0);
-// As observe(), for a direct write whose cost the caller measured (its share of a
-// submission of several), all of it CPU time.
-void observe_direct(QpRec* q, const WriteRequest& r, uint64_t cost_ns);
+// As observe(), for a direct or mapped write (`p`) whose cost the caller measured (its
+// share of a submission of several), all of it CPU time.
+void observe_direct(QpRec* q, Path p, const WriteRequest& r, uint64_t cost_ns);
 // As observe_direct, for a remote write: its post to its verdict, none of it this host's
 // CPU (the program runs on, or sleeps, while the peer's module places it), so the CPU
 // budget is not charged.

@@ -278,8 +278,8 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
   PathSet explorable = eligible;
   if (!cpu_allowed) explorable = explorable & (PathSet(Path::offload) | PathSet(Path::unload_remote));
 
-  // Warm-up: every path gets a full window of samples before it is compared. Direct
-  // first: the cheapest by construction, and at a stream's start the ring is still empty,
+  // Warm-up: every path gets a full window of samples before it is compared. Mapped and
+  // direct first: the cheapest by construction, and at a stream's start the ring is still empty,
   // so its samples fence behind nothing.
   // A path with a window's worth of samples in flight waits for them: meanwhile the
   // cheapest warm path takes the write, or, with none warm, the warm-up goes on.
@@ -296,8 +296,8 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
     sampled_ = true;
     return true;
   };
-  if (explorable.contains(Path::unload_direct) && warm_up(index_of(Path::unload_direct)))
-    return Path::unload_direct;
+  for (const Path here : {Path::unload_mapped, Path::unload_direct})
+    if (explorable.contains(here) && warm_up(index_of(here))) return here;
   for (unsigned bits = explorable.bits(); bits != 0; bits &= bits - 1) {
     const unsigned i = static_cast<unsigned>(std::countr_zero(bits));
     if (warm_up(i)) return static_cast<Path>(i);

@@ -128,7 +128,7 @@ while read -r c want; do
 			diff <(echo "${oc[offload]}") <(echo "${oc[$mode]}") >>"$W/$n.diff"
 		fi
 	done
-	wd_off=$(stat "$W/$n.offload.stats" writes_direct)
+	wd_off=$(placed_here "$W/$n.offload.stats")
 	wd_un=$(stat "$W/$n.unload.stats" writes_direct)
 	[ "$wd_off" = 0 ] || problems="$problems offload-went-direct($wd_off)"
 	# Every case but the one whose responder refuses everything has a control write
@@ -138,7 +138,7 @@ while read -r c want; do
 	fi
 	wm=-
 	if [ -e "$W/$n.mapped.out" ]; then
-		wm=$(stat "$W/$n.mapped.stats" writes_direct_mapped)
+		wm=$(stat "$W/$n.mapped.stats" writes_mapped)
 		if has_line "${oc[mapped]}" '^outcome control.* success' && [ "$wm" -lt 1 ]; then
 			problems="$problems mapped-never-mapped"
 		fi

@@ -65,16 +65,19 @@ TEST(libunload_classify, EligibilityFollowsPreconditions) {
   c.max_inline = 256;
   c.sges_valid = false;  // unknown lkey or out of bounds: the NIC reports it
   EXPECT_EQ(eligible_paths(r, c), PathSet(Path::offload));
-  c = {256, true, true, true, true};
+  c = {256, true, true, true, true, true};
   EXPECT_EQ(eligible_paths(r, c), PathSet::all());
 }
 
-TEST(libunload_classify, ProgramInlineTakesDirectOnly) {
+TEST(libunload_classify, ProgramInlineTakesDirectOrMappedOnly) {
   ibv_sge sg{0x10, 64, 1};
   ibv_send_wr inl = write_wr(&sg, 1, IBV_WR_RDMA_WRITE, IBV_SEND_INLINE);
   PathContext c{256, false, true, true};  // no lkey is checked: sges_valid does not matter
   EXPECT_EQ(eligible_paths(classify(inl, false), c), PathSet(Path::offload).with(Path::unload_direct));
-  c.direct_available = false;
+  c.mapped_available = true;
+  EXPECT_EQ(eligible_paths(classify(inl, false), c),
+            PathSet(Path::offload).with(Path::unload_direct).with(Path::unload_mapped));
+  c.direct_available = c.mapped_available = false;
   EXPECT_EQ(eligible_paths(classify(inl, false), c), PathSet(Path::offload));
 }
 
@@ -87,11 +90,12 @@ TEST(libunload_classify, ProgramInlineMayGoRemoteWhenRemoteIsAvailable) {
 
 TEST(libunload_classify, ImmediateNeverDirectNorRemote) {
   ibv_sge sg{0x10, 64, 1};
-  PathContext c{256, true, true, true, true};
+  PathContext c{256, true, true, true, true, true};
   ibv_send_wr imm = write_wr(&sg, 1, IBV_WR_RDMA_WRITE_WITH_IMM);
   const WriteRequest r = classify(imm, false);
   EXPECT_TRUE(r.with_imm);
   EXPECT_FALSE(eligible_paths(r, c).contains(Path::unload_direct));
+  EXPECT_FALSE(eligible_paths(r, c).contains(Path::unload_mapped));
   EXPECT_FALSE(eligible_paths(r, c).contains(Path::unload_remote));
   EXPECT_TRUE(eligible_paths(r, c).contains(Path::unload_inline));
   EXPECT_TRUE(eligible_paths(r, c).contains(Path::unload_stage));

@@ -51,7 +51,8 @@ TEST(policy_modes, UnknownModeMeansOffload) {
 TEST(policy_modes, UnloadTakesTheCheapestEligibleCpuPath) {
   Policy policy;
   const Tunables t = tunables_in(Mode::unload);
-  EXPECT_EQ(policy.decide(write_of(64, PathSet::all(), true), t), Path::unload_direct);
+  EXPECT_EQ(policy.decide(write_of(64, PathSet::all(), true), t), Path::unload_mapped);
+  EXPECT_EQ(policy.decide(write_of(64, PathSet::all().without(Path::unload_mapped), true), t), Path::unload_direct);
   const PathSet copies = PathSet(Path::unload_inline).with(Path::unload_stage);
   EXPECT_EQ(policy.decide(write_of(64, copies), t), Path::unload_inline);
   // Past inline_max (256) only stage remains of the two.

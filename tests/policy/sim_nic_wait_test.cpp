@@ -186,7 +186,7 @@ const Step kSteps[] = {
     {"local 128B, offload doubles past inline",
      128,
      true,
-     PathSet::cpu_paths(),
+     PathSet::cpu_paths().without(Path::unload_mapped),
      {2'000, 2'600, 3'000, 3'200},
      {4'000, 2'600, 3'000, 3'200},
      Path::offload,

@@ -25,6 +25,8 @@ double steady_cost(Path p, const SimWrite& w, uint64_t) {
       return local ? Linear{1900, 0.2}.at(len) : Linear{1300, 0.12}.at(len);
     case Path::unload_direct:
       return Linear{600, 0.1}.at(len);
+    case Path::unload_mapped:  // never eligible here: direct stands for the same-host copy
+      return Linear{300, 0.1}.at(len);
     case Path::unload_remote:  // never eligible here (a workload of its own: modes_test)
       return Linear{100, 0.01}.at(len);
   }

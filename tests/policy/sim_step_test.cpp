@@ -69,7 +69,7 @@ const StepScenario kScenarios[] = {
     {"local 128B, direct drops to half of offload",
      128,
      true,
-     PathSet::cpu_paths(),
+     PathSet::cpu_paths().without(Path::unload_mapped),
      {2000, 2600, 2800, 3000},
      {2000, 2600, 2800, 1000},
      Path::offload,

@@ -13,3 +13,9 @@ stat() {
 	fi
 	echo "$s"
 }
+
+# placed_here FILE: the writes placed at a peer on this host by the CPU, through the module's
+# copy (writes_direct) or this process's mapping (writes_mapped).
+placed_here() {
+	echo $(($(stat "$1" writes_direct) + $(stat "$1" writes_mapped)))
+}

@@ -15,7 +15,7 @@ pp=(ibv_rc_pingpong "${D[@]}" -g "$GIDX" -n 100)
 # Servers listen on their own address, clients dial the other host's.
 HA=$UNLOAD_HOST_ADDR
 
-total() { echo $(($(stat "$1" writes_offload) + $(stat "$1" writes_inline) + $(stat "$1" writes_stage) + $(stat "$1" writes_direct))); }
+total() { echo $(($(stat "$1" writes_offload) + $(stat "$1" writes_inline) + $(stat "$1" writes_stage) + $(placed_here "$1"))); }
 # paths NAME MODE: the writes A's side made took the paths MODE allows.
 paths() {
 	local f=$WORK/$1.stats
@@ -24,7 +24,7 @@ paths() {
 	case $2 in
 	offload) check "$1: every write on the NIC" [ "$(stat "$f" writes_offload)" -gt 0 -a "$(stat "$f" writes_offload)" -eq "$(total "$f")" ] ;;
 	inline | stage) check "$1: writes took unload.$2" [ "$(stat "$f" "writes_$2")" -gt 0 ] ;;
-	direct) check "$1: direct is for local peers: the NIC took them" [ "$(stat "$f" writes_direct)" -eq 0 -a "$(stat "$f" writes_offload)" -gt 0 ] ;;
+	direct | mapped) check "$1: $2 is for local peers: the NIC took them" [ "$(placed_here "$f")" -eq 0 -a "$(stat "$f" writes_offload)" -gt 0 ] ;;
 	adaptive) check "$1: every write counted" [ "$(total "$f")" -gt 0 ] ;;
 	esac
 }

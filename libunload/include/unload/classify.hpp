@@ -46,10 +46,11 @@ struct PathContext {
   bool stage_available = false;   // the kmod gave a staging arena with a free slot
   bool direct_available = false;  // the kmod can place on this QP's peer (local, registered)
   bool remote_available = false;  // the peer host's kmod can place it (forced remote only)
+  bool mapped_available = false;  // this process can, through a mapping (direct's, UNLOAD_MAPPED)
 };
 
 // The paths a request may take; offload always. A write the program inlined itself may
-// take only direct, which copies at post time and so keeps the inline promise (the buffer
+// take only direct or mapped, which copy at post time and so keeps the inline promise (the buffer
 // is free when the post returns); no lkey is checked, as the NIC checks none. A CPU path whose precondition
 // fails is simply not offered, so the request goes to the NIC, which reports whatever error it finds
 // (docs/design.md, section 3, "Errors"). WRITE_WITH_IMM: inline and stage put exactly the offload path's
@@ -61,12 +62,14 @@ inline policy::PathSet eligible_paths(const WriteRequest& r, const PathContext& 
   if (r.with_imm && r.user_inline) return s;
   if (r.user_inline) {
     if (c.direct_available) s = s.with(policy::Path::unload_direct);
+    if (c.mapped_available) s = s.with(policy::Path::unload_mapped);
     return c.remote_available ? s.with(policy::Path::unload_remote) : s;
   }
   if (!c.sges_valid && r.length != 0) return s;
   if (r.length <= c.max_inline) s = s.with(policy::Path::unload_inline);
   if (c.stage_available) s = s.with(policy::Path::unload_stage);
   if (c.direct_available && !r.with_imm) s = s.with(policy::Path::unload_direct);
+  if (c.mapped_available && !r.with_imm) s = s.with(policy::Path::unload_mapped);
   if (c.remote_available && !r.with_imm) s = s.with(policy::Path::unload_remote);
   return s;
 }

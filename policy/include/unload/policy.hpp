@@ -46,12 +46,14 @@ struct PolicyStats {
 };
 
 // The paths the tunables' length caps allow for this write, plus offload, which is always
-// eligible. Direct and remote share direct_max (the module's cap for its placements);
-// remote is never eligible for a peer on this host.
+// eligible. Direct, mapped and remote share direct_max (the module's cap for its
+// placements); remote is never eligible for a peer on this host, mapped never for one on
+// another.
 PathSet effective_eligible(const WriteFeatures& f, const Tunables& t);
 
-// The cheapest eligible CPU path by construction, or offload if none is eligible. Direct
-// first: one CPU copy and no NIC or wire at all. Remote next (never eligible with direct:
+// The cheapest eligible CPU path by construction, or offload if none is eligible. Mapped
+// first: one CPU copy, no system call, no NIC or wire. Direct next: the same copy, made by
+// the module behind a system call. Remote next (never eligible with direct:
 // one is for a peer on this host, the other for one on another): both halves on CPUs, no
 // NIC translation at either end, one message on the modules' channel. Inline next: one
 // copy into the work request, and the NIC skips the payload fetch and local translation.
@@ -226,10 +228,10 @@ class Policy {
     // or stage write's post. What an unsampled write is charged, and what makes a
     // decision steady under a capped budget, is that part of the path's estimate: its
     // whole latency put an inline path that did not draw on the budget out of reuse.
-    uint16_t cpu_share[kPathCount] = {kShareOne, kShareOne, kShareOne, kShareOne, kShareOne};
+    uint16_t cpu_share[kPathCount] = {kShareOne, kShareOne, kShareOne, kShareOne, kShareOne, kShareOne};
   };
   static constexpr uint16_t kShareOne = 256;
-  static_assert(kPathCount == 5, "cpu_share's initialiser names every path");
+  static_assert(kPathCount == 6, "cpu_share's initialiser names every path");
   // What a write of `p` in `wc` usually costs this thread's CPU (0 for a path the budget
   // does not cap).
   static uint64_t usual_cpu_ns(const WriteClass& wc, Path p) {

@@ -19,8 +19,8 @@ import re
 import statistics
 import sys
 
-# direct: every write submitted to the module (UNLOAD_MAPPED=0); mapped: direct with its
-# mapped engine, as adaptive's direct is by default. "adaptive/best" is over PATHS.
+# direct: every write submitted to the module; mapped: placed through the module's mapping
+# of the peer's region (UNLOAD_PATH=mapped). "adaptive/best" is over PATHS.
 VARIANTS = ["noshim", "offload", "inline", "stage", "direct", "mapped", "adaptive"]
 WORKLOADS = ["PostToCompletion", "PingPong", "RandomTarget", "Bandwidth", "Event1", "Event16"]
 # The event-driven rows (BM_Write_Event, a completion channel): per write, post to the

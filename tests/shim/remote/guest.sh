@@ -15,7 +15,7 @@ mark() {
 rep() { cat "$S/reported/$1"; }
 all_writes() {
 	echo $(($(stat "$1" writes_offload) + $(stat "$1" writes_inline) + $(stat "$1" writes_stage) + \
-		$(stat "$1" writes_direct) + $(stat "$1" writes_remote)))
+		$(stat "$1" writes_direct) + $(stat "$1" writes_mapped) + $(stat "$1" writes_remote)))
 }
 
 # perf NAME: A's writes of step NAME went remote (most of them), B's module placed each

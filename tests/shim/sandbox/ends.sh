@@ -12,7 +12,7 @@ blocks() {
 	while read -r k v; do
 		case $k in
 		pid) [ -n "$pid" ] && echo "$pid $sum"; pid=$v; sum=0 ;;
-		writes_offload | writes_inline | writes_stage | writes_direct | writes_remote) sum=$((sum + v)) ;;
+		writes_offload | writes_inline | writes_stage | writes_direct | writes_mapped | writes_remote) sum=$((sum + v)) ;;
 		esac
 	done <"$1"
 	[ -n "$pid" ] && echo "$pid $sum"
@@ -98,10 +98,10 @@ sed 's/^/    ps: /' "$WORK/ps.json"
 
 # Tunables: the module's page holds them; a process's limit narrows it, the rest are named.
 check "mt_post unload, module's tunables: ran" under unload tun_base "$BIN/sem_mt_post" 1 1 50
-check "module's tunables: the 50 writes went direct" [ "$(stat "$WORK/tun_base.stats" writes_direct)" -eq 50 ]
+check "module's tunables: the 50 writes went direct" [ "$(placed_here "$WORK/tun_base.stats")" -eq 50 ]
 UNLOAD_DIRECT_MAX=0 under unload tun_dmax "$BIN/sem_mt_post" 1 1 50
 check "UNLOAD_DIRECT_MAX=0 with the module: no write direct, all 50 on another path" \
-	[ "$(stat "$WORK/tun_dmax.stats" writes_direct)" -eq 0 -a "$(total_writes "$WORK/tun_dmax.stats")" -eq 50 ]
+	[ "$(placed_here "$WORK/tun_dmax.stats")" -eq 0 -a "$(total_writes "$WORK/tun_dmax.stats")" -eq 50 ]
 check "UNLOAD_DIRECT_MAX=0 took effect: nothing said" [ ! -s "$WORK/tun_dmax.err" ]
 # A limit above root's cannot widen it: the module's value holds, and stderr says so.
 UNLOAD_INLINE_MAX=$(($(cat /sys/kernel/unload/inline_max) + 1)) under unload tun_imax "$BIN/sem_mt_post" 1 1 50

@@ -11,7 +11,7 @@ sysrep() { cat "$S/reported/$1" 2>/dev/null || echo 0; }  # what the sessions' p
 check "mt_post 1 1 200 unload with the module" under unload basic "$BIN/sem_mt_post" 1 1 200
 check "with the module: no 'not available' notice" [ "$(grep -c 'not available' "$WORK/basic.err")" -eq 0 ]
 show_stats basic
-check "unload, same-process loopback: writes took unload.direct" [ "$(stat "$WORK/basic.stats" writes_direct)" -eq 200 ]
+check "unload, same-process loopback: writes took unload.direct" [ "$(placed_here "$WORK/basic.stats")" -eq 200 ]
 
 d0=$(sysstat writes_direct)
 # The module's own count is this check's subject: every write submitted to it (the mapped
@@ -31,7 +31,7 @@ for mode in unload threshold; do
 	show_stats ord_$mode
 	same_outcome $mode ev_$mode event block 300
 	same_outcome $mode evfd_$mode event fd 300
-	check "event $mode: writes took unload.direct" [ "$(stat "$WORK/evfd_$mode.stats" writes_direct)" -gt 0 ]
+	check "event $mode: writes took unload.direct" [ "$(placed_here "$WORK/evfd_$mode.stats")" -gt 0 ]
 	same_outcome $mode thr_$mode threads separate 4 1000
 	same_outcome $mode thrs_$mode threads shared 4 1000
 	show_stats thrs_$mode
@@ -40,17 +40,17 @@ for mode in unload threshold; do
 	same_outcome $mode cqex_$mode cqex_many 12 96
 	show_stats cqex_$mode
 	check "cqex_many $mode: the shim's completions handed over through ibv_cq_ex (direct used)" \
-		[ "$(stat "$WORK/cqex_$mode.stats" writes_direct)" -gt 0 ]
+		[ "$(placed_here "$WORK/cqex_$mode.stats")" -gt 0 ]
 	same_outcome $mode wr_$mode wr_batches 3000 5
 	show_stats wr_$mode
 	check "wr_batches $mode: a batch's first write went direct, fenced behind earlier batches" \
-		[ "$(stat "$WORK/wr_$mode.stats" writes_direct)" -gt 0 -a "$(stat "$WORK/wr_$mode.stats" fences)" -gt 0 ]
+		[ "$(placed_here "$WORK/wr_$mode.stats")" -gt 0 -a "$(stat "$WORK/wr_$mode.stats" fences)" -gt 0 ]
 done
 # threshold: the data (mostly > threshold_bytes) takes the NIC, the 8-byte flag goes
 # direct behind it: every such switch needs a fence.
 f0=$(sysrep fences)
 check "order threshold: NIC->direct switches fenced" [ "$(stat "$WORK/ord_threshold.stats" fences)" -gt 0 -a \
-	"$(stat "$WORK/ord_threshold.stats" writes_direct)" -gt 0 -a "$(stat "$WORK/ord_threshold.stats" writes_offload)" -gt 0 ]
+	"$(placed_here "$WORK/ord_threshold.stats")" -gt 0 -a "$(stat "$WORK/ord_threshold.stats" writes_offload)" -gt 0 ]
 check "integrity threshold: mixed NIC and direct writes, fenced" [ "$(stat "$WORK/int_threshold.stats" fences)" -gt 0 ]
 check "order 2000 5 threshold ran" under threshold ord_f "$BIN/sem_order" 2000 5
 check "sysfs fences grew by the fences of a run" [ $(($(sysrep fences) - f0)) -ge "$(stat "$WORK/ord_f.stats" fences)" -a "$(stat "$WORK/ord_f.stats" fences)" -gt 0 ]
@@ -75,7 +75,7 @@ if [ -w "$S/mode" ]; then
 	check "sysfs mode=offload reaches the shim" [ "$(stat "$WORK/ctl_off.stats" writes_offload)" -eq 50 ]
 	echo unload >"$S/mode"
 	check "mt_post under sysfs mode=unload ran" under "" ctl_un "$BIN/sem_mt_post" 1 1 50
-	check "sysfs mode=unload reaches the shim" [ "$(stat "$WORK/ctl_un.stats" writes_direct)" -eq 50 ]
+	check "sysfs mode=unload reaches the shim" [ "$(placed_here "$WORK/ctl_un.stats")" -eq 50 ]
 	check "mt_post UNLOAD_MODE=offload under sysfs mode=unload ran" under offload ctl_forced "$BIN/sem_mt_post" 1 1 50
 	check "UNLOAD_MODE=offload wins over sysfs mode=unload" [ "$(stat "$WORK/ctl_forced.stats" writes_offload)" -eq 50 ]
 	under "" switch "$BIN/sem_mode_switch" 30

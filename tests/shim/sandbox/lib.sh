@@ -132,7 +132,7 @@ run_pair() {
 
 show_stats() { echo "    $1: $(tr '\n' ' ' <"$WORK/$1.stats" 2>/dev/null)"; }
 
-total_writes() { echo $(($(stat "$1" writes_offload) + $(stat "$1" writes_inline) + $(stat "$1" writes_stage) + $(stat "$1" writes_direct))); }
+total_writes() { echo $(($(stat "$1" writes_offload) + $(stat "$1" writes_inline) + $(stat "$1" writes_stage) + $(placed_here "$1"))); }
 
 # under MODE NAME CMD...: CMD under the shim (UNLOAD_MODE=MODE; empty: the module's mode),
 # its outcome in $WORK/NAME.out, stderr in $WORK/NAME.err, statistics in $WORK/NAME.stats.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Verbs semantics: each program of tests/shim/semantics without the shim (the reference), then under it in offload mode, with each CPU path forced (UNLOAD_PATH=inline, stage, direct; direct once more as `ioctl`, without its mapped engine, UNLOAD_MAPPED=0) and in the default mode (no UNLOAD_* variable); every outcome must equal the reference.
+# Verbs semantics: each program of tests/shim/semantics without the shim (the reference), then under it in offload mode, with each CPU path forced (UNLOAD_PATH=inline, stage, mapped (this process's stores through the module's mapping), direct (the module's copy)) and in the default mode (no UNLOAD_* variable); every outcome must equal the reference.
 . "$(dirname "$0")/lib.sh"
 need_shim
 # PART (1, 2 or 3; all when absent) picks a third, each a ctest test that boots once:
@@ -11,7 +11,7 @@ need_shim
 # SEMANTICS_SHAPES=main a race's main shapes only (see also()).
 PART=${1:-all}
 ONLY=${SEMANTICS_ONLY:-}
-PATHS=${SEMANTICS_PATHS:-offload inline stage direct ioctl default}
+PATHS=${SEMANTICS_PATHS:-offload inline stage mapped direct default}
 echo "paths: $PATHS; shapes: ${SEMANTICS_SHAPES:-all}; $(nproc) CPU(s) in this guest"
 SKIPS=0
 
@@ -56,9 +56,6 @@ sem() {
 			envs=()  # what users run: the module's mode, nothing forced
 		else
 			envs=(UNLOAD_MODE=unload UNLOAD_PATH="$path")
-			# direct's writes to a same-host peer go through its mapped engine; ioctl is
-			# direct with every write submitted to the module
-			[ "$path" = ioctl ] && envs=(UNLOAD_MODE=unload UNLOAD_PATH=direct UNLOAD_MAPPED=0)
 			if [ "$path" != inline ] && ! have_kmod; then
 				skip_check "$label $path" "needs the kernel module"
 				SKIPS=$((SKIPS + 1))
@@ -109,7 +106,7 @@ paths_taken() {
 	fi
 	echo "writes offload ${n[writes_offload]:-0} inline ${n[writes_inline]:-0}" \
 		"stage ${n[writes_stage]:-0} direct ${n[writes_direct]:-0}" \
-		"(mapped ${n[writes_direct_mapped]:-0}, express ${n[writes_direct_express]:-0})" \
+		"mapped ${n[writes_mapped]:-0} (express ${n[writes_mapped_express]:-0})" \
 		"fences ${n[fences]:-0}"
 }
 
@@ -216,25 +213,25 @@ sem mt_post 4 4 400 64 3 cqex
 also sem threads separate 4 500
 sem threads shared 4 500
 sem destroy_notify 100
-# Only direct writes queue completions, so only there does an arming post wake-up markers
-# for a destroy to race: the 1000 rounds run there alone.
-PATHS=direct sem destroy_notify 1000
+# Only writes placed here (mapped, direct) queue completions, so only there does an arming
+# post wake-up markers for a destroy to race: the 1000 rounds run on the mapped path alone.
+PATHS=mapped sem destroy_notify 1000
 # The responder changes under a stream of mapped writes (issue 28; 10000 rounds by hand:
 # docs/testing.md).
 sem mapped_race modify_err 40
 sem mapped_race dereg 40
 sem mapped_race exit 15
 fi
-# Their streams are of one shape, so after its first write direct's express lane takes
-# them (libunload/src/express.cpp): the parity above covers the lane only if it ran.
-if have_kmod && [[ " $PATHS " == *" direct "* ]]; then
+# Their streams are of one shape, so after its first write the mapped path's express lane
+# takes them (libunload/src/express.cpp): the parity above covers the lane only if it ran.
+if have_kmod && [[ " $PATHS " == *" mapped "* ]]; then
 	for run in "mapped_race_modify_err 40" "mapped_race_dereg 40" "mapped_race_exit 15" express_change; do  # sem's names
-		[ -r "$WORK/$run.direct.stats" ] || continue
-		n=$(stat "$WORK/$run.direct.stats" writes_direct_express)
+		[ -r "$WORK/$run.mapped.stats" ] || continue
+		n=$(stat "$WORK/$run.mapped.stats" writes_mapped_express)
 		if [ "$n" -gt 0 ]; then
-			ok "$run direct: the express lane placed $n of its writes"
+			ok "$run mapped: the express lane placed $n of its writes"
 		else
-			fail "$run direct" "the express lane placed none of its writes"
+			fail "$run mapped" "the express lane placed none of its writes"
 		fi
 	done
 fi

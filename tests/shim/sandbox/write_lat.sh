@@ -9,7 +9,7 @@ lat() { run_pair "$1" "$2" ib_write_lat -d "$DEV" -x "$GIDX" -n $N -s "$3" -- ib
 check "offload 64B: ib_write_lat passes" lat off64 offload 64
 show_stats off64
 check "offload 64B: writes counted on offload" [ "$(stat "$WORK/off64.stats" writes_offload)" -ge $((2 * N)) ]
-check "offload 64B: no other path" [ "$(($(stat "$WORK/off64.stats" writes_inline) + $(stat "$WORK/off64.stats" writes_stage) + $(stat "$WORK/off64.stats" writes_direct)))" -eq 0 ]
+check "offload 64B: no other path" [ "$(($(stat "$WORK/off64.stats" writes_inline) + $(stat "$WORK/off64.stats" writes_stage) + $(placed_here "$WORK/off64.stats")))" -eq 0 ]
 check "offload 64B: bytes = 64 x writes" [ "$(stat "$WORK/off64.stats" bytes_offload)" -eq $((64 * $(stat "$WORK/off64.stats" writes_offload))) ]
 check "offload: notice printed once per process" [ "$(grep -c 'kernel module not available' "$WORK/off64.srv")" -eq 1 ]
 

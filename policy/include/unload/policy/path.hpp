@@ -12,9 +12,11 @@ enum class Path : uint8_t {
   unload_stage = 2,   // CPU copies into a pinned staging slot; the NIC sends from it
   unload_direct = 3,  // the kmod copies straight into a same-host peer's region
   unload_remote = 4,  // the peer host's kmod places it, sent over the modules' channel
+  unload_mapped = 5,  // this process's stores place it, through the same-host peer's region
+                      // the kmod mapped here; no system call
 };
 
-inline constexpr unsigned kPathCount = 5;
+inline constexpr unsigned kPathCount = 6;
 
 constexpr unsigned index_of(Path p) {
   return static_cast<unsigned>(p);
@@ -32,10 +34,16 @@ constexpr bool charges_budget(Path p) {
   return is_cpu_path(p) && p != Path::unload_remote;
 }
 
-// Only the direct and remote paths leave the QP's send queue, so only they need the
-// ordering fence against NIC requests still outstanding on the QP (docs/design.md, section 3).
+// Only the direct, mapped and remote paths leave the QP's send queue, so only they need
+// the ordering fence against NIC requests still outstanding on the QP (docs/design.md,
+// section 3).
 constexpr bool needs_fence_after_nic(Path p) {
-  return p == Path::unload_direct || p == Path::unload_remote;
+  return p == Path::unload_direct || p == Path::unload_mapped || p == Path::unload_remote;
+}
+
+// The paths that place a write at a peer on this host, the module's copy or the mapping.
+constexpr bool places_here(Path p) {
+  return p == Path::unload_direct || p == Path::unload_mapped;
 }
 
 const char* name_of(Path p);
