@@ -130,6 +130,102 @@ run_pair() {
 	return 1
 }
 
+# Timing against no shim (reach.sh, issue 54). Figures are printed, never checked.
+# timed_pair NAME MODE SERVER... -- CLIENT...: run_pair, and the pair's wall time in
+# microseconds (both programs' whole runs, start-up included) in $WORK/NAME.us, left
+# empty when run_pair ran the pair again (a retry's time is not the program's). Builtins
+# only: an exec of date(1) would add its 50-150 ms to what it times.
+timed_pair() {
+	local began=$EPOCHREALTIME out rc
+	out=$(run_pair "$@")
+	rc=$?
+	local ended=$EPOCHREALTIME
+	[ -n "$out" ] && echo "$out"
+	: >"$WORK/$1.us"
+	[[ $out == *"; again"* ]] || echo $((${ended/[.,]/} - ${began/[.,]/})) >"$WORK/$1.us"
+	return $rc
+}
+
+# interleave NAME PAIRS SERVER... -- CLIENT...: PAIRS pairs of timed_pair runs, one without
+# the shim ($WORK/NAME.none.I) and one in the default mode, the first pair's shim run being
+# $WORK/NAME (made here unless the caller has timed it already, its checked run), the others
+# $WORK/NAME.shim.I. Which goes first alternates: the shim in odd pairs. Returns 1 at the
+# first run that failed (its logs shown).
+interleave() {
+	local name=$1 pairs=$2 i; shift 2
+	[ -e "$WORK/$name.us" ] || timed_pair "$name" - "$@" || return 1
+	for ((i = 1; i <= pairs; i++)); do
+		if ((i % 2)); then
+			((i == 1)) || timed_pair "$name.shim.$i" - "$@" || return 1
+			timed_pair "$name.none.$i" none "$@" || return 1
+		else
+			timed_pair "$name.none.$i" none "$@" || return 1
+			timed_pair "$name.shim.$i" - "$@" || return 1
+		fi
+	done
+}
+
+# perftest_figure LOG COLUMN: the value under COLUMN, named as perftest's header names it
+# without the unit ("BW average", "t_typical"), in the result row of LOG; nothing if none.
+# Header names may hold a space ("BW average[MB/sec]", "99% percentile[usec]"): a word
+# with neither a unit nor a leading # joins the next.
+perftest_figure() {
+	local line words=() row=() names=() part="" w i
+	[ -r "$1" ] || return 0
+	while IFS= read -r line; do
+		[[ $line == *'#bytes'* ]] || continue
+		read -ra words <<<"$line"
+		for w in "${words[@]}"; do
+			part+=${part:+ }$w
+			[[ $w == *'['* || $w == '#'* ]] || continue
+			names+=("${part%%\[*}")
+			part=""
+		done
+		IFS= read -r line || return 0
+		read -ra row <<<"$line"
+		for i in "${!names[@]}"; do
+			[ "${names[i]}" = "$2" ] && { echo "${row[i]-}"; return 0; }
+		done
+		return 0
+	done <"$1"
+}
+
+# ucx_figure LOG lat|bw: from ucx_perftest's Final line in LOG, the overall latency
+# (usec) or the overall bandwidth (MB/s); nothing if there is no Final line.
+ucx_figure() {
+	local line _ lat bw
+	[ -r "$1" ] || return 0
+	while IFS= read -r line; do
+		[[ $line == Final:* ]] || continue
+		read -r _ _ _ _ lat _ bw _ <<<"$line"
+		if [ "$2" = lat ]; then echo "$lat"; else echo "$bw"; fi
+		return 0
+	done <"$1"
+}
+
+# paired_ratio higher|lower NONE1 SHIM1 NONE2 SHIM2 ...: each pair's ratio, oriented so
+# that above 1 the shim's run was faster (SHIM/NONE when higher figures are better,
+# NONE/SHIM when lower are), as "MEDIAN (pairs: R1 R2 ..., MIN..MAX)". A pair with a
+# figure missing, not a plain number (ib_write_lat once printed a t_typical of "inf") or
+# not positive shows as "-" and counts for nothing.
+paired_ratio() {
+	awk 'function fig(x) { return x ~ /^([0-9]+\.?[0-9]*|\.[0-9]+)$/ && x + 0 > 0 }
+	BEGIN {
+		better = ARGV[1]
+		for (i = 2; i + 1 < ARGC; i += 2) {
+			a = ARGV[i] + 0; b = ARGV[i + 1] + 0
+			if (!fig(ARGV[i]) || !fig(ARGV[i + 1])) { list = list " -"; continue }
+			r[++n] = better == "higher" ? b / a : a / b
+			list = list sprintf(" %.2f", r[n])
+		}
+		if (!n) { print "n/a (no pair measured)"; exit }
+		for (i = 2; i <= n; i++)
+			for (j = i; j > 1 && r[j - 1] > r[j]; j--) { t = r[j]; r[j] = r[j - 1]; r[j - 1] = t }
+		m = n % 2 ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2
+		printf "%.2f (pairs:%s, %.2f..%.2f)\n", m, list, r[1], r[n]
+	}' "$@"
+}
+
 show_stats() { echo "    $1: $(tr '\n' ' ' <"$WORK/$1.stats" 2>/dev/null)"; }
 
 total_writes() { echo $(($(stat "$1" writes_offload) + $(stat "$1" writes_inline) + $(stat "$1" writes_stage) + $(placed_here "$1"))); }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Reach of the direct path in mode unload: ib_write_bw (plain, post lists, --cq-mod 1, rdma_cm) and a program whose MRs use ibv_reg_mr_iova(2) at iova != address take it for every eligible write; in the default mode (adaptive) ib_write_bw, ib_write_lat, rping and UCX's uct puts run as without the shim, their direct share measured; every write that does not has one counted reason, in the process's statistics and in sysfs.
+# Reach of the direct path in mode unload: ib_write_bw (plain, post lists, --cq-mod 1, rdma_cm) and a program whose MRs use ibv_reg_mr_iova(2) at iova != address take it for every eligible write; in the default mode (adaptive) ib_write_bw, ib_write_lat, rping and UCX's uct puts run as without the shim, their direct share and their speed against no shim measured; every write that does not has one counted reason, in the process's statistics and in sysfs.
 . "$(dirname "$0")/lib.sh"
 need_shim
 [ -e /dev/unload ] || skip "the kernel module is not loaded"
@@ -85,7 +85,7 @@ fi
 # host (CI's) skews; issue 26's >= 95 % is for a quiet machine (docs/perf/). N amortises
 # the warm-up (8 samples per path and write class: rping's 24 NIC, inline and stage
 # writes were 6 % of 400 writes, so it runs 1000).
-# default_mode NAME: after run_pair NAME, its share and the reasons check.
+# default_mode NAME: after run_pair (or timed_pair) NAME, its share and the reasons check.
 default_mode() {
 	local f=$WORK/$1.stats all direct
 	show_stats "$1"
@@ -94,17 +94,87 @@ default_mode() {
 		"$(stat "$f" writes_mapped) of them mapped"
 	check "$1: a reason for every write off the mapped path" [ "$(not_mapped "$f")" -eq "$(why_sum "$f")" ]
 }
+
+# Each program in the default mode against no shim (issue 54: "the default mode never
+# loses"): its own figure in PAIRS interleaved pairs (interleave, lib.sh), the ratio printed
+# on a `measured:` line (above 1: the default faster), never checked: TCG's timings are
+# noisy (docs/perf/README.md has the runs). The pairs cost about a minute, so each kernel
+# times half the programs: 6.1 ib_write_bw and rping, 6.12 ib_write_lat and UCX.
+# REACH_TIMED lists the programs to time instead (`all`; empty: none), REACH_PAIRS the pairs.
+read -r kernel </proc/sys/kernel/osrelease
+case $kernel in
+6.1.*) timed_here="bw4k bw4k_l8 bw64k bw64k_l8 rping" ;;
+6.12.*) timed_here="lat8 lat64k ucx_put_lat_short ucx_put_bw_zcopy" ;;
+*) timed_here="" ;;
+esac
+TIMED=${REACH_TIMED-$timed_here}
+PAIRS=${REACH_PAIRS:-3}
+# timed SHORT: whether this run times the program SHORT against no shim.
+timed() { [ "$TIMED" = all ] || [[ " $TIMED " == *" $1 "* ]]; }
+# figure KIND NAME: run NAME's figure: bw, lat (perftest's BW average, t_typical), ucx_bw,
+# ucx_lat (ucx_perftest's final overall bandwidth, latency), wall (the pair's wall time).
+figure() {
+	local us
+	case $1 in
+	bw) perftest_figure "$WORK/$2.cli" "BW average" ;;
+	lat) perftest_figure "$WORK/$2.cli" t_typical ;;
+	ucx_bw) ucx_figure "$WORK/$2.cli" bw ;;
+	ucx_lat) ucx_figure "$WORK/$2.cli" lat ;;
+	wall) [ -r "$WORK/$2.us" ] && read -r us <"$WORK/$2.us" && echo "$us" ;;
+	esac
+}
+# versus NAME KIND SERVER... -- CLIENT...: NAME's pairs (its first shim run may be the checked
+# one, already made with timed_pair), each run's figure, each default-mode run's direct
+# share and what the pairs cost on an info: line, then the measured: line of their ratios.
+versus() {
+	local name=$1 kind=$2 i figs=() without=() with=() shares=() f g run all better=lower what unit
+	local began=$EPOCHREALTIME took
+	shift 2
+	check "$name: $PAIRS pairs, without the shim and in the default mode" interleave "$name" "$PAIRS" "$@"
+	took=$(((${EPOCHREALTIME/[.,]/} - ${began/[.,]/}) / 100000))
+	for ((i = 1; i <= PAIRS; i++)); do
+		run=$name.shim.$i
+		((i == 1)) && run=$name
+		f=$(figure "$kind" "$name.none.$i") g=$(figure "$kind" "$run")
+		figs+=("$f" "$g") without+=("${f:--}") with+=("${g:--}")
+		all=$(total_writes "$WORK/$run.stats")
+		shares+=("$((all ? 100 * $(stat "$WORK/$run.stats" writes_direct) / all : 0))")
+	done
+	case $kind in
+	bw) better=higher unit=MB/s what="bandwidth: ib_write_bw's BW average, default/noshim" ;;
+	ucx_bw) better=higher unit=MB/s what="bandwidth: ucx_perftest's final overall, default/noshim" ;;
+	lat) unit=us what="latency: ib_write_lat's t_typical, noshim/default" ;;
+	ucx_lat) unit=us what="latency: ucx_perftest's final overall, noshim/default" ;;
+	wall) unit=us what="the pair's wall time, noshim/default" ;;
+	esac
+	echo "info: $name: without the shim ${without[*]}, in the default mode ${with[*]} ($unit;" \
+		"direct ${shares[*]} % of the default's writes; the pairs took $((took / 10)).$((took % 10)) s)"
+	echo "measured: $name: default/noshim $(paired_ratio $better "${figs[@]}") — $what; above 1: the default faster"
+}
+
 for v in "bw4k:ib_write_bw -s 4096 -n 2000" "bw4k_l8:ib_write_bw -s 4096 -n 2000 -l 8" \
 	"bw64k:ib_write_bw -s 65536 -n 1000" "bw64k_l8:ib_write_bw -s 65536 -n 1000 -l 8" \
 	"lat8:ib_write_lat -s 8 -n 1000" "lat64k:ib_write_lat -s 65536 -n 1000"; do
-	name=adaptive_${v%%:*} cmd=${v#*:}
+	short=${v%%:*} cmd=${v#*:}
+	name=adaptive_$short
 	# shellcheck disable=SC2086 # the flags are words
-	check "$cmd in the default mode" run_pair "$name" - $cmd -d "$DEV" -x "$GIDX" -- $cmd -d "$DEV" -x "$GIDX" "$ADDR"
+	check "$cmd in the default mode" timed_pair "$name" - $cmd -d "$DEV" -x "$GIDX" -- $cmd -d "$DEV" -x "$GIDX" "$ADDR"
 	default_mode "$name"
+	timed "$short" || continue
+	# On one guest CPU a ping-pong runs at the scheduler's tick both ways (t_typical about
+	# 4000 us): 100 iterations time it as well as 1000.
+	# shellcheck disable=SC2086
+	case $cmd in
+	ib_write_bw*) versus "$name" bw $cmd -d "$DEV" -x "$GIDX" -- $cmd -d "$DEV" -x "$GIDX" "$ADDR" ;;
+	ib_write_lat*) cmd=${cmd/-n 1000/-n 100}
+		versus "${name}_n100" lat $cmd -d "$DEV" -x "$GIDX" -- $cmd -d "$DEV" -x "$GIDX" "$ADDR" ;;
+	esac
 done
-check "rping in the default mode" run_pair adaptive_rping - \
+check "rping in the default mode" timed_pair adaptive_rping - \
 	rping -s -a "$ADDR" -C 1000 -S 64 -V -- rping -c -a "$ADDR" -C 1000 -S 64 -V
 default_mode adaptive_rping
+timed rping && versus adaptive_rping wall \
+	rping -s -a "$ADDR" -C 1000 -S 64 -V -- rping -c -a "$ADDR" -C 1000 -S 64 -V
 if command -v ucx_perftest >/dev/null && ucx_info -d 2>/dev/null | grep -q "Transport: rc_verbs"; then
 	# ucx NAME ARGS...: ucx_perftest over rc_verbs without the shim, then in the
 	# default mode: both succeed and report alike (its columns, its final iteration count).
@@ -128,8 +198,18 @@ if command -v ucx_perftest >/dev/null && ucx_info -d 2>/dev/null | grep -q "Tran
 			cmp -s "$WORK/$name.ref.report" "$WORK/$name.report"
 		default_mode "$name"
 	}
+	# ucx_versus SHORT KIND N ARGS...: when SHORT is timed, ucx_perftest ARGS -n N against
+	# no shim (fewer iterations than its checked run: a put_lat iteration is a tick).
+	ucx_versus() {
+		local short=$1 kind=$2 n=$3; shift 3
+		timed "$short" || return 0
+		local args=(-d "$DEV:1" -x rc_verbs "$@" -n "$n")
+		versus "adaptive_${short}_n$n" "$kind" ucx_perftest "${args[@]}" -- ucx_perftest "$ADDR" "${args[@]}"
+	}
 	UCX_NET_DEVICES=$DEV:1 UCX_TLS=rc_verbs ucx adaptive_ucx_put_lat_short -t put_lat -D short -s 8 -n 2000
+	UCX_NET_DEVICES=$DEV:1 UCX_TLS=rc_verbs ucx_versus ucx_put_lat_short ucx_lat 100 -t put_lat -D short -s 8
 	UCX_NET_DEVICES=$DEV:1 UCX_TLS=rc_verbs ucx adaptive_ucx_put_bw_zcopy -t put_bw -D zcopy -s 65536 -n 2000
+	UCX_NET_DEVICES=$DEV:1 UCX_TLS=rc_verbs ucx_versus ucx_put_bw_zcopy ucx_bw 200 -t put_bw -D zcopy -s 65536
 else
 	skip_check "ucx_perftest in the default mode" "no ucx_perftest with an rc_verbs transport (Debian's ucx-utils: scripts/setup installs it)"
 fi
