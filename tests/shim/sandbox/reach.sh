@@ -138,7 +138,7 @@ versus() {
 		f=$(figure "$kind" "$name.none.$i") g=$(figure "$kind" "$run")
 		figs+=("$f" "$g") without+=("${f:--}") with+=("${g:--}")
 		all=$(total_writes "$WORK/$run.stats")
-		shares+=("$((all ? 100 * $(stat "$WORK/$run.stats" writes_direct) / all : 0))")
+		shares+=("$((all ? 100 * $(placed_here "$WORK/$run.stats") / all : 0))")
 	done
 	case $kind in
 	bw) better=higher unit=MB/s what="bandwidth: ib_write_bw's BW average, default/noshim" ;;
