@@ -214,13 +214,8 @@ Totals stats_totals() {
     // Another thread's policy, read as its counters are: relaxed, each field whole.
     if (const policy::Policy* p = __atomic_load_n(&s->adaptive, __ATOMIC_ACQUIRE)) {
       const policy::PolicyStats& a = p->stats();
-      t.adaptive.decisions += __atomic_load_n(&a.decisions, __ATOMIC_RELAXED);
-      t.adaptive.reused += __atomic_load_n(&a.reused, __ATOMIC_RELAXED);
-      t.adaptive.warmups += __atomic_load_n(&a.warmups, __ATOMIC_RELAXED);
-      t.adaptive.explorations += __atomic_load_n(&a.explorations, __ATOMIC_RELAXED);
-      t.adaptive.trials += __atomic_load_n(&a.trials, __ATOMIC_RELAXED);
-      t.adaptive.switches += __atomic_load_n(&a.switches, __ATOMIC_RELAXED);
-      t.adaptive.budget_denials += __atomic_load_n(&a.budget_denials, __ATOMIC_RELAXED);
+      for (unsigned i = 0; i < kAdaptiveCountN; ++i)
+        t.adaptive[i] += __atomic_load_n(&(a.*kAdaptiveCounts[i].field), __ATOMIC_RELAXED);
     }
   }
   return t;

@@ -82,6 +82,24 @@ const char* why_name(Why w);
 // here and (batched with the writes) in the counters page.
 void count_why(Why w, uint64_t n = 1);
 
+// What adaptive did, in the statistics file: one list, which stats_totals() sums over the
+// threads' policies and the file's block differences and writes. Decisions first: a block
+// has these lines only when it has decisions.
+struct AdaptiveCount {
+  const char* name;
+  uint64_t policy::PolicyStats::*field;
+};
+inline constexpr AdaptiveCount kAdaptiveCounts[] = {
+    {"adaptive_decisions", &policy::PolicyStats::decisions},
+    {"adaptive_reused", &policy::PolicyStats::reused},
+    {"adaptive_warmups", &policy::PolicyStats::warmups},
+    {"adaptive_explorations", &policy::PolicyStats::explorations},
+    {"adaptive_trials", &policy::PolicyStats::trials},
+    {"adaptive_switches", &policy::PolicyStats::switches},
+    {"adaptive_budget_denials", &policy::PolicyStats::budget_denials},
+};
+constexpr unsigned kAdaptiveCountN = sizeof kAdaptiveCounts / sizeof kAdaptiveCounts[0];
+
 struct Totals {
   uint64_t writes[policy::kPathCount];
   uint64_t bytes[policy::kPathCount];
@@ -89,7 +107,7 @@ struct Totals {
   uint64_t express;
   uint64_t why_not[UNLOAD_WHY_COUNT];
   uint64_t samples;
-  policy::PolicyStats adaptive;  // every thread's policy's, summed
+  uint64_t adaptive[kAdaptiveCountN];  // every thread's policy's, summed (kAdaptiveCounts)
 };
 Totals stats_totals();
 // Adds every thread's counts not yet on the counters page to it (with the kmod; at a

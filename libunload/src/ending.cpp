@@ -10,10 +10,12 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "config.hpp"
 #include "unload/runtime.h"
@@ -58,15 +60,8 @@ void write_block(const char* path, const Totals& t) {
   for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)  // the reasons that occurred
     if (t.why_not[i]) b.line("why_not_", why_name(static_cast<Why>(i)), t.why_not[i]);
   if (t.samples) b.line("samples", "", t.samples);  // timed writes the policies learnt
-  if (const policy::PolicyStats& a = t.adaptive; a.decisions) {  // what adaptive did
-    b.line("adaptive_decisions", "", a.decisions);
-    b.line("adaptive_reused", "", a.reused);
-    b.line("adaptive_warmups", "", a.warmups);
-    b.line("adaptive_explorations", "", a.explorations);
-    b.line("adaptive_trials", "", a.trials);
-    b.line("adaptive_switches", "", a.switches);
-    b.line("adaptive_budget_denials", "", a.budget_denials);
-  }
+  if (t.adaptive[0])  // adaptive decided: what it did
+    for (unsigned i = 0; i < kAdaptiveCountN; ++i) b.line(kAdaptiveCounts[i].name, "", t.adaptive[i]);
   // Several processes (a server and its client) share one file: each appends its block
   // with one write() under an exclusive lock.
   const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
@@ -95,13 +90,7 @@ Totals minus(const Totals& a, const Totals& b) {
   d.express = a.express - b.express;
   for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i) d.why_not[i] = a.why_not[i] - b.why_not[i];
   d.samples = a.samples - b.samples;
-  d.adaptive.decisions = a.adaptive.decisions - b.adaptive.decisions;
-  d.adaptive.reused = a.adaptive.reused - b.adaptive.reused;
-  d.adaptive.warmups = a.adaptive.warmups - b.adaptive.warmups;
-  d.adaptive.explorations = a.adaptive.explorations - b.adaptive.explorations;
-  d.adaptive.trials = a.adaptive.trials - b.adaptive.trials;
-  d.adaptive.switches = a.adaptive.switches - b.adaptive.switches;
-  d.adaptive.budget_denials = a.adaptive.budget_denials - b.adaptive.budget_denials;
+  for (unsigned i = 0; i < kAdaptiveCountN; ++i) d.adaptive[i] = a.adaptive[i] - b.adaptive[i];
   return d;
 }
 
@@ -120,7 +109,8 @@ void ending_init() {
 
 void ending_after_fork() {
   g_written = Totals{};
-  g_written.adaptive = stats_totals().adaptive;  // the forking thread's policy's, the parent's to tell
+  const Totals inherited = stats_totals();  // the forking thread's policy's: the parent's to tell
+  std::copy(std::begin(inherited.adaptive), std::end(inherited.adaptive), g_written.adaptive);
   g_wrote_one = false;
   g_writing.store(false, std::memory_order_relaxed);
   g_owner.store(getpid(), std::memory_order_release);
