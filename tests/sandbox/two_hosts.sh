@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# scripts/sandbox --hosts 2, one behaviour per case: the link and both statuses, a warning on either host, a boot fault, a panic.
+# scripts/sandbox --hosts 2, one behaviour per case: the link and both statuses, a warning on either host, a boot fault, a stalled link, a panic.
 #
-#   two_hosts.sh FLAVOUR link|warning|boot_fault|panic
+#   two_hosts.sh FLAVOUR link|warning|boot_fault|link_stall|panic
 #
 # Each case is its own ctest test: four two-guest boots in one test left too little of
 # its time limit for a machine busy with other sandbox tests. Every sandbox run here has
@@ -11,7 +11,7 @@ here=$(dirname "$0")
 # shellcheck source=tests/support/check.sh
 . "$here/../support/check.sh"
 flavour=${1:?kernel flavour}
-case=${2:?case: link, warning, boot_fault or panic}
+case=${2:?case: link, warning, boot_fault, link_stall or panic}
 sandbox=$here/../../scripts/sandbox
 # Two boots (a boot fault's retry) of two guests on a host loaded by others' sandboxes
 # (load 8 on two cores) take minutes: the limit only ends a hang, so it is generous.
@@ -62,6 +62,24 @@ boot_fault)
 	expect "B's command ran once, both ran after the retry" \
 		"$([ "$(grep -c '^B| ran-B' <<<"$out")" -eq 1 ] && grep -q '^B| ran-B' <<<"$after" &&
 			grep -q '^A| ran-A' <<<"$after" && echo 1)" "ran-B once, ran-A and ran-B after the retry"
+	;;
+link_stall)
+	# A's kernel reporting its link's transmit queue timed out (what a link QEMU stopped
+	# carrying looks like) powers both off and boots both again; the rerun passes. A's
+	# first command reports the stall once, then sleeps as a command on a dead link would.
+	once=$(mktemp -d)
+	trap 'rm -rf "$once"' EXIT
+	stall="[ -e $once/stalled ] || { : >$once/stalled; echo '<2>virtio_net virtio3 eth0: NETDEV WATCHDOG: CPU: 0: transmit queue 0 timed out 5004 ms (self-test)' >/dev/kmsg; sleep 600; }; echo ran-A"
+	out=$(pair --share "$once" -- sh -c "$stall" :: echo ran-B 2>&1)
+	rc=$?
+	expect "a stalled link -> both again, sandbox exit 0" "$([ "$rc" -eq 0 ] && echo 1)" "exit $rc"
+	expect "the sandbox named the stall and the retry" \
+		"$(grep -q "the link stalled: host A's virtio transmit queue timed out" <<<"$out" &&
+			grep -q 'booting both again (attempt 2 of 3)' <<<"$out" && echo 1)" "both lines on stderr"
+	after=$(sed -n '/booting both again/,$p' <<<"$out")
+	expect "both commands ran after the retry" \
+		"$(grep -q '^A| ran-A' <<<"$after" && grep -q '^B| ran-B' <<<"$after" && echo 1)" "ran-A and ran-B after it"
+	[ "$rc" -eq 0 ] || report
 	;;
 panic)
 	# A guest that panics powers its peer off instead of leaving it to wait for the timeout:
