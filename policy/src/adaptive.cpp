@@ -282,11 +282,21 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
   // direct first: the cheapest by construction, and at a stream's start the ring is still empty,
   // so its samples fence behind nothing.
   // A path with a window's worth of samples in flight waits for them: meanwhile the
-  // cheapest warm path takes the write, or, with none warm, the warm-up goes on.
+  // cheapest warm path takes the write, or, with none warm, the warm-up goes on. Once a
+  // path is warm, the others first send a probe (kProbe samples) and wait for it: a path
+  // the probe finds kDearProbe times dearer is warm from it (learn()).
   bool waiting = false;
+  uint64_t floor_ns = 0;
+  bool floor_known = false;
   const auto warm_up = [&](unsigned i) {
-    if (wc.estimate[i].warm()) return false;
-    if (wc.warming[i] >= CostEstimate::kWindow) {
+    const CostEstimate& e = wc.estimate[i];
+    if (e.warm()) return false;
+    if (!floor_known) {
+      cheapest_warm(wc, explorable, floor_ns);
+      floor_known = true;
+    }
+    const bool probing = floor_ns != UINT64_MAX && e.samples() < CostEstimate::kProbe;
+    if (wc.warming[i] >= (probing ? CostEstimate::kProbe - e.samples() : CostEstimate::kWindow)) {
       waiting = true;
       return false;
     }

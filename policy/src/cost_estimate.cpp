@@ -74,4 +74,20 @@ void CostEstimate::add(uint64_t cost_ns) {
   settled_ns_ = static_cast<uint32_t>(static_cast<int64_t>(settled_ns_) + ((delta + half) >> shift));
 }
 
+void CostEstimate::complete_from_probe() {
+  const unsigned n = samples_ < kWindow ? samples_ : kWindow;
+  if (n == 0 || n == kWindow) return;
+  for (unsigned i = n; i < kWindow; ++i) window_[i] = window_[i % n];
+  head_ = 0;
+  samples_ = kWindow;
+  recent_ns_ = median_of_full_window(window_);
+}
+
+uint32_t CostEstimate::least_ns() const {
+  const unsigned n = samples_ < kWindow ? samples_ : kWindow;
+  uint32_t least = UINT32_MAX;
+  for (unsigned i = 0; i < n; ++i) least = window_[i] < least ? window_[i] : least;
+  return least;
+}
+
 }  // namespace unload::policy

@@ -51,6 +51,11 @@ void Policy::learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t
   if (wc.warming[index_of(path)] != 0) --wc.warming[index_of(path)];
   const uint32_t settled_before = e.settled_ns();
   e.add(cost_ns);
+  if (!e.warm() && e.samples() >= CostEstimate::kProbe) {
+    uint64_t floor_ns = 0;
+    cheapest_warm(wc, PathSet::all().without(path), floor_ns);
+    if (floor_ns != UINT64_MAX && e.least_ns() >= kDearProbe * floor_ns) e.complete_from_probe();
+  }
   if (!wc.has_chosen) return;
   if (path == wc.chosen) {
     // A sample of the chosen path far from its estimate may be a change: the next writes

@@ -218,6 +218,30 @@ TEST(policy_adaptive, AWarmUpDoesNotOutrunItsSamplesInFlight) {
   EXPECT_GE(direct, kWrites * 3 / 4);
 }
 
+// Once a path is warm, another's warm-up starts with a probe: one kDearProbe times dearer in
+// every probe sample is warm from them, and its remaining samples are never sent (8 B under
+// TCG: direct 5x mapped, the NIC's paths 40x); a path within that keeps its full warm-up.
+TEST(policy_adaptive, APathTheProbeFindsFarDearerWarmsFromItsProbe) {
+  for (const uint64_t direct_ns : {3500u, 1400u}) {
+    Policy policy;
+    const Tunables t = tunables_in(Mode::adaptive);
+    const WriteFeatures f =
+        write_of(8, PathSet(Path::unload_mapped).with(Path::unload_direct).with(Path::unload_inline), true);
+    const CostOf cost = [&](Path p, uint64_t) -> uint64_t {
+      return p == Path::unload_mapped ? 700 : p == Path::unload_direct ? direct_ns : 28'000;
+    };
+    run(policy, t, f, 1000, cost);
+    const bool direct_dear = direct_ns >= Policy::kDearProbe * 700;
+    EXPECT_EQ(policy.stats().warmups,
+              CostEstimate::kWindow + 2 * CostEstimate::kProbe + (direct_dear ? CostEstimate::kProbe : CostEstimate::kWindow))
+        << "direct at " << direct_ns << " ns";
+    for (const Path p : {Path::offload, Path::unload_inline, Path::unload_direct})
+      EXPECT_TRUE(policy.estimate(f, p).warm()) << index_of(p);
+    EXPECT_EQ(policy.estimate(f, Path::offload).settled_ns(), 28'000u);
+    EXPECT_EQ(policy.chosen_path(f), Path::unload_mapped);
+  }
+}
+
 TEST(policy_adaptive, ExploresAtTwoToTheMinusExploreShift) {
   for (uint32_t shift : {3u, 5u, 7u}) {
     Policy policy(shift);

@@ -70,6 +70,12 @@ class Policy {
   // Consecutive writes a promising exploration buys the explored path, so that a path
   // that really became cheaper fills its recent window in one go.
   static constexpr uint8_t kTrialWrites = 8;
+  // A path whose every probe sample (CostEstimate::kProbe) costs this many times the
+  // cheapest warm path's estimate is warm from them: past the 2x a change could bridge
+  // (the reason exploration thins such paths), it cannot take the class. At 8 B under
+  // TCG the NIC's paths cost 40x mapped, and their 14 further warm-up writes were most of
+  // what a 5000-write stream paid for adaptive.
+  static constexpr unsigned kDearProbe = 3;
 
   // Whether a decision may reuse the work of the one before it (see decide()). Off only
   // to show, in tests and benchmarks, that reusing it changes no decision.

@@ -29,8 +29,17 @@ class CostEstimate {
  public:
   static constexpr unsigned kWindow = 8;
   static constexpr unsigned kChangePct = 40;
+  // A path's warm-up starts with this many samples; see complete_from_probe().
+  static constexpr unsigned kProbe = 2;
 
   void add(uint64_t cost_ns);
+  // Warm from the samples so far (kProbe of them), repeated to fill the window: for a
+  // path the policy has seen is far dearer than another, whose remaining warm-up samples
+  // would only cost. Later samples replace the copies as they would real ones.
+  void complete_from_probe();
+  // The least of the samples in the window: costs have a heavy right tail, never a left
+  // one, so a path is clearly dear when even this is.
+  uint32_t least_ns() const;
 
   uint32_t settled_ns() const { return settled_ns_; }
   uint32_t recent_ns() const { return recent_ns_; }
