@@ -188,6 +188,7 @@ void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool ex
   s.sge_count = f.sge_count;
   s.rkey = f.rkey;
   s.eligible = f.eligible;
+  s.explorable = class_eligible(f, t, hot);
   s.peer_local = f.peer_local;
   s.nic_outstanding = f.nic_outstanding;
   retarget(f, hot, HotnessSketch::key_of(f.rkey, s.page));
@@ -251,21 +252,30 @@ bool Policy::unpark(const WriteFeatures& f, const Tunables& t, bool hot) {
 
 // Exploration's draw, once per decision that reaches it: true with probability
 // 2^-explore_shift. Drawn as the gap to the next success (geometric), so the decisions in
-// between cost a decrement and a settled decision can be reused up to the next one.
-bool Policy::explore_due(uint32_t explore_shift) {
-  const auto gap = [this](uint32_t shift) -> uint64_t {
-    if (shift == 0 || shift >= 64) return UINT64_MAX;                            // never
-    const double u = (static_cast<double>(prng_.next() >> 11) + 1.0) * 0x1p-53;  // (0, 1]
-    const double misses = std::floor(std::log(u) / std::log1p(-std::ldexp(1.0, -static_cast<int>(shift))));
-    return misses < 1e18 ? static_cast<uint64_t>(misses) + 1 : UINT64_MAX;
-  };
+// between cost a decrement and a settled decision can be reused up to the next one. Each
+// draw's coin (explore_outcome()) is drawn with its gap, ahead: a reuse can then tell
+// whether the draw will explore anything and, when not, go on across it (pass_draw()).
+bool Policy::explore_due(uint32_t explore_shift, uint16_t& coin) {
   if (explore_shift != explore_shift_) {
     explore_shift_ = explore_shift;
-    explore_left_ = gap(explore_shift);
+    next_draw();
   }
   if (--explore_left_ != 0) return false;
-  explore_left_ = gap(explore_shift);
+  coin = explore_coin_;
+  next_draw();
   return true;
+}
+
+void Policy::next_draw() {
+  const uint32_t shift = explore_shift_;
+  if (shift == 0 || shift >= 64) {
+    explore_left_ = UINT64_MAX;  // never
+  } else {
+    const double u = (static_cast<double>(prng_.next() >> 11) + 1.0) * 0x1p-53;  // (0, 1]
+    const double misses = std::floor(std::log(u) / std::log1p(-std::ldexp(1.0, -static_cast<int>(shift))));
+    explore_left_ = misses < 1e18 ? static_cast<uint64_t>(misses) + 1 : UINT64_MAX;
+  }
+  explore_coin_ = static_cast<uint16_t>(prng_.next() & 0xFFFF);
 }
 
 Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet eligible,
@@ -370,24 +380,54 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
 // Exploration's draw for a class whose choice is `chosen`: the path explored, or chosen.
 Path Policy::explore_from(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet explorable,
                           Path chosen) {
-  if (!explore_due(t.explore_shift)) return chosen;
+  uint16_t coin = 0;
+  if (!explore_due(t.explore_shift, coin)) return chosen;
   const PathSet others = explorable.without(chosen);
   if (others.empty()) return chosen;
   const unsigned i = first_path_from(others, (wc.explored_last + 1u) % kPathCount);
   wc.explored_last = static_cast<uint8_t>(i);
-  const Path other = static_cast<Path>(i);
-  const uint64_t chosen_ns = wc.estimate[index_of(chosen)].settled_ns();
-  const bool crosses = needs_fence_after_nic(other) ? f.nic_outstanding && !needs_fence_after_nic(chosen)
-                                                    : needs_fence_after_nic(chosen);
-  const uint64_t other_ns =
-      wc.estimate[i].settled_ns() + (crosses ? wc.estimate[index_of(Path::offload)].settled_ns() : 0);
-  const uint64_t coin = prng_.next() & 0xFFFF;
-  const uint64_t thinning = other == Path::offload ? 1 : 4;
-  if (other_ns > 2 * chosen_ns && thinning * coin * (other_ns - chosen_ns) >= 0x10000 * chosen_ns) return chosen;
+  if (!explore_outcome(wc, f.nic_outstanding, chosen, static_cast<Path>(i), coin)) return chosen;
   ++stats_.explorations;
   reason_ = Reason::exploring;
   sampled_ = true;
-  return other;
+  return static_cast<Path>(i);
+}
+
+// Whether a draw whose turn is `other` explores it: always within 2x of the chosen path,
+// past that only on the coin's thinned odds (choose()).
+bool Policy::explore_outcome(const WriteClass& wc, bool nic_outstanding, Path chosen, Path other, uint16_t coin) {
+  const uint64_t chosen_ns = wc.estimate[index_of(chosen)].settled_ns();
+  const bool crosses = needs_fence_after_nic(other) ? nic_outstanding && !needs_fence_after_nic(chosen)
+                                                    : needs_fence_after_nic(chosen);
+  const uint64_t other_ns =
+      wc.estimate[index_of(other)].settled_ns() + (crosses ? wc.estimate[index_of(Path::offload)].settled_ns() : 0);
+  const uint64_t thinning = other == Path::offload ? 1 : 4;
+  return !(other_ns > 2 * chosen_ns && thinning * coin * (other_ns - chosen_ns) >= 0x10000 * chosen_ns);
+}
+
+// The path the settled decision's next draw explores, or its own path when that draw
+// explores nothing: what the draw will find, as nothing the reuse leaves alone changes it.
+Path Policy::settled_draw_explores() const {
+  const Settled& s = settled_;
+  const PathSet others = s.explorable.without(s.path);
+  if (others.empty()) return s.path;
+  const WriteClass& wc = *s.cls;
+  const unsigned i = first_path_from(others, (wc.explored_last + 1u) % kPathCount);
+  return explore_outcome(wc, s.nic_outstanding, s.path, static_cast<Path>(i), explore_coin_) ? static_cast<Path>(i)
+                                                                                              : s.path;
+}
+
+// A reused decision at exploration's draw, which arm_reuse() or the last pass found
+// explores nothing: the draw's own changes (its turn, the next draw), as explore_from()
+// makes them; and the reuse stops short of the next draw if that one explores.
+void Policy::pass_draw() {
+  const Settled& s = settled_;
+  WriteClass& wc = classes_[static_cast<size_t>(s.cls - classes_)];
+  const PathSet others = s.explorable.without(s.path);
+  if (!others.empty())
+    wc.explored_last = static_cast<uint8_t>(first_path_from(others, (wc.explored_last + 1u) % kPathCount));
+  next_draw();
+  if (explore_left_ <= reuse_left_ && settled_draw_explores() != s.path) reuse_left_ = static_cast<uint32_t>(explore_left_ - 1);
 }
 
 // A settled write at exploration's draw: the draw alone, and the settled decision goes on

@@ -152,6 +152,8 @@ class Policy {
     --settled_.touches_left;
     ++touches_owed_;
     explore_left_ -= settled_.explores;
+    if (explore_left_ == 0 && settled_.explores) [[unlikely]]
+      pass_draw();
     stats_.budget_waived_ns += settled_.waived_ns;
     sampled_ = false;
     p = settled_.path;
@@ -257,6 +259,7 @@ class Policy {
     uint64_t key = 0;  // its target page's sketch key
     HotnessSketch::Slots slots{};
     PathSet eligible;
+    PathSet explorable;  // class_eligible(): what its draws visit
     bool peer_local = false;
     bool nic_outstanding = false;
     const WriteClass* cls = nullptr;
@@ -317,7 +320,8 @@ class Policy {
     if (!settled_.live || sample_countdown_ <= 1 || (budget_enforced_ && budget_.tokens_ns() <= 0)) return;
     uint64_t n = sample_countdown_ - 1u;
     if (settled_.touches_left < n) n = settled_.touches_left;
-    if (settled_.explores && explore_left_ - 1 < n) n = explore_left_ - 1;
+    // A draw within the reuse that explores nothing is passed (pass_draw()).
+    if (settled_.explores && explore_left_ - 1 < n && settled_draw_explores() != settled_.path) n = explore_left_ - 1;
     reuse_left_ = static_cast<uint32_t>(n);
   }
   // A write settled_matches(): count what a full decision counts, and take the settled
@@ -357,8 +361,12 @@ class Policy {
   Path decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot);
   Path choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet eligible, bool cpu_allowed,
               bool& settled);
-  bool explore_due(uint32_t explore_shift);
+  bool explore_due(uint32_t explore_shift, uint16_t& coin);
+  void next_draw();
   Path explore_from(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet explorable, Path chosen);
+  static bool explore_outcome(const WriteClass& wc, bool nic_outstanding, Path chosen, Path other, uint16_t coin);
+  Path settled_draw_explores() const;
+  void pass_draw();
   static Path cheapest_warm(const WriteClass& wc, PathSet eligible, uint64_t& ns);
   static bool switches_to(const WriteClass& wc, Path best, uint64_t best_ns, PathSet eligible,
                           bool nic_outstanding, const Tunables& t);
@@ -416,6 +424,7 @@ class Policy {
   // countdown, drawn anew after each, for explore_shift_ (the tunable it was drawn for).
   uint64_t explore_left_ = 0;
   uint32_t explore_shift_ = UINT32_MAX;
+  uint16_t explore_coin_ = 0;  // the coin of that next draw (explore_outcome())
   CpuBudget budget_;
   Prng prng_;
   mutable HotnessSketch hotness_;
