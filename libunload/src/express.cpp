@@ -58,6 +58,7 @@ void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt) {
   x.rkey = rt.req.rkey;
   x.tunables_seq = tunables_seq();
   x.eligible = rt.eligible;
+  x.policy_gen = 0;  // another shape, perhaps: vouched for once reused again
   x.armed = true;
 }
 

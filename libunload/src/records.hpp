@@ -154,6 +154,11 @@ struct ExpressMemo {
   uint32_t tunables_seq = 0;
   SourceRegion source;  // not inline
   policy::PathSet eligible;
+  // The adaptive policy whose settled decision a write of this shape was last reused
+  // from, and that decision's generation (Policy::settled_gen(); 0: none): while both
+  // hold, the next write of the shape needs only its target page compared.
+  const policy::Policy* policy = nullptr;
+  uint64_t policy_gen = 0;
 };
 
 // What route() derives of a write before the policy's choice (route.cpp).

@@ -381,12 +381,23 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
 }
 
 bool route_reuses_mapped(QpRec* q, const WriteRequest& r, PathSet eligible, const Tunables& t) {
+  ExpressMemo& x = q->express;
+  policy::Policy* pol = t_policy;
+  // The express lane checked the shape, the tunables' sequence and a quiet send queue
+  // against its memo: what the policy compared when it reused this shape's last write.
+  // (The peer's locality is the QP's from its move to RTR on.)
+  Path vouched;
+  if (x.policy == pol && pol && pol->decide_reused_vouched(x.policy_gen, r.remote_addr >> policy::kTargetPageShift, vouched))
+    return true;
   Path forced;
   if (forced_path(forced)) return forced == Path::unload_mapped;
-  policy::Policy* pol = t_policy;
   if (!pol || t.mode != static_cast<uint32_t>(Mode::adaptive)) return false;
-  return pol->decide_reused_as(features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible), t,
-                               Path::unload_mapped);
+  if (!pol->decide_reused_as(features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible), t,
+                             Path::unload_mapped))
+    return false;
+  x.policy = pol;
+  x.policy_gen = pol->settled_gen();
+  return true;
 }
 
 Why route_why(const Route& rt, Path taken, Why fallback) {

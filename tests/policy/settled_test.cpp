@@ -3,6 +3,7 @@
 // sketch's hotness and with a resident set.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 #include "test_support.hpp"
@@ -42,6 +43,17 @@ struct Stream {
   bool hot_pages_cheaper = false;
   // The runtime's express lane: decide_reused_as(direct) first, decide() when it declines.
   bool shortcut = false;
+  // ... and with its memo: after a write of a shape was reused as direct, the next of the
+  // same features and tunables beside the target asks decide_reused_vouched() first.
+  bool vouched = false;
+
+  static bool same_beside_target(const WriteFeatures& a, const Tunables& at, const WriteFeatures& b,
+                                 const Tunables& bt) {
+    return a.length == b.length && a.sge_count == b.sge_count && a.eligible == b.eligible &&
+           a.peer_local == b.peer_local && a.nic_outstanding == b.nic_outstanding &&
+           std::memcmp(&at, &bt, sizeof at) == 0;
+  }
+  mutable uint64_t vouched_reuses = 0;
 
   std::vector<Seen> run(Policy& policy) const {
     Prng rng(seed);
@@ -58,6 +70,11 @@ struct Stream {
       uint64_t cost, wait;
     };
     std::vector<Sample> pending;
+    struct Memo {
+      uint64_t gen = 0;
+      WriteFeatures f{};
+      Tunables t{};
+    } memo;
     for (uint64_t i = 0; i < 40'000; ++i) {
       const uint64_t r = rng.next();
       if (r % run_length == 0) {
@@ -77,8 +94,16 @@ struct Stream {
 
       const bool wanted = policy.wants_clock();
       f.now_ns = wanted ? now : 0;
-      const Path p = shortcut && policy.decide_reused_as(f, t, Path::unload_direct) ? Path::unload_direct
-                                                                                     : policy.decide(f, t);
+      Path p;
+      if (vouched && memo.gen != 0 && same_beside_target(memo.f, memo.t, f, t) &&
+          policy.decide_reused_vouched(memo.gen, f.remote_addr >> kTargetPageShift, p)) {
+        ++vouched_reuses;
+      } else if ((shortcut || vouched) && policy.decide_reused_as(f, t, Path::unload_direct)) {
+        p = Path::unload_direct;
+        memo = {policy.settled_gen(), f, t};
+      } else {
+        p = policy.decide(f, t);
+      }
       seen.push_back({wanted, p, policy.sampled()});
       const uint64_t direct_ns = i < 20'000 || i >= 30'000 ? 3000 : 9000;
       const bool cheapest = p == Path::unload_direct || p == Path::unload_remote;
@@ -221,6 +246,49 @@ TEST(policy_settled, AShortcutForDirectAloneChangesNoDecision) {
     s.shortcut = true;
     expect_reuse_changes_nothing(s);
   }
+}
+
+TEST(policy_settled, AVouchedReuseChangesNoDecision) {
+  // The caller compares the shape, the policy the target page and its generation: every
+  // decision as without reuse, and most of the reused ones taken on the caller's word.
+  for (uint64_t seed : {22, 23}) {
+    Stream s{seed, 0, false};
+    s.vouched = true;
+    expect_reuse_changes_nothing(s);
+    EXPECT_GT(s.vouched_reuses, 5'000u) << "seed " << seed;
+  }
+}
+
+// A voucher names one settled decision: once another shape's write was decided, a write
+// of the vouched shape to the same page is not reused from that one's decision.
+TEST(policy_settled, AVoucherEndsWithTheDecisionItNamed) {
+  Policy policy;
+  Tunables t = tunables_in(Mode::adaptive);
+  t.cpu_budget_pct = 100;
+  const WriteFeatures small = write_of(64, PathSet::cpu_paths(), true);
+  const WriteFeatures large = write_of(4096, PathSet::cpu_paths(), true);
+  const auto cost = [](Path p, const WriteFeatures& f) -> uint64_t {
+    if (f.length == 64) return p == Path::unload_direct ? 1000 : 5000;
+    return p == Path::unload_stage ? 1000 : 5000;
+  };
+  for (int i = 0; i < 4000; ++i) {
+    const WriteFeatures& f = i % 2000 < 1000 ? small : large;
+    const Path p = policy.decide(f, t);
+    if (policy.sampled()) policy.observe(p, f, cost(p, f));
+  }
+  uint64_t gen = 0;
+  for (int i = 0; i < 200 && gen == 0; ++i) {
+    if (policy.decide_reused_as(small, t, Path::unload_direct))
+      gen = policy.settled_gen();
+    else if (const Path p = policy.decide(small, t); policy.sampled())
+      policy.observe(p, small, cost(p, small));
+  }
+  ASSERT_NE(gen, 0u) << "a 64 B write reused as direct";
+  // Nothing observed after it: only the decision itself can say the voucher is stale.
+  ASSERT_EQ(policy.decide(large, t), Path::unload_stage);
+  Path p = Path::offload;
+  EXPECT_FALSE(policy.decide_reused_vouched(gen, small.remote_addr >> kTargetPageShift, p))
+      << "reused as " << name_of(p) << " from the 4 KiB write's decision";
 }
 
 TEST(policy_settled, ATunableChangeTakesEffectAtTheNextWrite) {

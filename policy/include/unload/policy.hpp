@@ -130,6 +130,7 @@ class Policy {
   Path decide_unreused(const WriteFeatures& f, const Tunables& t) {
     Path p;
     reuse_left_ = 0;
+    ++settled_gen_;
     if (!settled_.live || settled_differs_beside_target(f, t) != 0)
       p = decide_full(f, t);
     else if (settled_on_target(f))
@@ -145,18 +146,22 @@ class Policy {
   // first to skip its own checks around decide() (the clock, the sample) for such a write.
   bool decide_reused(const WriteFeatures& f, const Tunables& t, Path& p) {
     if ((settled_differs(f, t) | (reuse_left_ == 0)) != 0) return false;
-    --reuse_left_;
-    ++stats_.decisions;
-    ++stats_.reused;
-    --sample_countdown_;
-    --settled_.touches_left;
-    ++touches_owed_;
-    explore_left_ -= settled_.explores;
-    if (explore_left_ == 0 && settled_.explores) [[unlikely]]
-      pass_draw();
-    stats_.budget_waived_ns += settled_.waived_ns;
-    sampled_ = false;
-    p = settled_.path;
+    take_reuse(p);
+    return true;
+  }
+
+  // A caller that keeps writes of one shape (the runtime's express lane, per QP) can vouch
+  // for the comparison decide_reused() makes, all but the target page: after one of them
+  // was reused, settled_gen() names the settled decision it matched, and while no decision
+  // was made whole and nothing observed (either changes the generation) a write with the
+  // same features and tunables beside the target matches it too.
+  uint64_t settled_gen() const { return settled_gen_; }
+  // decide_reused() for a write the caller vouches is, beside its target page, what the
+  // write reused at settled_gen() == gen was: the target page compared, and the
+  // countdowns'; that write's path taken.
+  bool decide_reused_vouched(uint64_t gen, uint64_t page, Path& p) {
+    if (((gen ^ settled_gen_) | (page ^ settled_.page) | (reuse_left_ == 0)) != 0) return false;
+    take_reuse(p);
     return true;
   }
 
@@ -312,6 +317,22 @@ class Policy {
     }
     (std::make_index_sequence<sizeof(Tunables) / 8>{});
   }
+  // A reused decision: what a full one would count, and the settled path.
+  void take_reuse(Path& p) {
+    --reuse_left_;
+    ++stats_.decisions;
+    ++stats_.reused;
+    --sample_countdown_;
+    --settled_.touches_left;
+    ++touches_owed_;
+    explore_left_ -= settled_.explores;
+    if (explore_left_ == 0 && settled_.explores) [[unlikely]]
+      pass_draw();
+    stats_.budget_waived_ns += settled_.waived_ns;
+    sampled_ = false;
+    p = settled_.path;
+  }
+
   // After a slow decision: how many of the next settled_matches() writes decide_reused()
   // may take. decide_settled()'s countdowns cannot reach what it checks within them (a
   // sample, a touch of the sketch, an exploration), nor does the budget want a clock, so
@@ -411,6 +432,7 @@ class Policy {
   PolicyStats stats_;
   uint16_t sample_countdown_ = 1;  // adaptive decisions until the next periodic sample
   uint32_t reuse_left_ = 0;       // decide_reused() decisions left (arm_reuse())
+  uint64_t settled_gen_ = 1;      // settled_gen(): a whole decision or an observe() moves it
   bool sampled_ = true;           // the last decision's write is to be observed
   bool steady_ = false;           // the last adaptive decision was steady (kSteadySampleEvery)
   uint16_t steady_every_ = kSteadySampleEvery;  // ... and its sampling interval (steady_every())
