@@ -447,6 +447,7 @@ class Policy {
   uint64_t explore_left_ = 0;
   uint32_t explore_shift_ = UINT32_MAX;
   uint16_t explore_coin_ = 0;  // the coin of that next draw (explore_outcome())
+  double explore_log_ = 0.0;   // log(1 - 2^-explore_shift_), the gap's denominator
   CpuBudget budget_;
   Prng prng_;
   mutable HotnessSketch hotness_;
