@@ -146,10 +146,10 @@ bool Policy::settled_still_holds(Settled& s) {
   if (!s.explores) return true;  // only the NIC was eligible: no estimate was consulted
   const Tunables& t = s.t;
   if (!budget_.allows_cpu(t.cpu_budget_pct)) return false;
-  WriteFeatures f{};
-  f.length = s.length;
-  f.eligible = s.eligible;
-  const PathSet eligible = class_eligible(f, t, s.hot);
+  // Its class's paths as settle() found them: rebuilt from the length and eligible set
+  // alone they lost the peer's locality, and with it mapped, so no sample of a class
+  // settled on mapped kept its reuse.
+  const PathSet eligible = s.explorable;
   const PathSet explorable = eligible;
   const WriteClass& wc = *s.cls;
   uint64_t best_ns = 0;

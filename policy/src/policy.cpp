@@ -31,9 +31,11 @@ void Policy::observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64
   reuse_left_ = 0;  // a sample may move the countdowns (learn) or the choice
   ++settled_gen_;
   learn(path, f, cost_ns, cpu_ns, nic_wait_ns);
-  // Most samples confirm the choice: the reuse goes on unless this one moved it.
+  // Most samples confirm the choice: the reuse goes on unless this one moved it, from the
+  // next write on (it was the next whole decision's to arm, a full route at the runtime).
   if (settled_.live) settled_.live = settled_still_holds(settled_);
   if (parked_.live) parked_.live = settled_still_holds(parked_);
+  arm_reuse();
 }
 
 void Policy::learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns,

@@ -474,9 +474,9 @@ TEST(policy_adaptive, AReuseGoesOnAcrossADrawThatExploresNothing) {
     if (policy.sampled()) policy.observe(p, f, cost(p, i));
   }
   const uint64_t draws = kWrites >> kDefaultTunables.explore_shift;
-  // What ends a reuse now: a sample (1 in 160 here, 400) and the write after its
-  // observe(), a draw that explores (about 1 in 30 of them): 1029 writes. Before, every
-  // draw too: 2910.
+  // What ends a reuse now: a sample (1 in 160 here, 400), a draw that explores (about 1
+  // in 30 of them) and the write after it: 630 writes. Before, every draw too, and the
+  // write after each sample: 2910.
   EXPECT_LT(unreused, draws) << "writes off the shortcut against " << draws << " draws";
   EXPECT_GT(policy.stats().explorations, before.explorations) << "the draws still explore now and then";
 }

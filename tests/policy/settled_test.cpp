@@ -259,6 +259,38 @@ TEST(policy_settled, AVouchedReuseChangesNoDecision) {
   }
 }
 
+// A sample that confirms the choice keeps the reuse, from the very next write: of a class
+// settled on mapped too (a peer on this host), which the check after a sample once
+// rebuilt without the peer's locality and so without mapped.
+TEST(policy_settled, ASampleThatConfirmsTheChoiceKeepsTheReuse) {
+  for (const Path cheapest : {Path::unload_mapped, Path::unload_direct}) {
+    Policy policy;
+    Tunables t = tunables_in(Mode::adaptive);
+    t.cpu_budget_pct = 100;
+    const PathSet here = cheapest == Path::unload_mapped ? PathSet(Path::unload_mapped).with(Path::unload_direct)
+                                                         : PathSet(Path::unload_direct).with(Path::unload_stage);
+    const WriteFeatures f = write_of(4096, here, cheapest == Path::unload_mapped);
+    const auto cost = [cheapest](Path p) -> uint64_t { return p == cheapest ? 1000 : 5000; };
+    for (int i = 0; i < 2000; ++i) {
+      const Path p = policy.decide(f, t);
+      if (policy.sampled()) policy.observe(p, f, cost(p));
+    }
+    ASSERT_EQ(policy.chosen_path(f), cheapest);
+    uint64_t confirmed = 0, kept = 0;
+    for (int i = 0; i < 20'000; ++i) {
+      Path p;
+      if (!policy.decide_reused(f, t, p)) p = policy.decide_unreused(f, t);
+      if (!policy.sampled() || p != cheapest) continue;
+      policy.observe(p, f, cost(p));
+      ++confirmed;
+      kept += policy.decide_reused(f, t, p);
+      if (policy.sampled()) policy.observe(p, f, cost(p));
+    }
+    ASSERT_GT(confirmed, 50u);
+    EXPECT_GT(kept * 10, confirmed * 9) << name_of(cheapest) << ": " << kept << " of " << confirmed;
+  }
+}
+
 // A voucher names one settled decision: once another shape's write was decided, a write
 // of the vouched shape to the same page is not reused from that one's decision.
 TEST(policy_settled, AVoucherEndsWithTheDecisionItNamed) {
