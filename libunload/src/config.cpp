@@ -211,6 +211,7 @@ Totals stats_totals() {
     for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
       t.why_not[i] += __atomic_load_n(&s->why_not[i], __ATOMIC_RELAXED);
     t.samples += __atomic_load_n(&s->samples, __ATOMIC_RELAXED);
+    t.samples_at_wake += __atomic_load_n(&s->samples_at_wake, __ATOMIC_RELAXED);
     // Another thread's policy, read as its counters are: relaxed, each field whole.
     if (const policy::Policy* p = __atomic_load_n(&s->adaptive, __ATOMIC_ACQUIRE)) {
       const policy::PolicyStats& a = p->stats();
@@ -310,6 +311,7 @@ void config_init() {
       std::memset(s->kmod_bytes, 0, sizeof s->kmod_bytes);
       s->kmod_unsent = 0;
       s->samples = 0;
+      s->samples_at_wake = 0;
       if (s != t_stats) s->adaptive = nullptr;  // a thread of the parent's: no decisions here
     }
     ending_after_fork();

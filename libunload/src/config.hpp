@@ -27,6 +27,7 @@ struct ThreadStats {
   uint64_t kmod_why_not[UNLOAD_WHY_COUNT];
   uint64_t kmod_unsent;
   uint64_t samples;                // timed writes the policies learnt (observe())
+  uint64_t samples_at_wake;        // ... of them, CPU-placed ones learnt at their wake-up marker
   const policy::Policy* adaptive;  // this thread's policy, once it has one
   ThreadStats* next;
 };
@@ -107,6 +108,7 @@ struct Totals {
   uint64_t express;
   uint64_t why_not[UNLOAD_WHY_COUNT];
   uint64_t samples;
+  uint64_t samples_at_wake;
   uint64_t adaptive[kAdaptiveCountN];  // every thread's policy's, summed (kAdaptiveCounts)
 };
 Totals stats_totals();

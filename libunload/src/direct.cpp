@@ -26,21 +26,23 @@ constexpr uint64_t kFenceSignalEvery = 16;
 // Posts the shim's own signaled zero-length RDMA WRITE on the QP, to a target the program
 // itself named (valid whatever the responder checks). It places nothing and consumes
 // nothing at the peer; its completion is never shown. Inside q's post gate. 0 or -errno.
-int post_marker(QpRec* q, uint32_t rkey, uint64_t remote_addr) {
+int post_marker(QpRec* q, uint32_t rkey, uint64_t remote_addr, const CarriedSample* s = nullptr) {
   mark_tracked(q);
   SqRing& ring = q->sq.ring;
   const uint64_t tail = ring.tail();
   SqEntry* e = ring.reserve(tail);
   if (!e) return -ENOMEM;
   e->user_wr_id = 0;
-  e->post_ns = 0;
-  e->post_call_ns = 0;
+  // A carried sample is the write's, learnt when the marker completes (merge_entry): its
+  // decision's time, its features, and the CPU its copy took as the post's.
+  e->post_ns = s ? s->t0 : 0;
+  e->post_call_ns = s ? s->cpu_ns : 0;
   e->remote_addr = remote_addr;
   e->stage_mark = q->sq.stage.tail;
-  e->length = 0;
+  e->length = s ? s->length : 0;
   e->rkey = rkey;
-  e->sge_count = 0;
-  e->path = 0;
+  e->sge_count = s ? static_cast<uint16_t>(s->sge_count) : 0;
+  e->path = s ? static_cast<uint8_t>(s->path) : 0;
   e->flags = kHidden | kMarker;
   ibv_send_wr w{}, *bad = nullptr;
   w.wr_id = ring.tag_of(e);
@@ -196,11 +198,18 @@ bool build_request(const QpRec* q, const DirectWrite& w, unload_direct_req& req,
 // the event fire (a Dekker pair with unload_cq_req_notify: it arms, then (fence) looks at
 // the queue; we queue, then (fence) look at `armed`; one marker per arming suffices, an
 // arming fires once). `last`: the newest placed write, a valid marker target.
-void wake_after_queueing(QpRec* q, const WriteRequest& last) {
+void wake_after_queueing(QpRec* q, const WriteRequest& last, const CarriedSample* s) {
   CqRec* c = q->scq;
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (c->cq->channel && c->armed.load(std::memory_order_relaxed) && c->armed.exchange(false))
-    if (post_marker(q, last.rkey, last.remote_addr) != 0) c->armed.store(true);
+  if (c->cq->channel && c->armed.load(std::memory_order_relaxed) && c->armed.exchange(false)) {
+    if (post_marker(q, last.rkey, last.remote_addr, s) == 0) return;
+    c->armed.store(true);
+  }
+  if (s) observe_direct(q, s->path, last, s->cpu_ns);  // no marker: the program can see it now
+}
+
+bool carries_sample(const QpRec* q, const WriteRequest& r, bool timed) {
+  return timed && r.signaled && q->scq->cq->channel && q->scq->armed.load(std::memory_order_relaxed);
 }
 
 namespace {
@@ -294,6 +303,7 @@ int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why, RunClock& clk) {
   if (clk.timed) clk.end_ns = now_ns();
   int placed = 0;
   bool signaled = false;
+  CarriedSample carried{};
   for (; placed < done && reqs[placed].result == 0; ++placed) {
     const uint64_t t0 = w[placed].rt.t0;
     // Off the mapped path it prefers: the policy's reason, or the mapping's failure when
@@ -303,7 +313,10 @@ int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why, RunClock& clk) {
     const uint64_t cost = t0 ? share_of_run(t0, clk, placed, m) : 0;
     // Learnt as the path it was routed: a mapped write the module placed is what taking
     // the mapped path cost, and a class whose targets cannot be mapped learns so.
-    finish_direct(q, w[placed].rt.path, w[placed].rt.req, w[placed].wr_id, t0 != 0, tickets[placed], cost);
+    if (placed == m - 1 && carries_sample(q, w[placed].rt.req, t0 != 0))
+      carried = {w[placed].rt.path, t0, static_cast<uint32_t>(cost), w[placed].rt.req.length, w[placed].rt.req.sge_count};
+    finish_direct(q, w[placed].rt.path, w[placed].rt.req, w[placed].wr_id, t0 != 0 && carried.t0 == 0,
+                  tickets[placed], cost);
     signaled |= w[placed].rt.req.signaled;
   }
   for (int i = placed; i < m; ++i)
@@ -315,7 +328,7 @@ int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why, RunClock& clk) {
     q->peer.flags &= ~UNLOAD_PEER_PAIRED;
     q->peer.countdown = 1;
   }
-  if (signaled) wake_after_queueing(q, w[placed - 1].rt.req);
+  if (signaled) wake_after_queueing(q, w[placed - 1].rt.req, carried.t0 ? &carried : nullptr);
   return placed;
 }
 
@@ -329,6 +342,7 @@ int run_mapped(QpRec* q, const DirectWrite* w, int n, const RunClock& clk) {
   const uint64_t run_ns = clk.timed ? now_ns() : 0;
   int placed = 0;
   bool signaled = false;
+  CarriedSample carried{};
   for (; placed < n; ++placed) {
     const DirectWrite& x = w[placed];
     uint64_t ticket = 0;
@@ -345,10 +359,12 @@ int run_mapped(QpRec* q, const DirectWrite* w, int n, const RunClock& clk) {
       cost = routing + (now_ns() - copy_ns);
     }
     count_mapped_write(x.rt.req.length, false);
-    finish_direct(q, Path::unload_mapped, x.rt.req, x.wr_id, x.rt.t0 != 0, ticket, cost);
+    if (placed == n - 1 && carries_sample(q, x.rt.req, x.rt.t0 != 0))
+      carried = {Path::unload_mapped, x.rt.t0, static_cast<uint32_t>(cost), x.rt.req.length, x.rt.req.sge_count};
+    finish_direct(q, Path::unload_mapped, x.rt.req, x.wr_id, x.rt.t0 != 0 && carried.t0 == 0, ticket, cost);
     signaled |= x.rt.req.signaled;
   }
-  if (signaled) wake_after_queueing(q, w[placed - 1].rt.req);
+  if (signaled) wake_after_queueing(q, w[placed - 1].rt.req, carried.t0 ? &carried : nullptr);
   return placed;
 }
 
@@ -366,8 +382,12 @@ bool place_mapped_one(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& 
   count_mapped_write(rt.req.length, true);
   // run_mapped's charge for a run of one with no fence: the routing and the copy.
   const uint64_t cost = rt.t0 ? now_ns() - rt.t0 : 0;
-  finish_direct(q, Path::unload_mapped, rt.req, wr_id, rt.t0 != 0, ticket, cost);
-  if (signaled) wake_after_queueing(q, rt.req);
+  const bool carry = carries_sample(q, rt.req, rt.t0 != 0);
+  finish_direct(q, Path::unload_mapped, rt.req, wr_id, rt.t0 != 0 && !carry, ticket, cost);
+  if (signaled) {
+    const CarriedSample s{Path::unload_mapped, rt.t0, static_cast<uint32_t>(cost), rt.req.length, rt.req.sge_count};
+    wake_after_queueing(q, rt.req, carry ? &s : nullptr);
+  }
   return true;
 }
 

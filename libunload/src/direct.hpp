@@ -68,9 +68,24 @@ inline int fence_before_direct(QpRec* q, const WriteRequest& r, bool* waited) {
 Why fence_why(int rc);
 // The module's request for w (iov: room for its segment list); false when it cannot take it.
 bool build_request(const QpRec* q, const DirectWrite& w, unload_direct_req& req, unload_iov* iov);
+// A timed write the CPU placed, whose completion the program sees only when the wake-up
+// marker completes (its CQ's channel armed): what it costs the program runs to then, so
+// its sample rides on the marker and merge_entry learns it (issue 54: a CPU path's cost is
+// what the program pays to see its completion, which on an armed channel includes a NIC
+// write). cpu_ns: the routing and copy, charged as its CPU.
+struct CarriedSample {
+  Path path = Path::offload;
+  uint64_t t0 = 0;  // 0: none
+  uint32_t cpu_ns = 0;
+  uint32_t length = 0;
+  uint32_t sge_count = 0;
+};
+// Whether timed write r's sample would ride on a wake-up marker (the channel is armed
+// now; wake_after_queueing decides, and learns it at once if no marker goes).
+bool carries_sample(const QpRec* q, const WriteRequest& r, bool timed);
 // Completions were queued on q's send CQ: makes the CQ's event fire if it is armed.
-// `last`: a placed write of q, a valid marker target.
-void wake_after_queueing(QpRec* q, const WriteRequest& last);
+// `last`: a placed write of q, a valid marker target; `s`: last's sample, to carry.
+void wake_after_queueing(QpRec* q, const WriteRequest& last, const CarriedSample* s = nullptr);
 
 // Whether the shim asks for a completion of the unsignaled NIC request it is posting at
 // ring position `seq` (kHidden; its successful completion is never shown). The fence can

@@ -453,7 +453,12 @@ void observe(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rke
   // The CPU it cost: a direct write's whole time (the copy), an inline or stage write's
   // post (the copy; the rest of its latency is the NIC's, and in a stream its queue: 20 ms
   // behind 128 writes under TCG, which charged to the budget locked direct out for good).
-  const uint64_t cpu = policy::places_here(p) ? cost : policy::is_cpu_path(p) ? post_call_ns : 0;
+  // A CPU-placed write learnt here rode on a wake-up marker (CarriedSample): its CPU is
+  // its copy, the rest the program's wait for the wake.
+  if (policy::places_here(p)) ++thread_stats().samples_at_wake;
+  const uint64_t cpu = policy::places_here(p) ? (post_call_ns ? post_call_ns : cost)
+                       : policy::is_cpu_path(p) ? post_call_ns
+                                                : 0;
   learn(q, p, length, sge_count, rkey, remote_addr, cost, cpu, wait);
 }
 

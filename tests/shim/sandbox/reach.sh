@@ -173,6 +173,11 @@ done
 check "rping in the default mode" timed_pair adaptive_rping - \
 	rping -s -a "$ADDR" -C 1000 -S 64 -V -- rping -c -a "$ADDR" -C 1000 -S 64 -V
 default_mode adaptive_rping
+# rping's server posts its write while its CQ thread sleeps on the armed channel: a CPU
+# write's completion reaches it only through the wake-up marker, and its sample is learnt
+# there, the wait included (issue 54's second deliverable; design.md, "Completion channels").
+check "rping: CPU writes learnt at their wake-up marker" \
+	[ "$(stat "$WORK/adaptive_rping.stats" samples_at_wake)" -gt 0 ]
 timed rping && versus adaptive_rping wall \
 	rping -s -a "$ADDR" -C 1000 -S 64 -V -- rping -c -a "$ADDR" -C 1000 -S 64 -V
 if command -v ucx_perftest >/dev/null && ucx_info -d 2>/dev/null | grep -q "Transport: rc_verbs"; then
