@@ -4,6 +4,7 @@
 
 #include <linux/membarrier.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,6 +16,20 @@ std::atomic<bool> g_biased{false};
 
 long membarrier(int cmd) {
   return syscall(__NR_membarrier, cmd, 0, 0);
+}
+
+// A gate is held for a few hundred instructions, so a waiter spins; but the holder may be
+// off its CPU (more threads than CPUs, a loaded host), and a waiter that spun this long
+// gives its CPU away rather than burn the holder's time slice.
+constexpr int kSpinsBeforeYield = 128;
+
+void relax(int& spins) {
+  if (++spins < kSpinsBeforeYield) {
+    __builtin_ia32_pause();
+  } else {
+    spins = 0;
+    sched_yield();
+  }
 }
 
 }  // namespace
@@ -44,8 +59,15 @@ void Gate::join() {
   shared_.store(true, std::memory_order_seq_cst);
   // Only fails if registration did; then no gate was ever biased (owner_ stays 0).
   (void)membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
-  while (owner_in_.load(std::memory_order_acquire)) __builtin_ia32_pause();
+  for (int spins = 0; owner_in_.load(std::memory_order_acquire);) relax(spins);
   handed_.store(true, std::memory_order_release);
+}
+
+void Gate::lock_contended() {
+  int spins = 0;
+  do {
+    while (mu_.test(std::memory_order_relaxed)) relax(spins);
+  } while (mu_.test_and_set(std::memory_order_acquire));
 }
 
 bool Gate::try_enter(uint32_t me, bool* how) {

@@ -77,9 +77,9 @@ class Gate {
   static bool biased_allowed();
   void join();
   void lock() {
-    while (mu_.test_and_set(std::memory_order_acquire))
-      while (mu_.test(std::memory_order_relaxed)) __builtin_ia32_pause();
+    if (__builtin_expect(mu_.test_and_set(std::memory_order_acquire), 0)) lock_contended();
   }
+  void lock_contended();
 
   std::atomic<uint32_t> owner_{0};          // tid of the first thread in; 0 before
   std::atomic<bool> shared_{false};         // a second thread came: everybody locks from now on
