@@ -1,0 +1,240 @@
+// The shim's instructions a write, counted (scripts/bench --count): a fixed run of signaled
+// RDMA WRITEs of one shape from --qps QPs to as many QPs of this process on the same
+// device, under `valgrind --tool=callgrind --collect-atstart=no`. Callgrind collects only
+// inside the verbs calls, in three passes of their own, each one dump:
+//   post   the writes' ibv_post_send (their completions busy-polled, not collected);
+//   poll   the same writes again, every ibv_poll_cq collected, empty or not;
+//   empty  as many polls of the quiet CQ, so the poll pass's empty polls can be taken out.
+// The counts each pass made go to --out as "name value" lines; count_report.py reads both
+// and takes the provider's instructions out. Counts, never timings: a write's instructions
+// do not depend on how fast anything ran, apart from how many polls found nothing, which
+// are counted and taken out.
+//
+//   bench_write_count --out=FILE [--qps=N] [--writes=N] [--warmup=N] [--bytes=N]
+//                     [--targets=same|random] [--footprint_mib=N] [--device=NAME] [--gid=N]
+#include "verbs_env.hpp"
+
+#include <infiniband/verbs.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <valgrind/callgrind.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace uv = unload::verbs;
+
+namespace {
+
+struct Options {
+  std::string out, device;
+  int gid = -1;
+  uint32_t qps = 1, writes = 1000, warmup = 200, bytes = 8, footprint_mib = 16;
+  bool random_targets = false;
+};
+
+[[noreturn]] void die(const char* what, int err = errno) {
+  std::fprintf(stderr, "bench_write_count: %s: %s\n", what, std::strerror(err > 0 ? err : -err));
+  std::exit(2);
+}
+
+[[noreturn]] void usage(const char* arg) {
+  std::fprintf(stderr, "bench_write_count: bad argument '%s' (see the file's header)\n", arg);
+  std::exit(2);
+}
+
+bool take(const char* arg, const char* name, const char** v) {
+  const size_t n = std::strlen(name);
+  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return false;
+  *v = arg + n + 1;
+  return true;
+}
+
+uint32_t number(const char* arg, const char* v, uint32_t lo, uint32_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long x = std::strtoul(v, &end, 10);
+  if (errno || end == v || *end || x < lo || x > hi) usage(arg);
+  return static_cast<uint32_t>(x);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    const char* v = nullptr;
+    if (take(a, "--out", &v)) o.out = v;
+    else if (take(a, "--device", &v)) o.device = v;
+    else if (take(a, "--gid", &v)) o.gid = static_cast<int>(number(a, v, 0, 255));
+    else if (take(a, "--qps", &v)) o.qps = number(a, v, 1, 4096);
+    else if (take(a, "--writes", &v)) o.writes = number(a, v, 1, 1u << 24);
+    else if (take(a, "--warmup", &v)) o.warmup = number(a, v, 0, 1u << 24);
+    else if (take(a, "--bytes", &v)) o.bytes = number(a, v, 1, 1u << 20);
+    else if (take(a, "--footprint_mib", &v)) o.footprint_mib = number(a, v, 1, 1024);
+    else if (take(a, "--targets", &v) && !std::strcmp(v, "same")) o.random_targets = false;
+    else if (take(a, "--targets", &v) && !std::strcmp(v, "random")) o.random_targets = true;
+    else usage(a);
+  }
+  if (o.out.empty()) usage("--out is required");
+  return o;
+}
+
+void* map(size_t len) {
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) die("mmap");
+  return p;
+}
+
+class Run {
+ public:
+  explicit Run(const Options& o) : o_(o) {}
+
+  void setup() {
+    if (int rc = uv::open_device(&d_, o_.device.c_str(), o_.gid)) die(uv::open_error(rc), rc);
+    pd_ = ibv_alloc_pd(d_.ctx);
+    if (!pd_) die("ibv_alloc_pd");
+    const int depth = 16;
+    scq_ = ibv_create_cq(d_.ctx, depth * static_cast<int>(o_.qps), nullptr, nullptr, 0);
+    rcq_ = ibv_create_cq(d_.ctx, 16, nullptr, nullptr, 0);
+    if (!scq_ || !rcq_) die("ibv_create_cq");
+    src_len_ = o_.bytes;
+    dst_len_ = o_.random_targets ? size_t{o_.footprint_mib} << 20 : (size_t{o_.bytes} + 4095) / 4096 * 4096;
+    src_ = static_cast<uint8_t*>(map(src_len_));
+    std::memset(src_, 0x5a, src_len_);
+    dst_ = static_cast<uint8_t*>(map(dst_len_));
+    smr_ = ibv_reg_mr(pd_, src_, src_len_, IBV_ACCESS_LOCAL_WRITE);
+    dmr_ = ibv_reg_mr(pd_, dst_, dst_len_, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!smr_ || !dmr_) die("ibv_reg_mr");
+    for (uint32_t i = 0; i < o_.qps; ++i) {
+      ibv_qp_init_attr a{};
+      a.send_cq = scq_;
+      a.recv_cq = rcq_;
+      a.qp_type = IBV_QPT_RC;
+      a.cap.max_send_wr = depth;
+      a.cap.max_recv_wr = 1;
+      a.cap.max_send_sge = 1;
+      a.cap.max_recv_sge = 1;
+      ibv_qp* s = ibv_create_qp(pd_, &a);
+      ibv_qp* t = ibv_create_qp(pd_, &a);
+      if (!s || !t) die("ibv_create_qp");
+      const char* step = "";
+      if (int rc = uv::rc_connect(s, 0, loopback(t->qp_num), &step)) die(step, rc);
+      if (int rc = uv::rc_connect(t, IBV_ACCESS_REMOTE_WRITE, loopback(s->qp_num), &step)) die(step, rc);
+      senders_.push_back(s);
+    }
+  }
+
+  // Writes [first, first + n) of the run's sequence; `collect` says which calls callgrind counts.
+  void writes(uint64_t first, uint64_t n, bool collect_post, bool collect_poll) {
+    for (uint64_t i = first; i < first + n; ++i) {
+      ibv_sge sg{reinterpret_cast<uintptr_t>(src_), o_.bytes, smr_->lkey};
+      ibv_send_wr w{};
+      w.wr_id = i;
+      w.sg_list = &sg;
+      w.num_sge = 1;
+      w.opcode = IBV_WR_RDMA_WRITE;
+      w.send_flags = IBV_SEND_SIGNALED;
+      w.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(dst_) + target(i);
+      w.wr.rdma.rkey = dmr_->rkey;
+      ibv_send_wr* bad = nullptr;
+      ibv_qp* qp = senders_[i % senders_.size()];
+      if (collect_post) CALLGRIND_TOGGLE_COLLECT;
+      const int rc = ibv_post_send(qp, &w, &bad);
+      if (collect_post) CALLGRIND_TOGGLE_COLLECT;
+      if (rc) die("ibv_post_send", rc);
+      ++posted_;
+      wait_one(collect_poll);
+    }
+  }
+
+  // n polls of the quiet CQ, collected.
+  void empty_polls(uint64_t n) {
+    ibv_wc wc;
+    for (uint64_t i = 0; i < n; ++i) {
+      CALLGRIND_TOGGLE_COLLECT;
+      const int got = ibv_poll_cq(scq_, 1, &wc);
+      CALLGRIND_TOGGLE_COLLECT;
+      if (got != 0) die("a completion on the quiet CQ", EPROTO);
+    }
+  }
+
+  uint64_t polls = 0, empty = 0;  // of the collected polls
+
+ private:
+  uv::RcPath loopback(uint32_t qpn) const {
+    uv::RcPath p;
+    p.dest_qpn = qpn;
+    p.dgid = d_.gid;
+    p.sgid_index = d_.gid_index;
+    p.port = d_.port;
+    return p;
+  }
+
+  // The target of write i: the first page, or a pseudo-random page of the footprint (the
+  // same sequence in every pass and every run).
+  size_t target(uint64_t i) const {
+    if (!o_.random_targets) return 0;
+    uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull;
+    x ^= x >> 31;
+    const size_t pages = dst_len_ / 4096 - (o_.bytes + 4095) / 4096 + 1;
+    return (x % pages) * 4096;
+  }
+
+  void wait_one(bool collect) {
+    ibv_wc wc;
+    for (;;) {
+      if (collect) CALLGRIND_TOGGLE_COLLECT;
+      const int got = ibv_poll_cq(scq_, 1, &wc);
+      if (collect) CALLGRIND_TOGGLE_COLLECT;
+      if (got < 0) die("ibv_poll_cq", EIO);
+      if (collect) {
+        ++polls;
+        if (got == 0) ++empty;
+      }
+      if (got == 0) continue;
+      if (wc.status != IBV_WC_SUCCESS) die(ibv_wc_status_str(wc.status), EIO);
+      return;
+    }
+  }
+
+  const Options& o_;
+  uv::Device d_;
+  ibv_pd* pd_ = nullptr;
+  ibv_cq* scq_ = nullptr;
+  ibv_cq* rcq_ = nullptr;
+  ibv_mr* smr_ = nullptr;
+  ibv_mr* dmr_ = nullptr;
+  uint8_t* src_ = nullptr;
+  uint8_t* dst_ = nullptr;
+  size_t src_len_ = 0, dst_len_ = 0;
+  std::vector<ibv_qp*> senders_;
+  uint64_t posted_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  Run r(o);
+  r.setup();
+  r.writes(0, o.warmup, false, false);
+  CALLGRIND_ZERO_STATS;
+  r.writes(o.warmup, o.writes, true, false);
+  CALLGRIND_DUMP_STATS_AT("post");
+  r.writes(uint64_t{o.warmup} + o.writes, o.writes, false, true);
+  CALLGRIND_DUMP_STATS_AT("poll");
+  r.empty_polls(o.writes);
+  CALLGRIND_DUMP_STATS_AT("empty");
+  FILE* f = std::fopen(o.out.c_str(), "w");
+  if (!f) die(o.out.c_str());
+  std::fprintf(f, "writes %u\nqps %u\nbytes %u\ntargets %s\npoll_calls %llu\npoll_empty %llu\nempty_calls %u\n",
+               o.writes, o.qps, o.bytes, o.random_targets ? "random" : "same",
+               static_cast<unsigned long long>(r.polls), static_cast<unsigned long long>(r.empty), o.writes);
+  if (std::fclose(f)) die(o.out.c_str());
+  return 0;
+}
