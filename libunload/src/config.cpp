@@ -30,8 +30,6 @@ constexpr const char* kPathFileNames[] = {"offload", "inline", "stage", "direct"
 static_assert(std::size(kPathFileNames) == policy::kPathCount);
 
 Tunables g_tunables = policy::kDefaultTunables;
-// Published with release once g_kmod is whole (a forked child opens its session later).
-std::atomic<bool> g_have_kmod{false};
 // A forked child let go of its parent's session and opens its own at its first use.
 std::atomic<bool> g_kmod_pending{false};
 std::mutex g_kmod_mu;        // guards the child's opening of its session
@@ -39,10 +37,7 @@ bool g_mode_forced = false;  // UNLOAD_MODE set: it wins over the control page
 uint32_t g_forced_mode = 0;
 bool g_path_forced = false;  // UNLOAD_PATH set
 Path g_forced_path = Path::offload;
-UNLOAD_TLS_HOT thread_local Tunables t_tunables;
-UNLOAD_TLS_HOT thread_local uint32_t t_seq = 1;  // odd: never a stable control-page sequence
 std::atomic<ThreadStats*> g_stats_list{nullptr};
-UNLOAD_TLS_HOT constinit thread_local ThreadStats* t_stats = nullptr;
 EnvTunables g_env{};  // the UNLOAD_* tunable variables: with the kmod, they narrow the page's
 
 bool parse_mode(const char* s, uint32_t& out) {
@@ -56,6 +51,12 @@ bool parse_mode(const char* s, uint32_t& out) {
 }
 
 }  // namespace
+
+// Published with release once g_kmod is whole (a forked child opens its session later).
+std::atomic<bool> g_have_kmod{false};
+UNLOAD_TLS_HOT thread_local Tunables t_tunables;
+UNLOAD_TLS_HOT thread_local uint32_t t_seq = 1;  // odd: never a stable control-page sequence
+UNLOAD_TLS_HOT constinit thread_local ThreadStats* t_stats = nullptr;
 
 bool env_switch_on(const char* var) {
   const char* v = std::getenv(var);
@@ -103,8 +104,7 @@ bool env_path() {
 
 }  // namespace
 
-ThreadStats& thread_stats() {
-  if (__builtin_expect(t_stats != nullptr, 1)) return *t_stats;
+ThreadStats& thread_stats_first() {
   auto* s = static_cast<ThreadStats*>(std::calloc(1, sizeof(ThreadStats)));
   if (!s) {
     // No memory for this thread's block: it counts into one shared by every such thread
@@ -152,15 +152,8 @@ const char* path_name(unsigned i) {
   return i < policy::kPathCount ? kPathFileNames[i] : "none";
 }
 
-void count_writes(Path p, uint64_t n, uint64_t bytes) {
-  ThreadStats& s = thread_stats();
-  const unsigned i = policy::index_of(p);
-  s.writes[i] += n;
-  s.bytes[i] += bytes;
-  if (!g_have_kmod.load(std::memory_order_relaxed) || p == Path::unload_direct) return;
-  s.kmod_writes[i] += n;
-  s.kmod_bytes[i] += bytes;
-  if ((s.kmod_unsent += n) >= kKmodBatch) kmod_flush(s);
+void count_flush(ThreadStats& s) {
+  kmod_flush(s);
 }
 
 void count_mapped_write(uint64_t bytes, bool express) {
@@ -208,6 +201,7 @@ Totals stats_totals() {
     }
     t.fences += __atomic_load_n(&s->fences, __ATOMIC_RELAXED);
     t.express += __atomic_load_n(&s->express, __ATOMIC_RELAXED);
+    t.nic_lane += __atomic_load_n(&s->nic_lane, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
       t.why_not[i] += __atomic_load_n(&s->why_not[i], __ATOMIC_RELAXED);
     t.samples += __atomic_load_n(&s->samples, __ATOMIC_RELAXED);
@@ -232,7 +226,7 @@ bool kmod_open_pending() {
   return g_have_kmod.load(std::memory_order_acquire);
 }
 
-const Tunables& tunables() {
+const Tunables& tunables_slow() {
   if (!g_have_kmod.load(std::memory_order_acquire) &&
       (!g_kmod_pending.load(std::memory_order_relaxed) || !kmod_open_pending()))
     return g_tunables;
@@ -305,6 +299,7 @@ void config_init() {
       std::memset(s->bytes, 0, sizeof s->bytes);
       s->fences = 0;
       s->express = 0;
+      s->nic_lane = 0;
       std::memset(s->why_not, 0, sizeof s->why_not);
       std::memset(s->kmod_why_not, 0, sizeof s->kmod_why_not);
       std::memset(s->kmod_writes, 0, sizeof s->kmod_writes);

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "kmod.hpp"
+#include "tls.hpp"
 #include "unload.h"
 #include "unload/policy.hpp"
 
@@ -21,6 +23,7 @@ struct ThreadStats {
   uint64_t bytes[policy::kPathCount];
   uint64_t fences;
   uint64_t express;  // of writes[mapped], the ones the express lane took (express.hpp)
+  uint64_t nic_lane;  // writes the NIC lane took (nic_lane.hpp)
   uint64_t why_not[UNLOAD_WHY_COUNT];
   uint64_t kmod_writes[policy::kPathCount];  // not yet added to the counters page
   uint64_t kmod_bytes[policy::kPathCount];
@@ -33,11 +36,29 @@ struct ThreadStats {
 };
 constexpr uint64_t kKmodBatch = 32;
 
-ThreadStats& thread_stats();
+// This thread's block, made at its first count. Inline, as count_writes: every write counts.
+UNLOAD_TLS_HOT extern constinit thread_local ThreadStats* t_stats;
+ThreadStats& thread_stats_first();
+inline ThreadStats& thread_stats() {
+  return __builtin_expect(t_stats != nullptr, 1) ? *t_stats : thread_stats_first();
+}
+// Adds what s has not yet added to the counters page (its own thread).
+void count_flush(ThreadStats& s);
+
+extern std::atomic<bool> g_have_kmod;
 
 // Counts a write in this thread's statistics and, with the kmod, in the session's
 // counters page, batched (the module counts direct writes itself).
-void count_writes(Path p, uint64_t n, uint64_t bytes);
+inline void count_writes(Path p, uint64_t n, uint64_t bytes) {
+  ThreadStats& s = thread_stats();
+  const unsigned i = policy::index_of(p);
+  s.writes[i] += n;
+  s.bytes[i] += bytes;
+  if (!g_have_kmod.load(std::memory_order_relaxed) || p == Path::unload_direct) return;
+  s.kmod_writes[i] += n;
+  s.kmod_bytes[i] += bytes;
+  if ((s.kmod_unsent += n) >= kKmodBatch) count_flush(s);
+}
 // A write the mapped path placed (`express`: through the express lane): count_writes, and
 // the express lane's count.
 void count_mapped_write(uint64_t bytes, bool express);
@@ -106,6 +127,7 @@ struct Totals {
   uint64_t bytes[policy::kPathCount];
   uint64_t fences;
   uint64_t express;
+  uint64_t nic_lane;
   uint64_t why_not[UNLOAD_WHY_COUNT];
   uint64_t samples;
   uint64_t samples_at_wake;
@@ -121,7 +143,17 @@ const char* path_name(unsigned i);
 // The tunables in force. Without the kmod: parsed once from the environment. With it: a
 // copy taken from the control page under its sequence counter, narrowed by the process's
 // UNLOAD_* limits where lower (env_tunables.hpp); UNLOAD_MODE still wins.
-const Tunables& tunables();
+// Inline: every post reads them, and the call was a seventh of an offload post's
+// instructions in the shim; the fast case is the copy whose sequence the page still shows.
+const Tunables& tunables_slow();
+UNLOAD_TLS_HOT extern thread_local Tunables t_tunables;
+UNLOAD_TLS_HOT extern thread_local uint32_t t_seq;
+inline const Tunables& tunables() {
+  if (__builtin_expect(g_have_kmod.load(std::memory_order_acquire), 1) &&
+      __atomic_load_n(&g_kmod.ctl->seq, __ATOMIC_ACQUIRE) == t_seq)
+    return t_tunables;
+  return tunables_slow();
+}
 // The control page's sequence this thread's tunables() copy was taken at: unchanged, so
 // are the tunables (with the kmod; a constant without it).
 uint32_t tunables_seq();

@@ -42,7 +42,7 @@ inline uint32_t this_tid() {
 class Gate {
  public:
   // Enters the gate as `me`; returns how to leave it.
-  bool enter(uint32_t me) {
+  [[gnu::always_inline]] bool enter(uint32_t me) {
     uint32_t o = owner_.load(std::memory_order_relaxed);
     if (__builtin_expect(o == 0, 0) && biased_allowed()) {
       // The first thread claims the gate (once per gate).
@@ -60,7 +60,7 @@ class Gate {
     lock();
     return kLocked;
   }
-  void leave(bool how) {
+  [[gnu::always_inline]] void leave(bool how) {
     if (how == kBiased)
       owner_in_.store(false, std::memory_order_release);
     else

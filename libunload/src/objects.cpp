@@ -32,6 +32,8 @@ PtrTable<QpRec> g_qps_by_num;
 PtrTable<CqRec, 12> g_cqs;
 PtrTable<MrRec> g_mrs;
 PtrTable<ibv_mw> g_mws;
+UNLOAD_TLS_HOT constinit thread_local LastFound<QpRec> t_last_qp;
+UNLOAD_TLS_HOT constinit thread_local LastFound<CqRec> t_last_cq;
 std::atomic<uint64_t> g_mr_epoch{0};
 std::atomic<uint32_t> g_windows{0};
 

@@ -53,7 +53,7 @@ using namespace unload::rt;
 
 // ops.poll_cq. Polling is serialised per CQ by its gate (free for the usual single poller).
 extern "C" int unload_cq_poll(ibv_cq* cq, int n, ibv_wc* wc) {
-  CqRec* c = g_cqs.find(key_of(cq));
+  CqRec* c = cq_find(cq);
   if (__builtin_expect(!c, 0)) return context_find(cq->context)->provider.poll_cq(cq, n, wc);
   remote_progress();  // before the gate: it may give a failed remote write to the NIC
   GateScope g(c->gate);
@@ -78,7 +78,7 @@ extern "C" int unload_cq_poll(ibv_cq* cq, int n, ibv_wc* wc) {
 // arming would, on a NIC, have arrived later and fired the event (mlx5 fires at once on a
 // non-empty CQ): so the event is made to fire now.
 extern "C" int unload_cq_req_notify(ibv_cq* cq, int solicited_only) {
-  CqRec* c = g_cqs.find(key_of(cq));
+  CqRec* c = cq_find(cq);
   if (__builtin_expect(!c, 0)) return context_find(cq->context)->provider.req_notify_cq(cq, solicited_only);
   const int rc = c->c->provider.req_notify_cq(cq, solicited_only);
   if (rc != 0 || solicited_only) return rc;  // solicited-only: send completions fire no event anyway

@@ -7,6 +7,7 @@
 #include "config.hpp"
 #include "direct.hpp"
 #include "express.hpp"
+#include "nic_lane.hpp"
 #include "registry.hpp"
 #include "remote.hpp"
 #include "remote_ring.hpp"
@@ -276,8 +277,9 @@ bool list_inline_too_long(const QpRec* q, const ibv_send_wr* wr) {
 // are placed with one submission; the requests before them go to the provider first, and
 // what the module does not place goes after them, in order. `first`: the first request's
 // route, when the express lane made it.
-int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t, const Route* first = nullptr) {
-  Why direct_why = list_direct_why(q, wr, t);
+int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t, const Route* first = nullptr,
+                 const Why* known_why = nullptr) {
+  Why direct_why = known_why ? *known_why : list_direct_why(q, wr, t);
   Batch b(q);
   DirectRun run;
   ibv_send_wr* origin[kDirectRunMax];
@@ -295,7 +297,10 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
     routed = false;
     const Path placing = rt.path;  // direct, mapped or remote: the CPU places the run
     if (!policy::places_here(placing) && placing != Path::unload_remote) {
-      if (w == wr && plain_fits(q, *w, rt)) return post_plain(q, w, rt, bad);
+      if (w == wr && plain_fits(q, *w, rt)) {
+        nic_lane_arm(q, *w, rt, direct_why);
+        return post_plain(q, w, rt, bad);
+      }
       if (int rc = to_nic(b, w, rt, Why::none, bad)) return rc;
       w = w->next;
       continue;
@@ -363,7 +368,7 @@ extern "C" int unload_qp_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
 
 // ops.post_send. The program's list is never written: the provider gets copies.
 extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  QpRec* q = g_qps.find(key_of(qp));
+  QpRec* q = qp_find(qp);
   if (__builtin_expect(!q || !q->tracked, 0)) {
     ContextRec* c = q ? q->c : context_find(qp->context);
     return c->provider.post_send(qp, wr, bad);
@@ -382,6 +387,17 @@ extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** ba
       case Express::declined:
         break;
     }
+  }
+  if (q->nic_lane.armed) {
+    // Found once: the blockers' pairing retries count down once a post, as on the full path.
+    const Why direct_why = list_direct_why(q, wr, t);
+    Route rt;
+    if (nic_lane_take(q, *wr, t, direct_why, &rt)) {
+      const int rc = post_plain(q, wr, rt, bad);
+      if (rc == 0) ++thread_stats().nic_lane;
+      return rc;
+    }
+    return post_tracked(q, wr, bad, t, nullptr, &direct_why);
   }
   return post_tracked(q, wr, bad, t);
 }

@@ -161,6 +161,30 @@ struct ExpressMemo {
   uint64_t policy_gen = 0;
 };
 
+// The NIC lane's memo (nic_lane.hpp): the plain write the full path last gave the NIC by
+// the adaptive policy's settled decision, with what that route read.
+struct NicLaneMemo {
+  bool armed = false;
+  bool inline_data = false;      // IBV_SEND_INLINE: no source region to check
+  bool stage_ok = false;         // stage_usable() then
+  bool registered = false;       // the peer link's, then
+  bool on_this_host = false;
+  bool nic_outstanding = false;  // a NIC request of the QP was in flight (the policy's feature)
+  Path path = Path::offload;     // offload or inline
+  Path preferred = Path::offload;
+  Why why = Why::none;         // route_why's input: why `path` is not `preferred`
+  Why direct_why = Why::none;  // what kept the CPU paths off then (post.cpp, list_direct_why)
+  uint32_t length = 0;
+  uint32_t rkey = 0;
+  uint32_t tunables_seq = 0;
+  SourceRegion source;  // not inline
+  policy::PathSet eligible;
+  // As the express lane's: the policy and generation a write of the shape was last
+  // reused at (0: none yet).
+  const policy::Policy* policy = nullptr;
+  uint64_t policy_gen = 0;
+};
+
 // What route() derives of a write before the policy's choice (route.cpp).
 struct RouteShape {
   Path preferred = Path::offload;  // what the mode wants: direct or remote, or the forced path
@@ -225,6 +249,7 @@ struct QpRec {
   // first, read by anyone (a modify or destroy settles them first).
   std::atomic<struct RemoteQueue*> rq{nullptr};
   ExpressMemo express;
+  NicLaneMemo nic_lane;
   RouteMemo route_memo;
 };
 

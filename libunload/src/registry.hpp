@@ -4,6 +4,7 @@
 
 #include "records.hpp"
 #include "tables.hpp"
+#include "tls.hpp"
 
 namespace unload::rt {
 
@@ -18,6 +19,16 @@ extern std::atomic<uint64_t> g_mr_epoch;
 extern std::atomic<uint32_t> g_windows;  // how many g_mws holds: 0, no write looks
 
 ContextRec* context_find(const ibv_context* ctx);
+
+// The post and poll wrappers' lookups, through the thread's last one (tables.hpp).
+UNLOAD_TLS_HOT extern constinit thread_local LastFound<QpRec> t_last_qp;
+UNLOAD_TLS_HOT extern constinit thread_local LastFound<CqRec> t_last_cq;
+inline QpRec* qp_find(const ibv_qp* qp) {
+  return find_through(g_qps, t_last_qp, key_of(qp));
+}
+inline CqRec* cq_find(const ibv_cq* cq) {
+  return find_through(g_cqs, t_last_cq, key_of(cq));
+}
 
 inline uint64_t qpn_key(const ContextRec* c, uint32_t qpn) {
   return (static_cast<uint64_t>(c->id + 1) << 32) | qpn;

@@ -357,7 +357,8 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
       // A settled write is the policy's one branch: no clock, no sample. A sample a
       // completion thread left in the box waits for the next full decision (at most
       // kSteadySampleEvery writes).
-      if (!adaptive || !pol->decide_reused(f, t, out.path)) {
+      out.reused = adaptive && pol->decide_reused(f, t, out.path);
+      if (!out.reused) {
         // Adaptive times only the writes it samples (policy.hpp, kSampleEvery), from the
         // clock its decision read when it asked for one (it does before a periodic
         // sample), else from after the decision: a clock read costs more than a decision
@@ -394,6 +395,21 @@ bool route_reuses_mapped(QpRec* q, const WriteRequest& r, PathSet eligible, cons
   if (!pol || t.mode != static_cast<uint32_t>(Mode::adaptive)) return false;
   if (!pol->decide_reused_as(features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible), t,
                              Path::unload_mapped))
+    return false;
+  x.policy = pol;
+  x.policy_gen = pol->settled_gen();
+  return true;
+}
+
+bool route_reuses_nic(QpRec* q, NicLaneMemo& x, const WriteRequest& r, const Tunables& t) {
+  policy::Policy* pol = t_policy;
+  Path forced;
+  if (!pol || forced_path(forced) || t.mode != static_cast<uint32_t>(Mode::adaptive)) return false;
+  Path vouched;
+  // The generation is set only once a reuse of x.path matched it: the vouched path is x.path.
+  if (x.policy == pol && pol->decide_reused_vouched(x.policy_gen, r.remote_addr >> policy::kTargetPageShift, vouched))
+    return true;
+  if (!pol->decide_reused_as(features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, x.eligible), t, x.path))
     return false;
   x.policy = pol;
   x.policy_gen = pol->settled_gen();

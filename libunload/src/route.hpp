@@ -17,6 +17,7 @@ struct Route {
   Path preferred = Path::offload;  // what the mode wants: direct, or the forced path
   Why why = Why::none;             // why `path` is not `preferred` (docs/sysfs.md)
   policy::PathSet eligible = Path::offload;  // the paths it could take (what the policy weighed)
+  bool reused = false;  // adaptive reused its settled decision (no clock, no sample)
 };
 
 // Every write to the NIC as the program built it (shim off, mode offload, UNLOAD_PATH=offload):
@@ -49,6 +50,9 @@ inline Route route(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct
 // owed (mapped forced, or adaptive reusing a settled mapped decision, which this counts
 // as route() does); false, with nothing counted, when route() must decide.
 bool route_reuses_mapped(QpRec* q, const WriteRequest& r, policy::PathSet eligible, const Tunables& t);
+// The same for the NIC lane (nic_lane.hpp): whether adaptive reuses, for r of the memo's
+// shape, the settled decision the memo took (x.path), counted as route() counts it.
+bool route_reuses_nic(QpRec* q, NicLaneMemo& x, const WriteRequest& r, const Tunables& t);
 
 // The reason to count for a write routed `rt` and carried out on `taken`: none when it
 // took its preferred path; the route's reason when it was routed elsewhere; `fallback`

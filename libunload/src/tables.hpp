@@ -29,6 +29,7 @@ class PtrTable {
       const uint64_t k = slots_[i].key.load(std::memory_order_relaxed);
       if (k == key) {
         slots_[i].val.store(v, std::memory_order_release);
+        changes_.fetch_add(1, std::memory_order_release);
         return 0;
       }
       if (k == kTomb && tomb == kSize) tomb = i;
@@ -54,6 +55,8 @@ class PtrTable {
     std::lock_guard<std::mutex> g(mu_);
     return remove_locked(key);
   }
+  // Moves whenever a key leaves or maps to another value: what a lookup found holds until then.
+  uint64_t changes() const { return changes_.load(std::memory_order_acquire); }
 
  private:
   V* remove_locked(uint64_t key) {
@@ -63,6 +66,7 @@ class PtrTable {
         V* v = slots_[i].val.load(std::memory_order_relaxed);
         slots_[i].val.store(nullptr, std::memory_order_release);
         slots_[i].key.store(kTomb, std::memory_order_release);
+        changes_.fetch_add(1, std::memory_order_release);
         reclaim_before_empty(i);
         return v;
       }
@@ -92,7 +96,28 @@ class PtrTable {
     std::atomic<V*> val{nullptr};
   };
   Slot slots_[kSize];
+  std::atomic<uint64_t> changes_{0};
   std::mutex mu_;
 };
+
+// A thread's last lookup in one table, kept while the table did not change: a thread
+// mostly posts on one QP and polls one CQ, and the probe was a sixth of an empty poll.
+template <class V>
+struct LastFound {
+  uint64_t key = 0;
+  V* val = nullptr;
+  uint64_t changes = 0;
+};
+
+// t.find(key) through the thread's memo `last`. The count is read before the probe, so a
+// change during it leaves the memo stale, and the next lookup probes again.
+template <class V, unsigned kBits>
+inline V* find_through(const PtrTable<V, kBits>& t, LastFound<V>& last, uint64_t key) {
+  const uint64_t changes = t.changes();
+  if (__builtin_expect(last.key == key && last.changes == changes, 1)) return last.val;
+  V* v = t.find(key);
+  if (v) last = LastFound<V>{key, v, changes};
+  return v;
+}
 
 }  // namespace unload::rt

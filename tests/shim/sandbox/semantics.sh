@@ -1,5 +1,5 @@
 #!/bin/bash
-# Verbs semantics: each program of tests/shim/semantics without the shim (the reference), then under it in offload mode, with each CPU path forced (UNLOAD_PATH=inline, stage, mapped (this process's stores through the module's mapping), direct (the module's copy)) and in the default mode (no UNLOAD_* variable); every outcome must equal the reference.
+# Verbs semantics: each program of tests/shim/semantics without the shim (the reference), then under it in offload mode, with each CPU path forced (UNLOAD_PATH=inline, stage, mapped (this process's stores through the module's mapping), direct (the module's copy)), in the default mode (no UNLOAD_* variable) and in the default mode with the CPU's copies off (nic: UNLOAD_DIRECT_MAX=0, the NIC lane's column); every outcome must equal the reference.
 . "$(dirname "$0")/lib.sh"
 need_shim
 # PART (1, 2 or 3; all when absent) picks a third, each a ctest test that boots once:
@@ -11,7 +11,7 @@ need_shim
 # SEMANTICS_SHAPES=main a race's main shapes only (see also()).
 PART=${1:-all}
 ONLY=${SEMANTICS_ONLY:-}
-PATHS=${SEMANTICS_PATHS:-offload inline stage mapped direct default}
+PATHS=${SEMANTICS_PATHS:-offload inline stage mapped direct default nic}
 echo "paths: $PATHS; shapes: ${SEMANTICS_SHAPES:-all}; $(nproc) CPU(s) in this guest"
 SKIPS=0
 
@@ -54,6 +54,10 @@ sem() {
 			envs=(UNLOAD_MODE=offload)
 		elif [ "$path" = default ]; then
 			envs=()  # what users run: the module's mode, nothing forced
+		elif [ "$path" = nic ]; then
+			# The default mode with the CPU's copies narrowed off: adaptive among the NIC's
+			# paths (offload, inline, stage), where its settled writes take the NIC lane.
+			envs=(UNLOAD_DIRECT_MAX=0)
 		else
 			envs=(UNLOAD_MODE=unload UNLOAD_PATH="$path")
 			if [ "$path" != inline ] && ! have_kmod; then
@@ -234,6 +238,15 @@ if have_kmod && [[ " $PATHS " == *" mapped "* ]]; then
 			fail "$run mapped" "the express lane placed none of its writes"
 		fi
 	done
+fi
+# The NIC lane (libunload/src/nic_lane.cpp) takes the default mode's settled NIC writes of
+# one shape: the nic column's parity covers it only if it ran.
+if [[ " $PATHS " == *" nic "* ]]; then
+	lane=0
+	for f in "$WORK"/*.nic.stats; do
+		[ -r "$f" ] && lane=$((lane + $(stat "$f" writes_nic_lane)))
+	done
+	expect "nic: the NIC lane took writes in this part's programs" "$([ "$lane" -gt 0 ] && echo 1)" "$lane writes"
 fi
 [ "$SKIPS" -eq 0 ] || echo "$SKIPS run(s) skipped"
 finish

@@ -1,0 +1,84 @@
+// The NIC lane: the memo, its checks, and the route it stands for.
+#include "nic_lane.hpp"
+
+#include "config.hpp"
+#include "registry.hpp"
+#include "stage.hpp"
+
+namespace unload::rt {
+
+namespace {
+
+constexpr unsigned kShapeFlags = IBV_SEND_SIGNALED | IBV_SEND_INLINE | IBV_SEND_SOLICITED;
+
+// A request the lane can take: a lone RDMA WRITE of one SGE with no flag but these (a
+// fence's or an immediate's route reads more than the memo keeps).
+bool lone_write(const ibv_send_wr& w) {
+  return !w.next && w.opcode == IBV_WR_RDMA_WRITE && w.num_sge == 1 && !(w.send_flags & ~kShapeFlags);
+}
+
+// post.cpp's plain_fits for a write of the lane's shape: nothing around the ring and a
+// ring whose newest entry reports its own completion, a send CQ the merger counts on.
+bool plain_clear(const QpRec* q) {
+  return q->scq && !q->scq->cqx && !q->sq.untracked.load(std::memory_order_relaxed) &&
+         (q->sq.ring.in_flight() == 0 || q->sq.ring.last_signaled());
+}
+
+}  // namespace
+
+void nic_lane_arm(QpRec* q, const ibv_send_wr& w, const Route& rt, Why direct_why) {
+  NicLaneMemo& x = q->nic_lane;
+  x.armed = false;
+  if (!rt.reused || !lone_write(w) || (rt.path != Path::offload && rt.path != Path::unload_inline) ||
+      g_windows.load(std::memory_order_relaxed) != 0)
+    return;
+  x.inline_data = rt.req.user_inline;
+  if (!x.inline_data && !source_keep(q, w.sg_list[0], &x.source)) return;
+  x.stage_ok = stage_usable(q->sq.stage);
+  x.registered = q->peer.registered;
+  x.on_this_host = q->peer.on_this_host();
+  x.nic_outstanding = nic_in_flight(q->sq) != 0;
+  x.path = rt.path;
+  x.preferred = rt.preferred;
+  x.why = rt.why;
+  x.direct_why = direct_why;
+  x.length = rt.req.length;
+  x.rkey = rt.req.rkey;
+  x.tunables_seq = tunables_seq();
+  x.eligible = rt.eligible;
+  x.policy_gen = 0;  // another shape, perhaps: vouched for once reused again
+  x.armed = true;
+}
+
+bool nic_lane_take(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct_why, Route* rt) {
+  NicLaneMemo& x = q->nic_lane;
+  if (!x.armed || !lone_write(w)) return false;
+  const ibv_sge& sg = w.sg_list[0];
+  const bool signaled = q->sq.sig_all || (w.send_flags & IBV_SEND_SIGNALED);
+  if (!signaled || sg.length != x.length || w.wr.rdma.rkey != x.rkey ||
+      ((w.send_flags & IBV_SEND_INLINE) != 0) != x.inline_data)
+    return false;
+  if (!x.inline_data && !source_holds(x.source, sg)) return false;
+  if (tunables_seq() != x.tunables_seq || g_windows.load(std::memory_order_relaxed) != 0 ||
+      q->peer.registered != x.registered || q->peer.on_this_host() != x.on_this_host ||
+      (nic_in_flight(q->sq) != 0) != x.nic_outstanding || stage_usable(q->sq.stage) != x.stage_ok ||
+      !plain_clear(q) || direct_why != x.direct_why)
+    return false;
+  WriteRequest& r = rt->req;  // classify()'s answer for the shape
+  r.is_write = true;
+  r.user_inline = x.inline_data;
+  r.signaled = true;
+  r.length = x.length;
+  r.sge_count = 1;
+  r.rkey = x.rkey;
+  r.remote_addr = w.wr.rdma.remote_addr;
+  if (!route_reuses_nic(q, x, r, t)) return false;
+  rt->path = x.path;
+  rt->preferred = x.preferred;
+  rt->why = x.why;
+  rt->eligible = x.eligible;
+  rt->reused = true;
+  return true;
+}
+
+}  // namespace unload::rt
