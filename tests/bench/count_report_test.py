@@ -96,8 +96,9 @@ with tempfile.TemporaryDirectory() as d:
 
     recorded = os.path.join(d, "recorded.json")
 
-    def guard(figures, goals=None):
-        json.dump({"recorded": figures, "goal": goals or {}}, open(recorded, "w"))
+    def guard(figures, goals=None, tolerances=None):
+        json.dump({"recorded": figures, "goal": goals or {}, "tolerance_pct": tolerances or {}},
+                  open(recorded, "w"))
         return run(d, "--check", recorded)
 
     rc, out = guard({"offload": 290, "noshim": 0})
@@ -107,6 +108,9 @@ with tempfile.TemporaryDirectory() as d:
     rc, out = guard({"offload": 242, "noshim": 0})  # 290 is 19.8 % over: planted
     check(rc == 1 and "FAIL: offload: 290, recorded 242" in out and "ok: noshim" in out,
           "a row planted 20 % over fails, by name, and only it")
+    rc, out = guard({"offload": 242, "nic": 500}, tolerances={"offload": 25, "nic": 10})
+    check(rc == 1 and "ok: offload: 290" in out and "FAIL: nic: 600, recorded 500" in out,
+          "a row's own tolerance replaces the 15 %% (offload +20 %% within 25, nic +20 %% over 10)")
     rc, out = guard({"offload": 290, "mapped": 600})
     check(rc == 1 and "FAIL: mapped: not counted" in out, "a recorded row not counted fails")
     rc, out = guard({"offload": 290}, {"offload": 40})
@@ -118,7 +122,8 @@ with tempfile.TemporaryDirectory() as d:
     rec2 = os.path.join(d, "rerecorded.json")
     rc, out = run(d, "--check", recorded, "--record", rec2)
     doc = json.load(open(rec2))
-    check(doc["recorded"].get("offload") == 290 and doc["goal"] == {"offload": 40},
+    check(doc["recorded"].get("offload") == 290 and doc["goal"] == {"offload": 40}
+          and doc["tolerance_pct"] == {},
           "--record keeps the counts and the goals")
 
 finish()

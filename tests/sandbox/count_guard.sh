@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The shim's instructions a write, counted by callgrind (scripts/bench --count's rows at one
-# QP, the least of three runs), hold their recorded figures (bench/verbs/count_recorded.json)
-# within 15 %; and the method counts nothing without the shim. A count, never a timing:
-# offload's and mapped's are the same every run, the default mode's move by up to a tenth
-# with what its policy measured (hence the least of three).
+# QP, the least of three runs), hold their recorded figures (bench/verbs/count_recorded.json):
+# within 15 %, the default mode's rows within their own tolerance; and the method counts
+# nothing without the shim. A count, never a timing: offload's and mapped's are the same
+# every run, the default mode's move with what its policy measured (by a tenth on a quiet
+# host, by half beside a CI run), hence the least of three and the wider bound.
 set -uo pipefail
 . "$(dirname "$0")/../support/check.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,7 +24,7 @@ rc=$?
 sed 's/^/  /' "$dir/report"
 noshim=$(awk -F'\t' '$1 == "noshim" { print $5 }' "$dir/count.tsv")
 expect "without the shim the count is zero" "$([ "${noshim%.*}" = 0 ] && echo 1)" "${noshim:-none}"
-expect "no row rose over 15 % of its recorded figure" "$([ "$rc" = 0 ] && echo 1)" \
+expect "no row rose over its bound (15 %, or the row's own)" "$([ "$rc" = 0 ] && echo 1)" \
 	"$(grep -c '^FAIL' "$dir/report") rows over"
 rm -rf "$dir"
 finish
