@@ -11,7 +11,7 @@
 namespace unload::rt {
 
 SqEntry* tagged_entry(CqRec* c, uint32_t qpn, uint64_t wr_id, QpRec** q) {
-  if (QpRec* by_num = g_qps_by_num.find(qpn_key(c->c, qpn))) {
+  if (QpRec* by_num = find_through(g_qps_by_num, c->last_by_num, qpn_key(c->c, qpn))) {
     *q = by_num;
     return by_num->sq.ring.entry_of_tag(wr_id);
   }

@@ -11,6 +11,7 @@
 
 #include "config.hpp"
 #include "gate.hpp"
+#include "tables.hpp"
 #include "unload/policy.hpp"
 #include "unload/runtime.h"
 #include "unload.h"
@@ -296,6 +297,9 @@ struct CqRec {
   // taken at post, given back when merged, so they stay within the CQ room the shim added.
   std::atomic<int32_t> hidden_room{kHiddenPerCq};
   struct CqxState* cqx_state = nullptr;  // the ibv_cq_ex poll sequence (cqx CQs only)
+  // The merger's last QP by number (g_qps_by_num, tables.hpp): a CQ's completions mostly
+  // come from one QP in a row. Its consumer's, inside the gate.
+  LastFound<QpRec> last_by_num;
   // Reached through vendor direct verbs: no QP on it is tracked (direct_verbs.hpp).
   std::atomic<bool> dv{false};
 };

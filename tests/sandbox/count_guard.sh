@@ -14,7 +14,7 @@ build=${UNLOAD_BUILD_DIR:?}
 command -v valgrind >/dev/null || skip "no valgrind here (scripts/setup installs it)"
 dir=$(mktemp -d)
 if ! "$root/scripts/lib/guest/bench-count" --out "$dir" --build "$build" \
-	--rows "noshim offload nic random mapped" --writes 300 --repeat 3 >"$dir/log" 2>&1; then
+	--rows "noshim offload inline nic random mapped" --writes 300 --repeat 3 >"$dir/log" 2>&1; then
 	fail "every row counted" "$(tail -5 "$dir/log")"
 	finish
 fi
