@@ -13,14 +13,6 @@ namespace unload::rt {
 
 namespace {
 
-constexpr unsigned kShapeFlags = IBV_SEND_SIGNALED | IBV_SEND_INLINE | IBV_SEND_SOLICITED;
-
-// A request the lane can take: a lone RDMA WRITE of one SGE with no flag but these (a
-// fence may hold a copy back; a list is the full path's to order).
-bool lone_write(const ibv_send_wr& w) {
-  return !w.next && w.opcode == IBV_WR_RDMA_WRITE && w.num_sge == 1 && !(w.send_flags & ~kShapeFlags);
-}
-
 // What direct_blocker, the list's checks and the fence found for q, read again: paired
 // with a peer on this host in this session, no failure, nothing in flight or posted
 // around the ring (so no fence to wait and room in the queue), no fence given up on.
@@ -43,7 +35,7 @@ bool source_as_routed(const QpRec* q, const ExpressMemo& x, const ibv_sge& sg) {
 void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt) {
   ExpressMemo& x = q->express;
   x.armed = false;
-  if (!lone_write(w) || rt.path != Path::unload_mapped || rt.preferred != Path::unload_mapped ||
+  if (!lane_write_shape(w) || rt.path != Path::unload_mapped || rt.preferred != Path::unload_mapped ||
       rt.translated || g_windows.load(std::memory_order_relaxed) != 0)
     return;
   const int target = mapped_index_of(q, rt.req.rkey);
@@ -64,7 +56,7 @@ void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt) {
 
 Express express_post(QpRec* q, const ibv_send_wr& w, const Tunables& t, Route* rt) {
   const ExpressMemo& x = q->express;
-  if (!x.armed || !lone_write(w)) return Express::declined;
+  if (!x.armed || !lane_write_shape(w)) return Express::declined;
   const ibv_sge& sg = w.sg_list[0];
   if (sg.length != x.length || w.wr.rdma.rkey != x.rkey ||
       ((w.send_flags & IBV_SEND_INLINE) != 0) != x.inline_data)

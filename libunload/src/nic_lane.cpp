@@ -7,29 +7,10 @@
 
 namespace unload::rt {
 
-namespace {
-
-constexpr unsigned kShapeFlags = IBV_SEND_SIGNALED | IBV_SEND_INLINE | IBV_SEND_SOLICITED;
-
-// A request the lane can take: a lone RDMA WRITE of one SGE with no flag but these (a
-// fence's or an immediate's route reads more than the memo keeps).
-bool lone_write(const ibv_send_wr& w) {
-  return !w.next && w.opcode == IBV_WR_RDMA_WRITE && w.num_sge == 1 && !(w.send_flags & ~kShapeFlags);
-}
-
-// post.cpp's plain_fits for a write of the lane's shape: nothing around the ring and a
-// ring whose newest entry reports its own completion, a send CQ the merger counts on.
-bool plain_clear(const QpRec* q) {
-  return q->scq && !q->scq->cqx && !q->sq.untracked.load(std::memory_order_relaxed) &&
-         (q->sq.ring.in_flight() == 0 || q->sq.ring.last_signaled());
-}
-
-}  // namespace
-
 void nic_lane_arm(QpRec* q, const ibv_send_wr& w, const Route& rt, Why direct_why) {
   NicLaneMemo& x = q->nic_lane;
   x.armed = false;
-  if (!rt.reused || !lone_write(w) || (rt.path != Path::offload && rt.path != Path::unload_inline) ||
+  if (!rt.reused || !lane_write_shape(w) || (rt.path != Path::offload && rt.path != Path::unload_inline) ||
       g_windows.load(std::memory_order_relaxed) != 0)
     return;
   x.inline_data = rt.req.user_inline;
@@ -52,7 +33,7 @@ void nic_lane_arm(QpRec* q, const ibv_send_wr& w, const Route& rt, Why direct_wh
 
 bool nic_lane_take(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct_why, Route* rt) {
   NicLaneMemo& x = q->nic_lane;
-  if (!x.armed || !lone_write(w)) return false;
+  if (!x.armed || !lane_write_shape(w)) return false;
   const ibv_sge& sg = w.sg_list[0];
   const bool signaled = q->sq.sig_all || (w.send_flags & IBV_SEND_SIGNALED);
   if (!signaled || sg.length != x.length || w.wr.rdma.rkey != x.rkey ||

@@ -186,9 +186,7 @@ int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
 // CQ the shim polls through the merger that counts plain completions (not an extended one).
 bool plain_fits(const QpRec* q, const ibv_send_wr& w, const Route& rt) {
   return (rt.path == Path::offload || rt.path == Path::unload_inline) && rt.t0 == 0 && rt.req.is_write &&
-         rt.req.signaled && !w.next && q->scq && !q->scq->cqx &&
-         !q->sq.untracked.load(std::memory_order_relaxed) &&
-         (q->sq.ring.in_flight() == 0 || q->sq.ring.last_signaled());
+         rt.req.signaled && !w.next && plain_clear(q);
 }
 
 // A plain write: the program's request to the provider as built (inline: a copy that asks

@@ -321,6 +321,15 @@ inline uint64_t key_of(const void* p) {
 
 // Before the first request of the shim's on `q`'s send CQ. Relaxed is enough: the provider
 // releases the request after it, and the poller acquires the completion before it looks.
+// Whether a signaled write of q may go to the NIC as a plain write (post.cpp) as far as the
+// QP goes: nothing around the ring and a ring whose newest entry reports its own
+// completion (so every entry retires through the ring's completions), a send CQ the shim
+// polls through the merger that counts plain completions (not an extended one).
+inline bool plain_clear(const QpRec* q) {
+  return q->scq && !q->scq->cqx && !q->sq.untracked.load(std::memory_order_relaxed) &&
+         (q->sq.ring.in_flight() == 0 || q->sq.ring.last_signaled());
+}
+
 inline void mark_tracked(QpRec* q) {
   if (q->scq && !q->scq->tracked.load(std::memory_order_relaxed))
     q->scq->tracked.store(true, std::memory_order_relaxed);

@@ -20,6 +20,14 @@ struct Route {
   bool reused = false;  // adaptive reused its settled decision (no clock, no sample)
 };
 
+// A request the express and NIC lanes can take: a lone RDMA WRITE of one SGE with no flag
+// but SIGNALED, INLINE and SOLICITED (a fence's or an immediate's route reads more than
+// their memos keep, and a list is the full path's to order).
+inline bool lane_write_shape(const ibv_send_wr& w) {
+  constexpr unsigned kShapeFlags = IBV_SEND_SIGNALED | IBV_SEND_INLINE | IBV_SEND_SOLICITED;
+  return !w.next && w.opcode == IBV_WR_RDMA_WRITE && w.num_sge == 1 && !(w.send_flags & ~kShapeFlags);
+}
+
 // Every write to the NIC as the program built it (shim off, mode offload, UNLOAD_PATH=offload):
 // the post paths then pass requests through untracked.
 bool all_offload(const Tunables& t);
