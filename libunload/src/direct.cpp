@@ -2,11 +2,13 @@
 #include "direct.hpp"
 
 #include "busy.hpp"
-#include "config.hpp"
 #include "kmod.hpp"
+#include "learn.hpp"
 #include "mapped.hpp"
 #include "merge.hpp"
 #include "registry.hpp"
+#include "stats.hpp"
+#include "tunables.hpp"
 #include "unload.h"
 
 #include <cerrno>

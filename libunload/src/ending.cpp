@@ -17,7 +17,8 @@
 #include <cstring>
 #include <iterator>
 
-#include "config.hpp"
+#include "stats.hpp"
+#include "tunables.hpp"
 #include "unload/runtime.h"
 
 namespace unload::rt {

@@ -6,7 +6,7 @@
 
 namespace unload::rt {
 
-// Once, from config_init: this process owns the counts from now on; the exit hooks.
+// Once, from session_start: this process owns the counts from now on; the exit hooks.
 void ending_init();
 // In a forked child (pthread_atfork): the child owns its own, zeroed, counts.
 void ending_after_fork();

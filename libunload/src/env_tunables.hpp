@@ -16,7 +16,7 @@ struct EnvTunables {
   uint32_t set;             // bit i: kEnvTunables[i]'s variable was set to a valid value
 };
 
-// Reads the variables (UNLOAD_MODE aside: it forces the mode, config.cpp). A bad value
+// Reads the variables (UNLOAD_MODE aside: it forces the mode, tunables.cpp). A bad value
 // prints one line naming the variable and keeps the default.
 EnvTunables env_tunables_read();
 

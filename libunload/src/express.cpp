@@ -1,12 +1,13 @@
 // The express lane: the memo, its checks, and the write placed through the mapping.
 #include "express.hpp"
 
-#include "config.hpp"
 #include "direct.hpp"
 #include "kmod.hpp"
 #include "mapped.hpp"
 #include "registry.hpp"
 #include "stage.hpp"
+#include "stats.hpp"
+#include "tunables.hpp"
 #include "unload.h"
 
 namespace unload::rt {

@@ -16,6 +16,7 @@
 namespace unload::rt {
 
 Kmod g_kmod;
+std::atomic<bool> g_have_kmod{false};
 
 static_assert(sizeof(unload_tunables) == sizeof(policy::Tunables),
               "control page tunables = policy::Tunables");

@@ -4,6 +4,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -30,6 +31,8 @@ struct Kmod {
   uint32_t session = 0;
 };
 extern Kmod g_kmod;
+// Published with release once g_kmod is whole (a forked child opens its session later).
+extern std::atomic<bool> g_have_kmod;
 
 // Opens the session; on failure returns a reason for the notice and leaves fd = -1.
 const char* kmod_open();

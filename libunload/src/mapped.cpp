@@ -17,9 +17,10 @@
 #include <new>
 #include <string>
 
-#include "config.hpp"
 #include "kmod.hpp"
-#include "route.hpp"
+#include "request.hpp"
+#include "stats.hpp"
+#include "tunables.hpp"
 #include "unload.h"
 
 namespace unload::rt {

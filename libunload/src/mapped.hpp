@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "records.hpp"
-#include "route.hpp"
+#include "request.hpp"
 
 namespace unload::rt {
 

@@ -2,8 +2,8 @@
 #include "merge.hpp"
 
 #include "busy.hpp"
+#include "learn.hpp"
 #include "registry.hpp"
-#include "route.hpp"
 #include "stage.hpp"
 
 #include <atomic>

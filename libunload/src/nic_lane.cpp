@@ -1,9 +1,10 @@
 // The NIC lane: the memo, its checks, and the route it stands for.
 #include "nic_lane.hpp"
 
-#include "config.hpp"
 #include "registry.hpp"
 #include "stage.hpp"
+#include "stats.hpp"
+#include "tunables.hpp"
 
 namespace unload::rt {
 

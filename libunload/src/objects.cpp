@@ -2,18 +2,20 @@
 // destruction, and the C API the shim's wrappers call (unload/runtime.h).
 #include "busy.hpp"
 #include "caps.hpp"
-#include "config.hpp"
 #include "cq_ex.hpp"
 #include "direct.hpp"
 #include "kmod.hpp"
 #include "mapped.hpp"
 #include "merge.hpp"
 #include "nic_only.hpp"
-#include "post.hpp"
+#include "nic_post.hpp"
 #include "qp_ex.hpp"
 #include "registry.hpp"
 #include "remote_ring.hpp"
+#include "session.hpp"
 #include "stage.hpp"
+#include "stats.hpp"
+#include "tunables.hpp"
 
 #include <cerrno>
 #include <cstdlib>
@@ -358,7 +360,7 @@ extern "C" {
 
 void unload_runtime_init(const unload_real_verbs* real) {
   g_real = *real;
-  config_init();
+  session_start();
   gate_init();
 }
 

@@ -3,6 +3,7 @@
 #include "unload/runtime.h"
 
 #include "direct.hpp"
+#include "learn.hpp"
 #include "merge.hpp"
 #include "registry.hpp"
 #include "remote_ring.hpp"

@@ -1,10 +1,9 @@
 // ibv_post_send: each request routed once; a write going direct leaves the list (after the
 // requests before it were posted and its fence), the rest go to the provider as copies
 // that carry the ring's tags (docs/design.md, "A write's walk").
-#include "post.hpp"
+#include "nic_post.hpp"
 
 #include "busy.hpp"
-#include "config.hpp"
 #include "direct.hpp"
 #include "express.hpp"
 #include "nic_lane.hpp"
@@ -12,6 +11,8 @@
 #include "remote.hpp"
 #include "remote_ring.hpp"
 #include "stage.hpp"
+#include "stats.hpp"
+#include "tunables.hpp"
 
 #include <atomic>
 #include <cerrno>
@@ -19,130 +20,6 @@
 namespace unload::rt {
 
 namespace {
-
-// Requests handed to the provider per call: copies live on the stack, so a longer list goes
-// in several calls, which is what the provider's own failure semantics allow (it stops at
-// the first request it refuses, having posted the ones before).
-constexpr int kChunk = 32;
-
-// Copies of the program's requests for the provider, with their ring entries.
-class Batch {
- public:
-  explicit Batch(QpRec* q) : q_(q) {}
-
-  bool full() const { return n_ == kChunk; }
-  bool empty() const { return n_ == 0; }
-
-  // Adds `w` on its routed path (`fallback`: why a direct route did not run). false when
-  // the ring is full (the send queue is too).
-  bool add(ibv_send_wr* w, const Route& rt, Why fallback = Why::none) {
-    SendQueue& sq = q_->sq;
-    if (n_ == 0) {
-      // Remote writes posted before it are placed first; a fence's marker may have taken
-      // entries since the last flush.
-      remote_settle_if_pending(q_);
-      start_ = sq.ring.tail();
-      stage_start_ = sq.stage.tail;
-    }
-    SqEntry* e = sq.ring.reserve(start_ + static_cast<uint64_t>(n_));
-    if (!e) return false;
-    const WriteRequest& r = rt.req;
-    ibv_send_wr& c = copies_[n_];
-    c = *w;
-    c.next = nullptr;
-    Path p = rt.path;
-    if (p == Path::unload_stage && !stage_copy(sq.stage, e, w->sg_list, r.sge_count, r.length))
-      p = Path::offload;
-    if (p == Path::unload_stage) {
-      c.sg_list = &e->stage_sge;
-      c.num_sge = 1;
-    } else {
-      e->stage_mark = sq.stage.tail;
-    }
-    if (p == Path::unload_inline) c.send_flags |= IBV_SEND_INLINE;
-    why_[n_] = route_why(rt, p, fallback);
-    e->user_wr_id = w->wr_id;
-    e->post_ns = rt.t0;
-    e->post_call_ns = 0;
-    timed_ |= rt.t0 != 0;
-    e->remote_addr = r.remote_addr;
-    e->length = r.length;
-    e->rkey = r.rkey;
-    e->sge_count = static_cast<uint16_t>(r.sge_count);
-    e->path = static_cast<uint8_t>(p);
-    const bool ordering = w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-                          w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-    // An unsignaled request may carry a completion the program never sees (direct.hpp).
-    const bool hidden = !r.signaled && take_hidden_signal(q_, e->seq, rt.t0 != 0);
-    if (hidden) c.send_flags |= IBV_SEND_SIGNALED;
-    if (r.signaled || hidden) note_completing(q_, e->seq);
-    e->flags = static_cast<uint8_t>((r.signaled ? kSignaled : 0) | (hidden ? kHidden : 0) |
-                                    (r.is_write ? kWrite : 0) | (ordering ? kOrdering : 0));
-    if (ordering) sq.last_ordering = e->seq + 1;  // a fenced write later in this list sees it
-    c.wr_id = sq.ring.tag_of(e);
-    if (n_) copies_[n_ - 1].next = &c;
-    origin_[n_++] = w;
-    return true;
-  }
-
-  // Gives the copies to the provider. 0, or its errno with *bad the program's request it
-  // refused (the ones before it were posted); the refused ones' entries are forgotten.
-  // Inline: a direct write flushes an empty batch twice, and the call was a tenth of its
-  // instructions in the shim.
-  int flush(ibv_send_wr** bad) { return n_ ? give(bad) : 0; }
-
- private:
-  [[gnu::noinline]] int give(ibv_send_wr** bad) {
-    SendQueue& sq = q_->sq;
-    sq.ring.publish(start_ + n_);
-    busy_raise(q_);
-    ibv_send_wr* bad_copy = nullptr;
-    const int rc = q_->c->provider.post_send(q_->qp, copies_, &bad_copy);
-    if (timed_) stamp_post_call();
-    int posted = n_;
-    if (rc) {
-      posted = bad_copy ? static_cast<int>(bad_copy - copies_) : 0;
-      if (posted < 0 || posted > n_) posted = 0;
-      *bad = origin_[posted];
-      rollback_refused(q_, start_ + static_cast<uint64_t>(posted));
-      sq.stage.tail =
-          posted ? sq.ring.at(start_ + static_cast<uint64_t>(posted) - 1)->stage_mark : stage_start_;
-    }
-    for (int i = 0; i < posted; ++i) {
-      const SqEntry* e = sq.ring.at(start_ + static_cast<uint64_t>(i));
-      count_why(why_[i]);  // before its write: both reach the counters page in one batch
-      if (e->flags & kWrite) count_writes(static_cast<Path>(e->path), 1, e->length);
-    }
-    n_ = 0;
-    timed_ = false;
-    return rc;
-  }
-
-  // Adaptive: how long each timed request took to post, its policy decision to the
-  // provider's return (observe() counts it as time the program spent on the NIC path).
-  // A poller on another thread may merge an entry before it is stamped, and then counts
-  // no post time: the value is advisory, hence relaxed. The entries cannot be reused
-  // meanwhile: that takes a poster, and this thread holds the post gate.
-  void stamp_post_call() {
-    const uint64_t end = now_ns();
-    for (int i = 0; i < n_; ++i) {
-      SqEntry* e = q_->sq.ring.at(start_ + static_cast<uint64_t>(i));
-      if (!e->post_ns || end <= e->post_ns) continue;
-      const uint64_t took = end - e->post_ns;
-      std::atomic_ref<uint32_t>(e->post_call_ns)
-          .store(took < UINT32_MAX ? static_cast<uint32_t>(took) : UINT32_MAX, std::memory_order_relaxed);
-    }
-  }
-
-  QpRec* q_;
-  uint64_t start_ = 0;        // ring tail when the first copy was added
-  uint64_t stage_start_ = 0;  // stage tail then
-  int n_ = 0;
-  bool timed_ = false;  // a request carries a policy timestamp (adaptive)
-  ibv_send_wr copies_[kChunk];
-  ibv_send_wr* origin_[kChunk];
-  Why why_[kChunk];  // counted once posted
-};
 
 // Whether every request of a list passes the local checks (its SGEs in regions of the QP's
 // PD). A request failing them moves the QP to error at the NIC, which flushes the earlier
@@ -243,14 +120,21 @@ Why list_direct_why(QpRec* q, ibv_send_wr* wr, const Tunables& t) {
   return wr->next && !list_locally_valid(q, wr) ? Why::region : Why::none;
 }
 
+// Adds w to a batch behind the QP's remote writes in flight: a batch's first request places
+// them first (a fence's marker may have taken entries since the last flush).
+bool add_behind_remote(Batch& b, QpRec* q, ibv_send_wr* w, const Route& rt, Why fallback) {
+  if (b.empty()) remote_settle_if_pending(q);
+  return b.add(w, rt, fallback);
+}
+
 // Gives request w, routed rt, to the provider's batch (flushing it when full). 0 or the
 // provider's errno with *bad set.
-int to_nic(Batch& b, ibv_send_wr* w, const Route& rt, Why fallback, ibv_send_wr** bad) {
+int to_nic(Batch& b, QpRec* q, ibv_send_wr* w, const Route& rt, Why fallback, ibv_send_wr** bad) {
   if (b.full())
     if (int rc = b.flush(bad)) return rc;
-  if (b.add(w, rt, fallback)) return 0;
+  if (add_behind_remote(b, q, w, rt, fallback)) return 0;
   if (int rc = b.flush(bad)) return rc;
-  if (b.add(w, rt, fallback)) return 0;
+  if (add_behind_remote(b, q, w, rt, fallback)) return 0;
   *bad = w;  // still full: so is the send queue
   return ENOMEM;
 }
@@ -299,7 +183,7 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
         nic_lane_arm(q, *w, rt, direct_why);
         return post_plain(q, w, rt, bad);
       }
-      if (int rc = to_nic(b, w, rt, Why::none, bad)) return rc;
+      if (int rc = to_nic(b, q, w, rt, Why::none, bad)) return rc;
       w = w->next;
       continue;
     }
@@ -324,7 +208,7 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
       express_arm(q, *wr, run[0].rt);
     for (int i = done; i < n; ++i) {
       run[i].rt.path = Path::offload;
-      if (int rc = to_nic(b, origin[i], run[i].rt, fallback, bad)) return rc;
+      if (int rc = to_nic(b, q, origin[i], run[i].rt, fallback, bad)) return rc;
     }
     // A fence that gave up waited its limit once: the list's later runs would wait behind
     // the same requests, so they take the NIC (one wait per list, however long).
@@ -334,15 +218,6 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
 }
 
 }  // namespace
-
-int post_routed(QpRec* q, const ibv_send_wr& w, const Route& rt, Why fallback) {
-  Batch b(q);
-  ibv_send_wr copy = w;
-  copy.next = nullptr;
-  ibv_send_wr* bad = nullptr;
-  if (!b.add(&copy, rt, fallback)) return ENOMEM;
-  return b.flush(&bad);
-}
 
 }  // namespace unload::rt
 

@@ -27,14 +27,15 @@
 #include "qp_ex.hpp"
 
 #include "busy.hpp"
-#include "config.hpp"
 #include "direct.hpp"
-#include "post.hpp"
+#include "nic_post.hpp"
 #include "registry.hpp"
 #include "remote.hpp"
 #include "remote_ring.hpp"
 #include "route.hpp"
 #include "stage.hpp"
+#include "stats.hpp"
+#include "tunables.hpp"
 #include "unload.h"
 
 #include <cstring>
@@ -472,6 +473,7 @@ static int complete_held(QpRec* q, ibv_qp_ex* qp) {
   const bool remote = rt.path == Path::unload_remote;
   if (!room || (remote ? place_remote(q, &d, 1, &why) : place_direct(q, &d, 1, &why)) != 1) {
     rt.path = Path::offload;
+    remote_settle_if_pending(q);
     rc = post_routed(q, w, rt, why);
   }
   end_batch(q);

@@ -9,12 +9,13 @@
 #include <cstdint>
 #include <mutex>
 
-#include "config.hpp"
 #include "gate.hpp"
+#include "stats.hpp"
 #include "tables.hpp"
+#include "tunables.hpp"
+#include "unload.h"
 #include "unload/policy.hpp"
 #include "unload/runtime.h"
-#include "unload.h"
 #include "unload/sq_ring.hpp"
 #include "wc_queue.hpp"
 

@@ -7,10 +7,12 @@
 
 #include "remote_ring.hpp"
 
-#include "config.hpp"
 #include "kmod.hpp"
+#include "learn.hpp"
 #include "registry.hpp"
 #include "route.hpp"
+#include "stats.hpp"
+#include "tunables.hpp"
 #include "unload.h"
 
 #include <cerrno>
@@ -47,21 +49,6 @@ Why remote_blocker(QpRec* q, const Tunables& t) {
     p.channel = rc == 0 ? 1 : rc == -ENOKEY ? 3 : 2;
   }
   return p.channel == 1 ? Why::none : p.channel == 3 ? Why::no_key : Why::no_channel;
-}
-
-// The module may have placed it (-ECOMM), so it is never sent again: the QP is moved to ERR
-// through the provider, and the requests after it, given to the NIC, flush as they would there.
-void fail_unanswered(QpRec* q, uint64_t wr_id, uint64_t ticket) {
-  ibv_wc wc{};
-  wc.wr_id = wr_id;
-  wc.status = IBV_WC_RETRY_EXC_ERR;
-  wc.opcode = IBV_WC_RDMA_WRITE;
-  wc.qp_num = q->qp_num;
-  q->scq->pending.fill(ticket, wc);
-  q->failed.store(true, std::memory_order_release);
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_ERR;
-  if (g_real.modify_qp(q->qp, &a, IBV_QP_STATE) == 0) q->state.store(IBV_QPS_ERR, std::memory_order_release);
 }
 
 int place_remote(QpRec* q, const DirectWrite* w, int n, Why* why) {

@@ -28,8 +28,4 @@ inline Why cpu_blocker(QpRec* q, const Tunables& t) {
 // is there; else with one synchronous submission, after q's writes in flight settled.
 int place_remote(QpRec* q, const DirectWrite* w, int n, Why* why);
 
-// The NIC's outcome for a write to a peer that stopped answering (the module's -ECOMM):
-// the write completes in `ticket` with IBV_WC_RETRY_EXC_ERR and the QP goes to ERR.
-void fail_unanswered(QpRec* q, uint64_t wr_id, uint64_t ticket);
-
 }  // namespace unload::rt

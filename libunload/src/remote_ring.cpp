@@ -1,11 +1,12 @@
 // Remote writes that do not wait: the ring, each QP's entries, their verdicts (remote_ring.hpp).
 #include "remote_ring.hpp"
 
-#include "config.hpp"
 #include "kmod.hpp"
-#include "post.hpp"
+#include "learn.hpp"
+#include "nic_post.hpp"
 #include "registry.hpp"
-#include "remote.hpp"
+#include "stats.hpp"
+#include "tunables.hpp"
 #include "unload.h"
 
 #include <linux/io_uring.h>
@@ -305,6 +306,21 @@ void keep_for_nic(RemoteEntry& e, const DirectWrite& w) {
 }
 
 }  // namespace
+
+// The module may have placed it (-ECOMM), so it is never sent again: the QP is moved to ERR
+// through the provider, and the requests after it, given to the NIC, flush as they would there.
+void fail_unanswered(QpRec* q, uint64_t wr_id, uint64_t ticket) {
+  ibv_wc wc{};
+  wc.wr_id = wr_id;
+  wc.status = IBV_WC_RETRY_EXC_ERR;
+  wc.opcode = IBV_WC_RDMA_WRITE;
+  wc.qp_num = q->qp_num;
+  q->scq->pending.fill(ticket, wc);
+  q->failed.store(true, std::memory_order_release);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  if (g_real.modify_qp(q->qp, &a, IBV_QP_STATE) == 0) q->state.store(IBV_QPS_ERR, std::memory_order_release);
+}
 
 bool remote_async_fits(const QpRec* q, const DirectWrite& w) {
   static const bool on = env_switch_on("UNLOAD_REMOTE_ASYNC");

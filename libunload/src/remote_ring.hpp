@@ -64,4 +64,8 @@ void remote_release(QpRec* q);
 // In a forked child: lets go of the parent's ring, which nothing of the child may reach.
 void remote_ring_leave_inherited();
 
+// The NIC's outcome for a write to a peer that stopped answering (the module's -ECOMM):
+// the write completes in `ticket` with IBV_WC_RETRY_EXC_ERR and the QP goes to ERR.
+void fail_unanswered(QpRec* q, uint64_t wr_id, uint64_t ticket);
+
 }  // namespace unload::rt

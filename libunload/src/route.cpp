@@ -5,6 +5,7 @@
 #include "busy.hpp"
 #include "cq_ex.hpp"
 #include "kmod.hpp"
+#include "learn.hpp"
 #include "mapped.hpp"
 #include "nic_only.hpp"
 #include "registry.hpp"
@@ -23,34 +24,6 @@ using policy::PathSet;
 
 namespace {
 
-UNLOAD_TLS_HOT constinit thread_local policy::Policy* t_policy = nullptr;
-// When this thread's current run of empty ibv_poll_cq calls began; 0 when its last poll
-// found something. What a completion arrives after of it is time the program spent
-// busy-polling for the NIC, which adaptive's CPU budget does not charge (policy.hpp).
-UNLOAD_TLS_HOT constinit thread_local uint64_t t_spin_since = 0;
-
-// nullptr only when it cannot be allocated: the caller then takes the NIC.
-policy::Policy* thread_policy() {
-  if (__builtin_expect(t_policy != nullptr, 1)) return t_policy;
-  t_policy = new (std::nothrow) policy::Policy(static_cast<uint64_t>(gettid()) * 0x9E3779B97F4A7C15ull + 1);
-  __atomic_store_n(&thread_stats().adaptive, t_policy, __ATOMIC_RELEASE);  // its statistics, at exit
-  return t_policy;
-}
-
-// Without a clock (now_ns 0): the route reads one only when the policy asks.
-policy::WriteFeatures features_of(const QpRec* q, uint32_t length, uint32_t sge_count, uint32_t rkey,
-                                  uint64_t remote_addr, PathSet eligible) {
-  // Every field named, so no zeroing first: GCC zeroes a value-initialised one with
-  // `rep stos`, which TCG runs a word at a time on every write.
-  return policy::WriteFeatures{.length = length,
-                               .sge_count = sge_count,
-                               .rkey = rkey,
-                               .remote_addr = remote_addr,
-                               .now_ns = 0,
-                               .eligible = eligible,
-                               .peer_local = q->peer.local,
-                               .nic_outstanding = nic_in_flight(q->sq) != 0};
-}
 
 // IBV_SEND_FENCE: the write waits for the QP's earlier READs and atomics, so a payload
 // copied now (inline, stage) could miss what a READ still brings into the source.
@@ -65,35 +38,6 @@ bool remote_size_ok(const WriteRequest& r, const Tunables& t) {
 }
 
 }  // namespace
-
-Why sges_why(const QpRec* q, const ibv_sge* sg, uint32_t n, bool* translated) {
-  Why why = Why::none;  // region, which the NIC fails, wins over nic_memory, which it takes
-  for (uint32_t i = 0; i < n; ++i) {
-    if (sg[i].length == 0) continue;
-    const MrRec* m = g_mrs.find(lkey_key(q->c, sg[i].lkey));
-    if (!m || m->pd != q->qp->pd) return Why::region;
-    if (sg[i].addr < m->iova || sg[i].addr + sg[i].length > m->iova + m->length ||
-        sg[i].addr + sg[i].length < sg[i].addr)
-      return Why::region;
-    if (m->nic_only) why = Why::nic_memory;
-    if (m->iova != m->addr) *translated = true;
-  }
-  return why;
-}
-
-bool window_rkey(const QpRec* q, uint32_t rkey) {
-  return g_windows.load(std::memory_order_relaxed) != 0 &&
-         g_mws.find(mw_key(q->qp->context, rkey)) != nullptr;
-}
-
-void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out) {
-  for (uint32_t i = 0; i < n; ++i) {
-    out[i] = sg[i];
-    if (sg[i].length == 0) continue;
-    if (const MrRec* m = g_mrs.find(lkey_key(q->c, sg[i].lkey)))
-      out[i].addr = m->addr + (sg[i].addr - m->iova);
-  }
-}
 
 bool all_offload(const Tunables& t) {
   Path forced;
@@ -171,22 +115,6 @@ Why why_not(const QpRec* q, const WriteRequest& r, const ibv_sge* sg, Path p, co
   if (r.length != 0)
     if (const Why w = sges_why(q, sg, r.sge_count, &translated); w != Why::none) return w;
   return translated && !policy::places_here(p) && p != Path::unload_remote ? Why::region : Why::policy;
-}
-
-// A sample a thread without a policy measured (observe()): this poster's policy learns it.
-void learn_boxed(QpRec* q, policy::Policy* pol) {
-  SampleBox& b = q->sample;
-  const uint32_t s0 = b.seq.load(std::memory_order_acquire);
-  uint64_t w[6];
-  for (int i = 0; i < 6; ++i) w[i] = b.w[i].load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
-  if ((s0 & 1) || b.seq.load(std::memory_order_relaxed) != s0) return;  // being written: next time
-  b.learnt = s0;
-  const auto p = static_cast<Path>(w[0] & 0xFF);
-  const policy::WriteFeatures f =
-      features_of(q, static_cast<uint32_t>(w[0] >> 32), static_cast<uint32_t>((w[0] >> 8) & 0xFFFFFF),
-                  static_cast<uint32_t>(w[1]), w[2], PathSet::all());
-  pol->observe(p, f, w[3], w[5], w[4]);
 }
 
 // What adaptive weighed when it kept a write off a path it could take.
@@ -414,84 +342,6 @@ bool route_reuses_nic(QpRec* q, NicLaneMemo& x, const WriteRequest& r, const Tun
   x.policy = pol;
   x.policy_gen = pol->settled_gen();
   return true;
-}
-
-Why route_why(const Route& rt, Path taken, Why fallback) {
-  if (taken == rt.preferred) return Why::none;
-  if (rt.why != Why::none) return rt.why;  // routed elsewhere, for this reason
-  return fallback != Why::none ? fallback : Why::no_room;
-}
-
-namespace {
-
-// The policy of this thread, or for a thread that never posts the next poster's on `q`,
-// learns one finished write.
-void learn(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
-           uint64_t cost, uint64_t cpu, uint64_t wait) {
-  ++thread_stats().samples;
-  if (t_policy) {
-    const policy::WriteFeatures f = features_of(q, length, sge_count, rkey, remote_addr, PathSet::all());
-    t_policy->observe(p, f, cost, cpu, wait);
-    return;
-  }
-  // A completion thread that never posts: the next poster's policy learns it.
-  SampleBox& b = q->sample;
-  const uint32_t s0 = b.seq.load(std::memory_order_relaxed);
-  b.seq.store(s0 + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  b.w[0].store(static_cast<uint64_t>(p) | uint64_t{sge_count & 0xFFFFFF} << 8 | uint64_t{length} << 32,
-               std::memory_order_relaxed);
-  b.w[1].store(rkey, std::memory_order_relaxed);
-  b.w[2].store(remote_addr, std::memory_order_relaxed);
-  b.w[3].store(cost, std::memory_order_relaxed);
-  b.w[4].store(wait, std::memory_order_relaxed);
-  b.w[5].store(cpu, std::memory_order_relaxed);
-  b.seq.store(s0 + 2, std::memory_order_release);
-}
-
-}  // namespace
-
-void observe(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
-             uint64_t t0, uint64_t post_call_ns) {
-  if (!t0) return;
-  const uint64_t now = now_ns();
-  const uint64_t cost = now - t0;
-  // In verbs calls for it: the post, then the poll from the post's return, or from when the
-  // spin began if later. Several completions collected by one poll each count the whole
-  // spin: a batch's per-write wait is overstated, but only for a program that spends that
-  // time polling anyway.
-  uint64_t wait = 0;
-  if (p == Path::offload) {
-    const uint64_t posted = t0 + post_call_ns;
-    const uint64_t since = t_spin_since > posted ? t_spin_since : posted;
-    wait = post_call_ns + (t_spin_since && now > since ? now - since : 0);
-  }
-  // The CPU it cost: a direct write's whole time (the copy), an inline or stage write's
-  // post (the copy; the rest of its latency is the NIC's, and in a stream its queue: 20 ms
-  // behind 128 writes under TCG, which charged to the budget locked direct out for good).
-  // A CPU-placed write learnt here rode on a wake-up marker (CarriedSample): its CPU is
-  // its copy, the rest the program's wait for the wake.
-  if (policy::places_here(p)) ++thread_stats().samples_at_wake;
-  const uint64_t cpu = policy::places_here(p) ? (post_call_ns ? post_call_ns : cost)
-                       : policy::is_cpu_path(p) ? post_call_ns
-                                                : 0;
-  learn(q, p, length, sge_count, rkey, remote_addr, cost, cpu, wait);
-}
-
-void observe_direct(QpRec* q, Path p, const WriteRequest& r, uint64_t cost_ns) {
-  learn(q, p, r.length, r.sge_count, r.rkey, r.remote_addr, cost_ns, cost_ns, 0);
-}
-
-void observe_remote(QpRec* q, const WriteRequest& r, uint64_t cost_ns) {
-  learn(q, Path::unload_remote, r.length, r.sge_count, r.rkey, r.remote_addr, cost_ns, 0, 0);
-}
-
-void note_poll(int got) {
-  if (!t_policy) return;
-  if (got != 0)
-    t_spin_since = 0;
-  else if (!t_spin_since)
-    t_spin_since = now_ns();
 }
 
 }  // namespace unload::rt

@@ -8,7 +8,7 @@
 
 namespace unload::rt {
 
-// Once, from config_init: the handler where the disposition is SIG_DFL.
+// Once, from session_start: the handler where the disposition is SIG_DFL.
 void signals_init();
 
 }  // namespace unload::rt

@@ -12,7 +12,8 @@
 #include <new>
 #include <vector>
 
-#include "config.hpp"
+#include "stats.hpp"
+#include "tunables.hpp"
 
 namespace unload::rt {
 

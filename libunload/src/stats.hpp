@@ -1,4 +1,5 @@
-// Tunables (control page or UNLOAD_* environment), the kmod link, and statistics.
+// Statistics: each thread's counts, the reasons writes left their preferred path, and
+// their sums for the statistics file (ending.cpp) and the module's counters page.
 #pragma once
 
 #include <atomic>
@@ -12,7 +13,6 @@
 namespace unload::rt {
 
 using policy::Path;
-using policy::Tunables;
 
 // Per-thread counters, summed at exit (no shared cache line on the fast path). The
 // counters page of the kmod session gets this thread's offload, inline and stage counts in
@@ -44,8 +44,6 @@ inline ThreadStats& thread_stats() {
 }
 // Adds what s has not yet added to the counters page (its own thread).
 void count_flush(ThreadStats& s);
-
-extern std::atomic<bool> g_have_kmod;
 
 // Counts a write in this thread's statistics and, with the kmod, in the session's
 // counters page, batched (the module counts direct writes itself).
@@ -140,39 +138,7 @@ void kmod_flush_all();
 // Path i's name in UNLOAD_PATH, the statistics file and sysfs (writes_<name>).
 const char* path_name(unsigned i);
 
-// The tunables in force. Without the kmod: parsed once from the environment. With it: a
-// copy taken from the control page under its sequence counter, narrowed by the process's
-// UNLOAD_* limits where lower (env_tunables.hpp); UNLOAD_MODE still wins.
-// Inline: every post reads them, and the call was a seventh of an offload post's
-// instructions in the shim; the fast case is the copy whose sequence the page still shows.
-const Tunables& tunables_slow();
-UNLOAD_TLS_HOT extern thread_local Tunables t_tunables;
-UNLOAD_TLS_HOT extern thread_local uint32_t t_seq;
-inline const Tunables& tunables() {
-  if (__builtin_expect(g_have_kmod.load(std::memory_order_acquire), 1) &&
-      __atomic_load_n(&g_kmod.ctl->seq, __ATOMIC_ACQUIRE) == t_seq)
-    return t_tunables;
-  return tunables_slow();
-}
-// The control page's sequence this thread's tunables() copy was taken at: unchanged, so
-// are the tunables (with the kmod; a constant without it).
-uint32_t tunables_seq();
-
-// UNLOAD_PATH=offload|inline|stage|direct|mapped|remote: every write takes that path when it is
-// eligible, the NIC otherwise, whatever the mode (for benchmarks that compare paths).
-// Returns true and sets `p` when a path is forced.
-bool forced_path(Path& p);
-
-// Whether the kmod is present (stage and direct are possible).
-bool kmod_present();
-
-// Once per process: read the environment, open the kmod (or print the notice).
-void config_init();
-
-// A switch in the environment, 0 or 1 (unset: true); anything else is reported and kept on.
-bool env_switch_on(const char* var);
-
-// Monotonic nanoseconds (vDSO, no syscall).
-uint64_t now_ns();
+// In a forked child: the parent's counts let go of (its block at exit holds its own).
+void stats_after_fork();
 
 }  // namespace unload::rt

@@ -1,0 +1,63 @@
+// Learning: what adaptive's policies are told of the writes that finished (docs/design.md,
+// "Adaptive"). Fed by the completion paths; read by the route, which asks the policy.
+#pragma once
+
+#include "records.hpp"
+#include "stats.hpp"
+#include "tls.hpp"
+#include "tunables.hpp"
+#include "unload/classify.hpp"
+
+namespace unload::rt {
+
+// This thread's policy; nullptr before its first routed write (learn() then leaves its
+// samples in the QP's box for the next poster).
+UNLOAD_TLS_HOT extern constinit thread_local policy::Policy* t_policy;
+
+// The thread's policy, made at its first call; nullptr only when it cannot be allocated:
+// the caller then takes the NIC.
+policy::Policy* thread_policy_slow();
+inline policy::Policy* thread_policy() {
+  if (__builtin_expect(t_policy != nullptr, 1)) return t_policy;
+  return thread_policy_slow();
+}
+
+// What the policy weighs of a write on q, without a clock (now_ns 0): the route reads one
+// only when the policy asks.
+inline policy::WriteFeatures features_of(const QpRec* q, uint32_t length, uint32_t sge_count, uint32_t rkey,
+                                         uint64_t remote_addr, policy::PathSet eligible) {
+  // Every field named, so no zeroing first: GCC zeroes a value-initialised one with
+  // `rep stos`, which TCG runs a word at a time on every write.
+  return policy::WriteFeatures{.length = length,
+                               .sge_count = sge_count,
+                               .rkey = rkey,
+                               .remote_addr = remote_addr,
+                               .now_ns = 0,
+                               .eligible = eligible,
+                               .peer_local = q->peer.local,
+                               .nic_outstanding = nic_in_flight(q->sq) != 0};
+}
+
+// A sample a thread without a policy left in q's box (learn()): pol learns it.
+void learn_boxed(QpRec* q, policy::Policy* pol);
+
+// Adaptive mode: the policy of this thread (or, for a thread that never posts, the next
+// poster's on `q`) learns the cost of a path that finished, and
+// for an offloaded write how long this thread spent on it in verbs calls: its post
+// (`post_call_ns` of its `t0 .. completion`: a software NIC such as rxe does the NIC's work
+// inside post_send, on the caller's CPU) and its busy-poll for the completion.
+void observe(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
+             uint64_t t0, uint64_t post_call_ns = 0);
+// As observe(), for a direct or mapped write (`p`) whose cost the caller measured (its
+// share of a submission of several), all of it CPU time.
+void observe_direct(QpRec* q, Path p, const WriteRequest& r, uint64_t cost_ns);
+// As observe_direct, for a remote write: its post to its verdict, none of it this host's
+// CPU (the program runs on, or sleeps, while the peer's module places it), so the CPU
+// budget is not charged.
+void observe_remote(QpRec* q, const WriteRequest& r, uint64_t cost_ns);
+
+// What the program's ibv_poll_cq returned (after the merge): a run of empty polls is a
+// wait for the NIC, which observe() reports to the policy.
+void note_poll(int got);
+
+}  // namespace unload::rt

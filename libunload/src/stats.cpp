@@ -1,0 +1,153 @@
+// Statistics: each thread's block, the counters page's batches, the sums (stats.hpp).
+#include "stats.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <mutex>
+
+namespace unload::rt {
+namespace {
+
+// Each path's name in UNLOAD_PATH, the statistics file and sysfs (writes_<name>).
+constexpr const char* kPathFileNames[] = {"offload", "inline", "stage", "direct", "remote", "mapped"};
+static_assert(std::size(kPathFileNames) == policy::kPathCount);
+
+// Every thread's block, newest first; a block is never freed (a thread's counts outlive it).
+std::atomic<ThreadStats*> g_stats_list{nullptr};
+
+}  // namespace
+
+UNLOAD_TLS_HOT constinit thread_local ThreadStats* t_stats = nullptr;
+
+ThreadStats& thread_stats_first() {
+  auto* s = static_cast<ThreadStats*>(std::calloc(1, sizeof(ThreadStats)));
+  if (!s) {
+    // No memory for this thread's block: it counts into one shared by every such thread
+    // (its adds may race; statistics only, never the writes themselves).
+    static ThreadStats shared_block;
+    static std::once_flag listed;
+    std::call_once(listed, [] {
+      ThreadStats* h = g_stats_list.load(std::memory_order_relaxed);
+      do shared_block.next = h;
+      while (!g_stats_list.compare_exchange_weak(h, &shared_block, std::memory_order_release,
+                                                 std::memory_order_relaxed));
+    });
+    t_stats = &shared_block;
+    return shared_block;
+  }
+  ThreadStats* head = g_stats_list.load(std::memory_order_relaxed);
+  do s->next = head;
+  while (!g_stats_list.compare_exchange_weak(head, s, std::memory_order_release, std::memory_order_relaxed));
+  t_stats = s;
+  return *s;
+}
+
+namespace {
+
+// Adds what `s` has not yet added to the counters page. Its own thread, or at exit.
+void kmod_flush(ThreadStats& s) {
+  for (unsigned i = 0; i < policy::kPathCount; ++i) {
+    const uint64_t w = __atomic_exchange_n(&s.kmod_writes[i], 0, __ATOMIC_RELAXED);
+    const uint64_t b = __atomic_exchange_n(&s.kmod_bytes[i], 0, __ATOMIC_RELAXED);
+    if (w || b) kmod_count(static_cast<Path>(i), w, b);
+  }
+  for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
+    if (const uint64_t n = __atomic_exchange_n(&s.kmod_why_not[i], 0, __ATOMIC_RELAXED)) kmod_count_why(i, n);
+  s.kmod_unsent = 0;
+}
+
+}  // namespace
+
+void kmod_flush_all() {
+  if (g_have_kmod.load(std::memory_order_acquire))
+    for (ThreadStats* s = g_stats_list.load(std::memory_order_acquire); s; s = s->next) kmod_flush(*s);
+}
+
+const char* path_name(unsigned i) {
+  return i < policy::kPathCount ? kPathFileNames[i] : "none";
+}
+
+void count_flush(ThreadStats& s) {
+  kmod_flush(s);
+}
+
+void count_mapped_write(uint64_t bytes, bool express) {
+  ThreadStats& s = thread_stats();
+  const unsigned i = policy::index_of(Path::unload_mapped);
+  ++s.writes[i];
+  s.bytes[i] += bytes;
+  s.express += express;
+  if (!g_have_kmod.load(std::memory_order_relaxed)) return;
+  ++s.kmod_writes[i];
+  s.kmod_bytes[i] += bytes;
+  if (++s.kmod_unsent >= kKmodBatch) kmod_flush(s);
+}
+
+const char* why_name(Why w) {
+  static const char* const names[UNLOAD_WHY_COUNT] = {
+      "not_rc",    "program_inline", "path_off", "no_module",  "remote_peer", "unregistered", "unpaired",
+      "poisoned",  "qp_error",       "cq",       "queue",      "fence",       "size",         "region",
+      "no_room",   "refused",        "policy",   "with_imm",   "nic_memory",  "window",       "cold",
+      "exploring", "budget",         "cost",     "local_peer", "no_channel",   "no_key",       "no_mapping"};
+  const unsigned i = static_cast<unsigned>(w);
+  return i < UNLOAD_WHY_COUNT ? names[i] : "none";
+}
+
+void count_why(Why w, uint64_t n) {
+  const unsigned i = static_cast<unsigned>(w);
+  if (i >= UNLOAD_WHY_COUNT) return;
+  ThreadStats& s = thread_stats();
+  s.why_not[i] += n;
+  if (g_have_kmod.load(std::memory_order_relaxed))
+    s.kmod_why_not[i] += n;  // sent with this thread's next batch of writes
+}
+
+void count_fence() {
+  thread_stats().fences++;
+  if (g_have_kmod.load(std::memory_order_relaxed)) kmod_count_fence();
+}
+
+Totals stats_totals() {
+  Totals t{};
+  for (ThreadStats* s = g_stats_list.load(std::memory_order_acquire); s; s = s->next) {
+    for (unsigned i = 0; i < policy::kPathCount; ++i) {
+      t.writes[i] += __atomic_load_n(&s->writes[i], __ATOMIC_RELAXED);
+      t.bytes[i] += __atomic_load_n(&s->bytes[i], __ATOMIC_RELAXED);
+    }
+    t.fences += __atomic_load_n(&s->fences, __ATOMIC_RELAXED);
+    t.express += __atomic_load_n(&s->express, __ATOMIC_RELAXED);
+    t.nic_lane += __atomic_load_n(&s->nic_lane, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
+      t.why_not[i] += __atomic_load_n(&s->why_not[i], __ATOMIC_RELAXED);
+    t.samples += __atomic_load_n(&s->samples, __ATOMIC_RELAXED);
+    t.samples_at_wake += __atomic_load_n(&s->samples_at_wake, __ATOMIC_RELAXED);
+    // Another thread's policy, read as its counters are: relaxed, each field whole.
+    if (const policy::Policy* p = __atomic_load_n(&s->adaptive, __ATOMIC_ACQUIRE)) {
+      const policy::PolicyStats& a = p->stats();
+      for (unsigned i = 0; i < kAdaptiveCountN; ++i)
+        t.adaptive[i] += __atomic_load_n(&(a.*kAdaptiveCounts[i].field), __ATOMIC_RELAXED);
+    }
+  }
+  return t;
+}
+
+void stats_after_fork() {
+  for (ThreadStats* s = g_stats_list.load(std::memory_order_acquire); s; s = s->next) {
+    std::memset(s->writes, 0, sizeof s->writes);
+    std::memset(s->bytes, 0, sizeof s->bytes);
+    s->fences = 0;
+    s->express = 0;
+    s->nic_lane = 0;
+    std::memset(s->why_not, 0, sizeof s->why_not);
+    std::memset(s->kmod_why_not, 0, sizeof s->kmod_why_not);
+    std::memset(s->kmod_writes, 0, sizeof s->kmod_writes);
+    std::memset(s->kmod_bytes, 0, sizeof s->kmod_bytes);
+    s->kmod_unsent = 0;
+    s->samples = 0;
+    s->samples_at_wake = 0;
+    if (s != t_stats) s->adaptive = nullptr;  // a thread of the parent's: no decisions here
+  }
+}
+
+}  // namespace unload::rt

@@ -1,0 +1,171 @@
+// Tunables from the environment (no kmod) or the control page, and the notice.
+#include "tunables.hpp"
+
+#include <pthread.h>
+#include <time.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <mutex>
+#include <new>
+
+#include "env_tunables.hpp"
+#include "kmod.hpp"
+#include "stats.hpp"
+#include "tls.hpp"
+#include "unload/policy/resident_set.hpp"
+#include "unload/runtime.h"
+
+namespace unload::rt {
+namespace {
+
+// Each path's name in UNLOAD_PATH, the statistics file and sysfs (writes_<name>).
+Tunables g_tunables = policy::kDefaultTunables;
+// A forked child let go of its parent's session and opens its own at its first use.
+std::atomic<bool> g_kmod_pending{false};
+std::mutex g_kmod_mu;        // guards the child's opening of its session
+bool g_mode_forced = false;  // UNLOAD_MODE set: it wins over the control page
+uint32_t g_forced_mode = 0;
+bool g_path_forced = false;  // UNLOAD_PATH set
+Path g_forced_path = Path::offload;
+EnvTunables g_env{};  // the UNLOAD_* tunable variables: with the kmod, they narrow the page's
+
+bool parse_mode(const char* s, uint32_t& out) {
+  static const char* const names[] = {"offload", "unload", "threshold", "adaptive"};
+  for (uint32_t i = 0; i < 4; ++i)
+    if (std::strcmp(s, names[i]) == 0) {
+      out = i;
+      return true;
+    }
+  return false;
+}
+
+}  // namespace
+
+UNLOAD_TLS_HOT thread_local Tunables t_tunables;
+UNLOAD_TLS_HOT thread_local uint32_t t_seq = 1;  // odd: never a stable control-page sequence
+
+bool env_switch_on(const char* var) {
+  const char* v = std::getenv(var);
+  if (!v || std::strcmp(v, "1") == 0) return true;
+  if (std::strcmp(v, "0") == 0) return false;
+  std::fprintf(stderr, "unload: %s=\"%s\" is not 0 or 1; keeping 1\n", var, v);
+  return true;
+}
+
+namespace {
+
+bool env_mode(Tunables& t) {
+  const char* s = std::getenv("UNLOAD_MODE");
+  if (!s) return false;
+  uint32_t m;
+  if (!parse_mode(s, m)) {
+    std::fprintf(stderr,
+                 "unload: UNLOAD_MODE=\"%s\" is not one of offload, unload, threshold, adaptive; "
+                 "keeping %s\n",
+                 s,
+                 t.mode == 0   ? "offload"
+                 : t.mode == 1 ? "unload"
+                 : t.mode == 2 ? "threshold"
+                               : "adaptive");
+    return false;
+  }
+  t.mode = m;
+  return true;
+}
+
+bool env_path() {
+  const char* s = std::getenv("UNLOAD_PATH");
+  if (!s) return false;
+  for (unsigned i = 0; i < policy::kPathCount; ++i)
+    if (std::strcmp(s, path_name(i)) == 0) {
+      g_forced_path = static_cast<Path>(i);
+      return true;
+    }
+  std::fprintf(stderr,
+               "unload: UNLOAD_PATH=\"%s\" is not one of offload, inline, stage, direct, mapped, remote; "
+               "ignored\n",
+               s);
+  return false;
+}
+
+}  // namespace
+
+
+// A forked child's first use of the module: its own session, from now on.
+bool kmod_open_pending() {
+  std::lock_guard<std::mutex> g(g_kmod_mu);
+  if (g_kmod_pending.load(std::memory_order_relaxed)) {
+    if (!kmod_open()) g_have_kmod.store(true, std::memory_order_release);
+    g_kmod_pending.store(false, std::memory_order_relaxed);
+  }
+  return g_have_kmod.load(std::memory_order_acquire);
+}
+
+const Tunables& tunables_slow() {
+  if (!g_have_kmod.load(std::memory_order_acquire) &&
+      (!g_kmod_pending.load(std::memory_order_relaxed) || !kmod_open_pending()))
+    return g_tunables;
+  const uint32_t s = kmod_tunables(t_tunables, t_seq);
+  if (__builtin_expect(s != t_seq, 0)) {
+    t_seq = s;
+    t_tunables = env_tunables_narrow(t_tunables, g_env);
+    if (g_mode_forced) t_tunables.mode = g_forced_mode;
+  }
+  return t_tunables;
+}
+uint32_t tunables_seq() {
+  return t_seq;
+}
+
+bool kmod_present() {
+  if (__builtin_expect(g_have_kmod.load(std::memory_order_acquire), 1)) return true;
+  return g_kmod_pending.load(std::memory_order_relaxed) && kmod_open_pending();
+}
+
+bool forced_path(Path& p) {
+  p = g_forced_path;
+  return g_path_forced;
+}
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void tunables_init() {
+  g_env = env_tunables_read();
+  Tunables t = g_env.values;
+  const bool mode_ok = env_mode(t);
+  g_tunables = t;
+  g_mode_forced = mode_ok;
+  g_forced_mode = t.mode;
+  g_path_forced = env_path();
+  if (const char* why = kmod_open()) {
+    g_have_kmod.store(false, std::memory_order_relaxed);
+    std::fprintf(stderr,
+                 "unload: kernel module not available (%s): stage and direct paths off, "
+                 "tunables from UNLOAD_* environment\n",
+                 why);
+  } else {
+    g_have_kmod.store(true, std::memory_order_release);
+    // Once a process: every variable set that the control page's value replaces, named.
+    Tunables page;
+    kmod_tunables(page, 1);
+    env_tunables_notice(page, g_env, stderr);
+  }
+}
+
+void tunables_after_fork() {
+  if (!g_have_kmod.load(std::memory_order_relaxed)) return;
+  kmod_leave_inherited();
+  g_have_kmod.store(false, std::memory_order_relaxed);
+  new (&g_kmod_mu) std::mutex();
+  g_kmod_pending.store(true, std::memory_order_relaxed);
+}
+
+}  // namespace unload::rt

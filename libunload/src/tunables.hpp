@@ -1,0 +1,55 @@
+// Tunables (control page or UNLOAD_* environment) and the kmod link's state.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "kmod.hpp"
+#include "tls.hpp"
+#include "unload.h"
+#include "unload/policy.hpp"
+
+namespace unload::rt {
+
+using policy::Path;
+using policy::Tunables;
+
+// The tunables in force. Without the kmod: parsed once from the environment. With it: a
+// copy taken from the control page under its sequence counter, narrowed by the process's
+// UNLOAD_* limits where lower (env_tunables.hpp); UNLOAD_MODE still wins.
+// Inline: every post reads them, and the call was a seventh of an offload post's
+// instructions in the shim; the fast case is the copy whose sequence the page still shows.
+const Tunables& tunables_slow();
+UNLOAD_TLS_HOT extern thread_local Tunables t_tunables;
+UNLOAD_TLS_HOT extern thread_local uint32_t t_seq;
+inline const Tunables& tunables() {
+  if (__builtin_expect(g_have_kmod.load(std::memory_order_acquire), 1) &&
+      __atomic_load_n(&g_kmod.ctl->seq, __ATOMIC_ACQUIRE) == t_seq)
+    return t_tunables;
+  return tunables_slow();
+}
+// The control page's sequence this thread's tunables() copy was taken at: unchanged, so
+// are the tunables (with the kmod; a constant without it).
+uint32_t tunables_seq();
+
+// UNLOAD_PATH=offload|inline|stage|direct|mapped|remote: every write takes that path when it is
+// eligible, the NIC otherwise, whatever the mode (for benchmarks that compare paths).
+// Returns true and sets `p` when a path is forced.
+bool forced_path(Path& p);
+
+// Whether the kmod is present (stage and direct are possible).
+bool kmod_present();
+
+// Once per process: read the environment, open the kmod (or print the notice).
+void tunables_init();
+// In a forked child: the parent's session let go of; the child opens its own at its first
+// use of the module (kmod_present, tunables).
+void tunables_after_fork();
+
+// A switch in the environment, 0 or 1 (unset: true); anything else is reported and kept on.
+bool env_switch_on(const char* var);
+
+// Monotonic nanoseconds (vDSO, no syscall).
+uint64_t now_ns();
+
+}  // namespace unload::rt
