@@ -48,7 +48,7 @@ RcLink::~RcLink() {
 }
 
 int RcLink::connect(const LinkOptions& opt, int sock, std::string& error) {
-  // The tests' device rule (tests/support/verbs_env.hpp), the flags overriding it.
+  // The tests' device rule (verbs_env/verbs_env.hpp), the flags overriding it.
   verbs::Device dev;
   if (int rc = verbs::open_device(&dev, opt.device.c_str(), opt.gid_index, opt.port)) {
     error = verbs::open_error(rc);

@@ -15,7 +15,7 @@ namespace unload::bench {
 constexpr int kMaxSendWr = 128;
 
 struct LinkOptions {
-  // Empty and -1: the tests' device rule (tests/support/verbs_env.hpp: $UNLOAD_TEST_DEV,
+  // Empty and -1: the tests' device rule (verbs_env/verbs_env.hpp: $UNLOAD_TEST_DEV,
   // $UNLOAD_TEST_GID, else the first device and its RoCE v2 IPv4 GID).
   std::string device;
   int gid_index = -1;

@@ -6,7 +6,7 @@
 #include "stats.hpp"
 #include "tls.hpp"
 #include "tunables.hpp"
-#include "unload/classify.hpp"
+#include "classify.hpp"
 
 namespace unload::rt {
 

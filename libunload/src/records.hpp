@@ -16,7 +16,7 @@
 #include "unload.h"
 #include "unload/policy.hpp"
 #include "unload/runtime.h"
-#include "unload/sq_ring.hpp"
+#include "sq_ring.hpp"
 #include "wc_queue.hpp"
 
 namespace unload::rt {

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "records.hpp"
-#include "unload/classify.hpp"
+#include "classify.hpp"
 
 namespace unload::rt {
 

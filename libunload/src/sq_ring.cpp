@@ -1,4 +1,4 @@
-#include "unload/sq_ring.hpp"
+#include "sq_ring.hpp"
 
 #include <cerrno>
 #include <new>

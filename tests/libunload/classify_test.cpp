@@ -1,7 +1,7 @@
 // Request classification and path eligibility: only writes the program did not inline
 // are candidates; a failed CPU-path precondition leaves the NIC; WRITE_WITH_IMM never
 // goes direct.
-#include "unload/classify.hpp"
+#include "classify.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The send-queue ring: tags map back to their entries only while in flight, a completion
 // retires its entry and every earlier one at once, and the producer's rollback and the
 // reset's clear forget exactly what they should.
-#include "unload/sq_ring.hpp"
+#include "sq_ring.hpp"
 
 #include <gtest/gtest.h>
 

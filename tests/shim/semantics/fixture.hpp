@@ -48,7 +48,7 @@ struct Env {
   ibv_gid gid{};
 };
 
-// The device and GID by the tests' one rule (tests/support/verbs_env.hpp: UNLOAD_TEST_DEV,
+// The device and GID by the tests' one rule (verbs_env/verbs_env.hpp: UNLOAD_TEST_DEV,
 // UNLOAD_TEST_GID, else the first device and its RoCE v2 IPv4 GID). Skips when there is none.
 Env open_env();
 
