@@ -2,6 +2,8 @@
 #include "direct.hpp"
 
 #include "busy.hpp"
+#include "cq_ex.hpp"
+#include "hidden.hpp"
 #include "kmod.hpp"
 #include "learn.hpp"
 #include "mapped.hpp"
@@ -22,8 +24,6 @@ namespace {
 // (a SEND on RNR before a receive this thread posts later, a QP reset under us).
 constexpr uint64_t kFenceIdleNs = 50'000'000;
 constexpr uint64_t kFenceTotalNs = 500'000'000;
-// Unsignaled requests in a row after which the shim asks for a hidden completion.
-constexpr uint64_t kFenceSignalEvery = 16;
 
 // Posts the shim's own signaled zero-length RDMA WRITE on the QP, to a target the program
 // itself named (valid whatever the responder checks). It places nothing and consumes
@@ -64,26 +64,34 @@ int post_marker(QpRec* q, uint32_t rkey, uint64_t remote_addr, const CarriedSamp
 
 }  // namespace
 
-bool take_hidden_signal(QpRec* q, uint64_t seq, bool timed) {
-  if (!timed && (!(q->peer.flags & UNLOAD_PEER_PAIRED) || seq - q->sq.last_completing < kFenceSignalEvery))
-    return false;
-  // Not on an ibv_cq_ex: its poll sequence hands over what it reads (the fence does not
-  // poll it anyway), and a dropped completion there showed as an unexpected one
-  // (semantics cq_room ex, cqex_many, default mode).
-  CqRec* c = q->scq;
-  if (!c || c->cqx) return false;
-  if (c->hidden_room.fetch_sub(1, std::memory_order_relaxed) > 0) return true;
-  c->hidden_room.fetch_add(1, std::memory_order_relaxed);
-  return false;
-}
-
-void release_hidden(QpRec* q, uint64_t from) {
-  if (!q->scq) return;
-  SqRing& ring = q->sq.ring;
-  int32_t n = 0;
-  for (uint64_t s = from; s < ring.tail(); ++s)
-    if ((ring.at(s)->flags & (kHidden | kMarker)) == kHidden) ++n;
-  if (n) q->scq->hidden_room.fetch_add(n, std::memory_order_relaxed);
+Why direct_blocker(QpRec* q, const Tunables& t) {
+  if (q->qp->qp_type != IBV_QPT_RC) return Why::not_rc;
+  if (!t.enabled || t.direct_max == 0) return Why::path_off;
+  if (!kmod_present()) return Why::no_module;
+  if (t.mode == static_cast<uint32_t>(policy::Mode::offload)) return Why::policy;
+  // A registration of an earlier session (the parent's, in a forked child) is not this one's.
+  if (!q->peer.registered || q->peer.session != g_kmod.session) return Why::unregistered;
+  PeerLink& p = q->peer;
+  if (p.flags & UNLOAD_PEER_POISONED)
+    return Why::poisoned;  // a request of the pair failed a check: never again
+  if (!(p.flags & UNLOAD_PEER_PAIRED)) {
+    if (!(p.flags & UNLOAD_PEER_LOCAL)) return Why::remote_peer;
+    if (--p.countdown != 0) return Why::unpaired;
+    p.backoff = p.backoff < (1u << 16) ? p.backoff * 2 : p.backoff;
+    p.countdown = p.backoff;
+    uint32_t flags = 0, handle = 0, slot = 0;
+    if (kmod_reg_qp(q->qp->context, q->qp_num, &flags, &handle, &slot) == 0) {
+      p.flags = flags;
+      p.handle = handle;
+      busy_attach(q, slot);
+    }
+    if (p.flags & UNLOAD_PEER_POISONED) return Why::poisoned;
+    if (!(p.flags & UNLOAD_PEER_PAIRED)) return Why::unpaired;
+  }
+  if (q->failed.load(std::memory_order_relaxed)) return Why::qp_error;
+  if (q->sq.ring.head() < q->peer.stuck_below) return Why::queue;
+  const CqRec* c = q->scq;
+  return c && (!c->cqx || cqx_can_synthesise(c)) ? Why::none : Why::cq;
 }
 
 namespace {

@@ -13,12 +13,13 @@ struct unload_iov;
 
 namespace unload::rt {
 
-// One write routed direct: its local buffers, its wr_id, its route.
-struct DirectWrite {
-  const ibv_sge* sg;
-  uint64_t wr_id;
-  Route rt;
-};
+// What keeps writes on `q` from going direct now (none: a peer the kmod paired, a send CQ
+// that can take shim-made completions, no failure seen). Asks the kmod again, less and
+// less often, while a local peer is not paired yet (it may still be connecting).
+Why direct_blocker(QpRec* q, const Tunables& t);
+inline bool direct_possible(QpRec* q, const Tunables& t) {
+  return direct_blocker(q, t) == Why::none;
+}
 
 // Most writes of one post list placed with one submission.
 constexpr int kDirectRunMax = 16;
@@ -86,29 +87,6 @@ bool carries_sample(const QpRec* q, const WriteRequest& r, bool timed);
 // Completions were queued on q's send CQ: makes the CQ's event fire if it is armed.
 // `last`: a placed write of q, a valid marker target; `s`: last's sample, to carry.
 void wake_after_queueing(QpRec* q, const WriteRequest& last, const CarriedSample* s = nullptr);
-
-// Whether the shim asks for a completion of the unsignaled NIC request it is posting at
-// ring position `seq` (kHidden; its successful completion is never shown). The fence can
-// only see a QP's progress through completions: behind a hundred unsignaled writes it
-// would see none until the last, and a sampled write (`timed`) could not be observed at
-// all. So a QP whose peer was paired gets one every kFenceSignalEvery requests, and every
-// timed one does, while its send CQ has hidden room. Producer side (post gate).
-bool take_hidden_signal(QpRec* q, uint64_t seq, bool timed);
-// An entry that yields a completion (the program's or a hidden one) was posted at `seq`.
-inline void note_completing(QpRec* q, uint64_t seq) {
-  q->sq.last_completing = seq;
-}
-// Gives back the hidden room of the QP's entries from ring position `from` to its tail,
-// whose completions will never come: the provider refused them (before a rollback), or
-// the QP was reset or destroyed (from its head). Inside the post gate (and the send CQ's
-// gate when from the head).
-void release_hidden(QpRec* q, uint64_t from);
-// The provider refused the QP's entries from ring position `from` on: they are forgotten,
-// their hidden room given back. Inside the post gate.
-inline void rollback_refused(QpRec* q, uint64_t from) {
-  release_hidden(q, from);
-  q->sq.ring.rollback(from);
-}
 
 // A completion was queued on `c` while its channel may be armed: make the real CQ event
 // fire, with a marker on some QP of the CQ. From ibv_req_notify_cq (no gate held).

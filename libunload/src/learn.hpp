@@ -2,11 +2,11 @@
 // "Adaptive"). Fed by the completion paths; read by the route, which asks the policy.
 #pragma once
 
+#include "classify.hpp"
 #include "records.hpp"
 #include "stats.hpp"
 #include "tls.hpp"
 #include "tunables.hpp"
-#include "classify.hpp"
 
 namespace unload::rt {
 

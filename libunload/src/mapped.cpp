@@ -184,11 +184,6 @@ MappedTarget* target_of(QpRec* q, uint32_t rkey) {
 
 }  // namespace
 
-bool mapped_enabled() {
-  static const bool on = env_switch_on("UNLOAD_MAPPED");
-  return on && g_kmod.status != nullptr;
-}
-
 namespace {
 
 // The mapping still stands for what the responder checks: its word valid (no revocation

@@ -12,8 +12,6 @@
 
 namespace unload::rt {
 
-// UNLOAD_MAPPED is not 0 and the module gave this session a status page.
-bool mapped_enabled();
 // Places the write routed `rt`, its local buffers `sg` (after its fence, in q's post gate),
 // through a mapping of its target:
 // true when every byte went through a mapping that was valid after the copy. false: not

@@ -2,6 +2,7 @@
 #include "merge.hpp"
 
 #include "busy.hpp"
+#include "hidden.hpp"
 #include "learn.hpp"
 #include "registry.hpp"
 #include "stage.hpp"

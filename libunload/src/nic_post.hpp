@@ -3,7 +3,7 @@
 // "A write's walk").
 #pragma once
 
-#include "direct.hpp"
+#include "hidden.hpp"
 #include "request.hpp"
 #include "stage.hpp"
 

@@ -4,6 +4,7 @@
 #include "caps.hpp"
 #include "cq_ex.hpp"
 #include "direct.hpp"
+#include "hidden.hpp"
 #include "kmod.hpp"
 #include "mapped.hpp"
 #include "merge.hpp"

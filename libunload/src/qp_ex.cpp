@@ -28,6 +28,7 @@
 
 #include "busy.hpp"
 #include "direct.hpp"
+#include "hidden.hpp"
 #include "nic_post.hpp"
 #include "registry.hpp"
 #include "remote.hpp"

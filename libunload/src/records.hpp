@@ -10,16 +10,17 @@
 #include <mutex>
 
 #include "gate.hpp"
-#include "stats.hpp"
+#include "sq_ring.hpp"
 #include "tables.hpp"
-#include "tunables.hpp"
 #include "unload.h"
 #include "unload/policy.hpp"
 #include "unload/runtime.h"
-#include "sq_ring.hpp"
 #include "wc_queue.hpp"
+#include "why.hpp"
 
 namespace unload::rt {
+
+using policy::Path;
 
 extern unload_real_verbs g_real;
 

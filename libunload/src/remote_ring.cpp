@@ -1,6 +1,7 @@
 // Remote writes that do not wait: the ring, each QP's entries, their verdicts (remote_ring.hpp).
 #include "remote_ring.hpp"
 
+#include "direct.hpp"
 #include "kmod.hpp"
 #include "learn.hpp"
 #include "nic_post.hpp"

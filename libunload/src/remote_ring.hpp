@@ -10,7 +10,7 @@
 // QP's post gate, before anything else is posted on it.
 #pragma once
 
-#include "direct.hpp"
+#include "request.hpp"
 
 namespace unload::rt {
 

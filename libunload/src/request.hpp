@@ -2,8 +2,8 @@
 // SGEs checked against the regions made through the shim.
 #pragma once
 
-#include "records.hpp"
 #include "classify.hpp"
+#include "records.hpp"
 
 namespace unload::rt {
 
@@ -17,6 +17,14 @@ struct Route {
   Why why = Why::none;             // why `path` is not `preferred` (docs/sysfs.md)
   policy::PathSet eligible = Path::offload;  // the paths it could take (what the policy weighed)
   bool reused = false;  // adaptive reused its settled decision (no clock, no sample)
+};
+
+// One write the CPU places (direct, mapped or remote): its local buffers, its wr_id, its
+// route.
+struct DirectWrite {
+  const ibv_sge* sg;
+  uint64_t wr_id;
+  Route rt;
 };
 
 // A request the express and NIC lanes can take: a lone RDMA WRITE of one SGE with no flag

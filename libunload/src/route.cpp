@@ -2,11 +2,8 @@
 // (UNLOAD_PATH) or the thread's policy.
 #include "route.hpp"
 
-#include "busy.hpp"
-#include "cq_ex.hpp"
 #include "kmod.hpp"
 #include "learn.hpp"
-#include "mapped.hpp"
 #include "nic_only.hpp"
 #include "registry.hpp"
 #include "stage.hpp"
@@ -43,36 +40,6 @@ bool all_offload(const Tunables& t) {
   Path forced;
   if (forced_path(forced)) return !t.enabled || forced == Path::offload;
   return !t.enabled || t.mode == static_cast<uint32_t>(Mode::offload);
-}
-
-Why direct_blocker(QpRec* q, const Tunables& t) {
-  if (q->qp->qp_type != IBV_QPT_RC) return Why::not_rc;
-  if (!t.enabled || t.direct_max == 0) return Why::path_off;
-  if (!kmod_present()) return Why::no_module;
-  if (t.mode == static_cast<uint32_t>(Mode::offload)) return Why::policy;
-  // A registration of an earlier session (the parent's, in a forked child) is not this one's.
-  if (!q->peer.registered || q->peer.session != g_kmod.session) return Why::unregistered;
-  PeerLink& p = q->peer;
-  if (p.flags & UNLOAD_PEER_POISONED)
-    return Why::poisoned;  // a request of the pair failed a check: never again
-  if (!(p.flags & UNLOAD_PEER_PAIRED)) {
-    if (!(p.flags & UNLOAD_PEER_LOCAL)) return Why::remote_peer;
-    if (--p.countdown != 0) return Why::unpaired;
-    p.backoff = p.backoff < (1u << 16) ? p.backoff * 2 : p.backoff;
-    p.countdown = p.backoff;
-    uint32_t flags = 0, handle = 0, slot = 0;
-    if (kmod_reg_qp(q->qp->context, q->qp_num, &flags, &handle, &slot) == 0) {
-      p.flags = flags;
-      p.handle = handle;
-      busy_attach(q, slot);
-    }
-    if (p.flags & UNLOAD_PEER_POISONED) return Why::poisoned;
-    if (!(p.flags & UNLOAD_PEER_PAIRED)) return Why::unpaired;
-  }
-  if (q->failed.load(std::memory_order_relaxed)) return Why::qp_error;
-  if (q->sq.ring.head() < q->peer.stuck_below) return Why::queue;
-  const CqRec* c = q->scq;
-  return c && (!c->cqx || cqx_can_synthesise(c)) ? Why::none : Why::cq;
 }
 
 namespace {

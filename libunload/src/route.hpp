@@ -14,14 +14,6 @@ namespace unload::rt {
 // the post paths then pass requests through untracked.
 bool all_offload(const Tunables& t);
 
-// What keeps writes on `q` from going direct now (none: a peer the kmod paired, a send CQ
-// that can take shim-made completions, no failure seen). Asks the kmod again, less and
-// less often, while a local peer is not paired yet (it may still be connecting).
-Why direct_blocker(QpRec* q, const Tunables& t);
-inline bool direct_possible(QpRec* q, const Tunables& t) {
-  return direct_blocker(q, t) == Why::none;
-}
-
 // Whether the CPU places q's writes through the remote path rather than direct: forced by
 // UNLOAD_PATH=remote, or, in the modes that rank, a registered peer on another host (direct
 // is for one on this host). The caller's `direct_why` is then remote_blocker's.

@@ -9,10 +9,6 @@
 namespace unload::rt {
 namespace {
 
-// Each path's name in UNLOAD_PATH, the statistics file and sysfs (writes_<name>).
-constexpr const char* kPathFileNames[] = {"offload", "inline", "stage", "direct", "remote", "mapped"};
-static_assert(std::size(kPathFileNames) == policy::kPathCount);
-
 // Every thread's block, newest first; a block is never freed (a thread's counts outlive it).
 std::atomic<ThreadStats*> g_stats_list{nullptr};
 
@@ -65,7 +61,7 @@ void kmod_flush_all() {
 }
 
 const char* path_name(unsigned i) {
-  return i < policy::kPathCount ? kPathFileNames[i] : "none";
+  return i < policy::kPathCount ? policy::setting_name_of(static_cast<Path>(i)) : "none";
 }
 
 void count_flush(ThreadStats& s) {
@@ -82,16 +78,6 @@ void count_mapped_write(uint64_t bytes, bool express) {
   ++s.kmod_writes[i];
   s.kmod_bytes[i] += bytes;
   if (++s.kmod_unsent >= kKmodBatch) kmod_flush(s);
-}
-
-const char* why_name(Why w) {
-  static const char* const names[UNLOAD_WHY_COUNT] = {
-      "not_rc",    "program_inline", "path_off", "no_module",  "remote_peer", "unregistered", "unpaired",
-      "poisoned",  "qp_error",       "cq",       "queue",      "fence",       "size",         "region",
-      "no_room",   "refused",        "policy",   "with_imm",   "nic_memory",  "window",       "cold",
-      "exploring", "budget",         "cost",     "local_peer", "no_channel",   "no_key",       "no_mapping"};
-  const unsigned i = static_cast<unsigned>(w);
-  return i < UNLOAD_WHY_COUNT ? names[i] : "none";
 }
 
 void count_why(Why w, uint64_t n) {

@@ -14,7 +14,6 @@
 
 #include "env_tunables.hpp"
 #include "kmod.hpp"
-#include "stats.hpp"
 #include "tls.hpp"
 #include "unload/policy/resident_set.hpp"
 #include "unload/runtime.h"
@@ -81,7 +80,7 @@ bool env_path() {
   const char* s = std::getenv("UNLOAD_PATH");
   if (!s) return false;
   for (unsigned i = 0; i < policy::kPathCount; ++i)
-    if (std::strcmp(s, path_name(i)) == 0) {
+    if (std::strcmp(s, policy::setting_name_of(static_cast<Path>(i))) == 0) {
       g_forced_path = static_cast<Path>(i);
       return true;
     }
@@ -124,6 +123,11 @@ uint32_t tunables_seq() {
 bool kmod_present() {
   if (__builtin_expect(g_have_kmod.load(std::memory_order_acquire), 1)) return true;
   return g_kmod_pending.load(std::memory_order_relaxed) && kmod_open_pending();
+}
+
+bool mapped_enabled() {
+  static const bool on = env_switch_on("UNLOAD_MAPPED");
+  return on && g_kmod.status != nullptr;
 }
 
 bool forced_path(Path& p) {

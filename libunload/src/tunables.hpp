@@ -40,6 +40,9 @@ bool forced_path(Path& p);
 // Whether the kmod is present (stage and direct are possible).
 bool kmod_present();
 
+// UNLOAD_MAPPED is not 0 and the module gave this session a status page.
+bool mapped_enabled();
+
 // Once per process: read the environment, open the kmod (or print the notice).
 void tunables_init();
 // In a forked child: the parent's session let go of; the child opens its own at its first

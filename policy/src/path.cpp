@@ -20,6 +20,11 @@ const char* name_of(Path p) {
   return "?";
 }
 
+const char* setting_name_of(Path p) {
+  const char* n = name_of(p);
+  return p == Path::offload || n[0] == '?' ? n : n + sizeof "unload." - 1;
+}
+
 PathSet effective_eligible(const WriteFeatures& f, const Tunables& t) {
   // A cap of 0 turns its path off rather than allowing only empty writes: that is what an
   // administrator writing 0 to inline_max means.

@@ -33,6 +33,16 @@ TEST(policy_path, NamesMatchTheDesign) {
   EXPECT_STREQ(name_of(Path::unload_mapped), "unload.mapped");
 }
 
+TEST(policy_path, SettingNamesAreTheNamesWithoutTheirPrefix) {
+  EXPECT_STREQ(setting_name_of(Path::offload), "offload");
+  EXPECT_STREQ(setting_name_of(Path::unload_inline), "inline");
+  EXPECT_STREQ(setting_name_of(Path::unload_stage), "stage");
+  EXPECT_STREQ(setting_name_of(Path::unload_direct), "direct");
+  EXPECT_STREQ(setting_name_of(Path::unload_remote), "remote");
+  EXPECT_STREQ(setting_name_of(Path::unload_mapped), "mapped");
+  EXPECT_STREQ(setting_name_of(static_cast<Path>(kPathCount)), "?");
+}
+
 TEST(policy_path, OnlyThePathsLeavingTheSendQueueNeedAFence) {
   EXPECT_TRUE(needs_fence_after_nic(Path::unload_direct));
   EXPECT_TRUE(needs_fence_after_nic(Path::unload_mapped));

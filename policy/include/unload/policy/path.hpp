@@ -47,6 +47,9 @@ constexpr bool places_here(Path p) {
 }
 
 const char* name_of(Path p);
+// Its name where a user sets or reads it: UNLOAD_PATH, the statistics file, sysfs
+// (writes_<name>): offload, inline, stage, direct, remote, mapped.
+const char* setting_name_of(Path p);
 
 // A bitmask of paths, one bit per Path value.
 class PathSet {
