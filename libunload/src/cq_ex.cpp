@@ -4,6 +4,7 @@
 
 #include "busy.hpp"
 #include "merge.hpp"
+#include "parts.hpp"
 #include "registry.hpp"
 
 #include <new>
@@ -255,5 +256,7 @@ void cqx_release(CqRec* r) {
   delete r->cqx_state;
   r->cqx_state = nullptr;
 }
+
+const Part g_cqx_part = {.cq_release = cqx_release};
 
 }  // namespace unload::rt

@@ -163,47 +163,6 @@ Why fence_why(int rc) {
                           : Why::no_room;
 }
 
-namespace {
-
-// What every request says: its sender, its target, its length; the source is the caller's.
-[[gnu::always_inline]] inline void request_head(const QpRec* q, const WriteRequest& r,
-                                                unload_direct_req& req) {
-  req = unload_direct_req{};
-  req.qp_num = q->qp_num;
-  req.qp_handle = q->peer.handle;
-  req.rkey = r.rkey;
-  req.remote_addr = r.remote_addr;
-  req.length = r.length;
-}
-
-}  // namespace
-
-// The module's request for write w; iov: room for its segment list when it has several
-// SGEs. false when the module could not take it (more SGEs than it allows).
-bool build_request(const QpRec* q, const DirectWrite& w, unload_direct_req& req, unload_iov* iov) {
-  const WriteRequest& r = w.rt.req;
-  ibv_sge process_sg[UNLOAD_MAX_IOV];  // the module reads the source by process address
-  const ibv_sge* sg = w.sg;
-  if (r.sge_count > UNLOAD_MAX_IOV || r.sge_count > g_kmod.max_iov) return false;
-  if (w.rt.translated) {
-    sges_translate(q, sg, r.sge_count, process_sg);
-    sg = process_sg;
-  }
-  request_head(q, r, req);
-  if (r.user_inline) {  // the provider would read it at post: so does the module
-    req.flags = UNLOAD_REQ_INLINE;
-    req.iov = sg[0].addr;
-  } else if (r.sge_count == 1) {
-    req.iov = sg[0].addr;
-    req.lkey = sg[0].lkey;
-  } else {
-    for (uint32_t i = 0; i < r.sge_count; ++i) iov[i] = {sg[i].addr, sg[i].length, sg[i].lkey, 0};
-    req.iov = reinterpret_cast<uintptr_t>(iov);
-    req.iov_count = r.sge_count;
-  }
-  return true;
-}
-
 // Completions were queued on q's send CQ: the program may have armed the channel, so make
 // the event fire (a Dekker pair with unload_cq_req_notify: it arms, then (fence) looks at
 // the queue; we queue, then (fence) look at `armed`; one marker per arming suffices, an

@@ -67,8 +67,6 @@ inline int fence_before_direct(QpRec* q, const WriteRequest& r, bool* waited) {
   return fence_wait(q, r, waited);
 }
 Why fence_why(int rc);
-// The module's request for w (iov: room for its segment list); false when it cannot take it.
-bool build_request(const QpRec* q, const DirectWrite& w, unload_direct_req& req, unload_iov* iov);
 // A timed write the CPU placed, whose completion the program sees only when the wake-up
 // marker completes (its CQ's channel armed): what it costs the program runs to then, so
 // its sample rides on the marker and merge_entry learns it (issue 54: a CPU path's cost is

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "kmod.hpp"
+#include "parts.hpp"
 #include "request.hpp"
 #include "stats.hpp"
 #include "tunables.hpp"
@@ -298,5 +299,7 @@ void mapped_forget(QpRec* q) {
   delete s;
   q->mapped = nullptr;
 }
+
+const Part g_mapped_part = {.qp_release = mapped_forget};
 
 }  // namespace unload::rt

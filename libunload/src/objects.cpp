@@ -3,18 +3,13 @@
 #include "busy.hpp"
 #include "caps.hpp"
 #include "cq_ex.hpp"
-#include "direct.hpp"
 #include "hidden.hpp"
 #include "kmod.hpp"
-#include "mapped.hpp"
 #include "merge.hpp"
 #include "nic_only.hpp"
-#include "nic_post.hpp"
-#include "qp_ex.hpp"
+#include "parts.hpp"
 #include "registry.hpp"
-#include "remote_ring.hpp"
 #include "session.hpp"
-#include "stage.hpp"
 #include "stats.hpp"
 #include "tunables.hpp"
 
@@ -110,9 +105,7 @@ namespace {
 // ---------------------------------------------------------------- QPs
 
 void qp_free(QpRec* q) {
-  mapped_forget(q);
-  stage_close(q->sq.stage);
-  qpx_release(q);
+  parts_qp_release(q);
   delete q;
 }
 
@@ -152,11 +145,7 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, const CapsShow
     delete q;
     return -ENOMEM;
   }
-  if (q->tracked) {  // the arena itself is made at the first stage write
-    q->sq.stage.size = kStageBytes;
-    q->sq.stage.pd = qp->pd;
-    q->sq.stage.gate = &q->sq.gate;
-  }
+  if (q->tracked) parts_qp_track(q);
   int rc = g_qps.insert(key_of(qp), q);
   if (!rc) rc = g_qps_by_num.insert(qpn_key(c, qp->qp_num), q);
   if (!rc && q->tracked) rc = q->scq->send_qps.add(q);
@@ -274,14 +263,6 @@ void purge_qp_completions(CqRec* c, const QpRec* q) {
 
 namespace {
 
-// A modify or destroy of q waits for its remote writes' verdicts, and gives the NIC the
-// ones not placed, under its post gate.
-void settle_remote(QpRec* q) {
-  if (!q || !remote_pending(q)) return;
-  GateScope g(q->sq.gate);
-  remote_settle(q);
-}
-
 CqRec* cq_register(ContextRec* c, ibv_cq* cq, ibv_cq_ex* cqx, uint64_t wc_flags) {
   auto* r = new (std::nothrow) CqRec();
   if (!r) return nullptr;
@@ -301,12 +282,12 @@ CqRec* cq_register(ContextRec* c, ibv_cq* cq, ibv_cq_ex* cqx, uint64_t wc_flags)
 template <class Reg>
 ibv_mr* with_memlock(Reg&& reg) {
   ibv_mr* mr = reg();
-  if (!mr && errno == ENOMEM && stage_reclaim()) mr = reg();
+  if (!mr && errno == ENOMEM && parts_reclaim_memlock()) mr = reg();
   return mr;
 }
 
 void cq_free(CqRec* r) {
-  cqx_release(r);
+  parts_cq_release(r);
   delete r;
 }
 
@@ -432,7 +413,7 @@ int unload_qp_query(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* i
 
 int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   QpRec* const found = g_qps.find(key_of(qp));
-  settle_remote(found);  // as if they executed before the change
+  parts_qp_settle(found);  // as if they executed before the change
   const NarrowingScope narrowing(found, qp, attr, mask);
   const int rc = g_real.modify_qp(qp, attr, mask);
   if (rc) return rc;
@@ -517,7 +498,7 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
 // the CQs' gates are passed once (a poller that found it before has left).
 int unload_qp_destroy(ibv_qp* qp) {
   QpRec* q = g_qps.find(key_of(qp));
-  settle_remote(q);  // none is left in the module's queue for a QP that is gone
+  parts_qp_settle(q);  // none is left in the module's queue for a QP that is gone
   // Forgotten by the module first: no direct write can name it after this, its number
   // may be reused once the QP is gone, and the registration holds the device.
   if (q) busy_detach(q);
@@ -546,7 +527,6 @@ int unload_qp_destroy(ibv_qp* qp) {
       GateScope g(rcq->gate);
     }
   }
-  remote_release(q);
   qp_free(q);
   return rc;
 }

@@ -30,6 +30,7 @@
 #include "direct.hpp"
 #include "hidden.hpp"
 #include "nic_post.hpp"
+#include "parts.hpp"
 #include "registry.hpp"
 #include "remote.hpp"
 #include "remote_ring.hpp"
@@ -529,5 +530,7 @@ void qpx_release(QpRec* q) {
   delete q->qpx;
   q->qpx = nullptr;
 }
+
+const Part g_qpx_part = {.qp_release = qpx_release};
 
 }  // namespace unload::rt

@@ -1,10 +1,10 @@
 // Remote writes that do not wait: the ring, each QP's entries, their verdicts (remote_ring.hpp).
 #include "remote_ring.hpp"
 
-#include "direct.hpp"
 #include "kmod.hpp"
 #include "learn.hpp"
 #include "nic_post.hpp"
+#include "parts.hpp"
 #include "registry.hpp"
 #include "stats.hpp"
 #include "tunables.hpp"
@@ -506,5 +506,16 @@ void remote_ring_leave_inherited() {
   g_ring.sqes = nullptr;
   g_ring.sq_map = g_ring.cq_map = nullptr;
 }
+
+const Part g_remote_ring_part = {
+    .qp_settle =
+        [](QpRec* q) {
+          if (!remote_pending(q)) return;
+          GateScope g(q->sq.gate);
+          remote_settle(q);
+        },
+    .qp_release = remote_release,
+    .after_fork = remote_ring_leave_inherited,
+};
 
 }  // namespace unload::rt

@@ -4,6 +4,7 @@
 
 #include "classify.hpp"
 #include "records.hpp"
+#include "unload.h"
 
 namespace unload::rt {
 
@@ -60,5 +61,19 @@ bool window_rkey(const QpRec* q, uint32_t rkey);
 
 // The SGEs (already valid) as process addresses, into out[0..n).
 void sges_translate(const QpRec* q, const ibv_sge* sg, uint32_t n, ibv_sge* out);
+
+// The module's request for a write: what every request says, its sender, its target, its
+// length; the source is the caller's.
+[[gnu::always_inline]] inline void request_head(const QpRec* q, const WriteRequest& r,
+                                                unload_direct_req& req) {
+  req = unload_direct_req{};
+  req.qp_num = q->qp_num;
+  req.qp_handle = q->peer.handle;
+  req.rkey = r.rkey;
+  req.remote_addr = r.remote_addr;
+  req.length = r.length;
+}
+// The module's request for w (iov: room for its segment list); false when it cannot take it.
+bool build_request(const QpRec* q, const DirectWrite& w, unload_direct_req& req, unload_iov* iov);
 
 }  // namespace unload::rt

@@ -4,9 +4,8 @@
 #include <pthread.h>
 
 #include "ending.hpp"
-#include "remote_ring.hpp"
+#include "parts.hpp"
 #include "signals.hpp"
-#include "stage.hpp"
 #include "stats.hpp"
 #include "tunables.hpp"
 
@@ -21,8 +20,7 @@ void session_start() {
   // what it registers and allocates, and its counts, are its own (its session opens at its
   // first use of the module), and its parent's staging arenas are not mapped in it.
   pthread_atfork(nullptr, nullptr, [] {
-    stage_forget_after_fork();
-    remote_ring_leave_inherited();
+    parts_after_fork();
     tunables_after_fork();
     stats_after_fork();
     ending_after_fork();

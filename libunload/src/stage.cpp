@@ -12,6 +12,7 @@
 #include <new>
 #include <vector>
 
+#include "parts.hpp"
 #include "stats.hpp"
 #include "tunables.hpp"
 
@@ -135,5 +136,17 @@ void stage_forget_after_fork() {
   g_made.clear();
   g_pressure.store(false, std::memory_order_relaxed);
 }
+
+const Part g_stage_part = {
+    .qp_track =
+        [](QpRec* q) {  // the arena itself is made at the first stage write
+          q->sq.stage.size = kStageBytes;
+          q->sq.stage.pd = q->qp->pd;
+          q->sq.stage.gate = &q->sq.gate;
+        },
+    .qp_release = [](QpRec* q) { stage_close(q->sq.stage); },
+    .reclaim_memlock = stage_reclaim,
+    .after_fork = stage_forget_after_fork,
+};
 
 }  // namespace unload::rt
