@@ -12,12 +12,21 @@
 //
 // The warm-up (uncounted) is 200 writes and at least 4 a QP.
 //
-//   bench_write_count --out=FILE [--qps=N] [--writes=N] [--warmup=N] [--bytes=N]
+// --kernel (run without valgrind) counts instead what the writes cost outside the process,
+// over one pass of --writes writes (post and busy-poll each): the system calls this process
+// entered (tracepoint raw_syscalls:sys_enter), its context switches, and the packets the
+// device sent (rxe's hw_counters/sent_pkts: the request and its acknowledgement on one
+// device's loopback). A counter the kernel does not offer is left out of --out.
+//
+//   bench_write_count --out=FILE [--qps=N] [--writes=N] [--warmup=N] [--bytes=N] [--kernel]
 //                     [--targets=same|random] [--footprint_mib=N] [--device=NAME] [--gid=N]
 #include "verbs_env.hpp"
 
 #include <infiniband/verbs.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <valgrind/callgrind.h>
 
@@ -40,6 +49,7 @@ struct Options {
   uint32_t qps = 1, writes = 1000, bytes = 8, footprint_mib = 16;
   int64_t warmup = -1;  // -1: 200, and at least 4 writes a QP
   bool random_targets = false;
+  bool kernel = false;  // count system calls, context switches and packets, not instructions
 };
 
 [[noreturn]] void die(const char* what, int err = errno) {
@@ -80,6 +90,7 @@ Options parse(int argc, char** argv) {
     else if (take(a, "--warmup", &v)) o.warmup = number(a, v, 0, 1u << 24);
     else if (take(a, "--bytes", &v)) o.bytes = number(a, v, 1, 1u << 20);
     else if (take(a, "--footprint_mib", &v)) o.footprint_mib = number(a, v, 1, 1024);
+    else if (!std::strcmp(a, "--kernel")) o.kernel = true;
     else if (take(a, "--targets", &v) && !std::strcmp(v, "same")) o.random_targets = false;
     else if (take(a, "--targets", &v) && !std::strcmp(v, "random")) o.random_targets = true;
     else usage(a);
@@ -96,6 +107,61 @@ void* map(size_t len) {
   if (p == MAP_FAILED) die("mmap");
   return p;
 }
+
+// A number in a sysfs or tracefs file; -1 when it cannot be read.
+int64_t read_number(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return -1;
+  long long v = -1;
+  if (std::fscanf(f, "%lld", &v) != 1) v = -1;
+  std::fclose(f);
+  return v;
+}
+
+// The counters of --kernel, one perf group (enabled and disabled by one call each) over
+// this process and the threads it makes; a counter the kernel refuses stays closed (-1).
+class KernelCounters {
+ public:
+  KernelCounters() {
+    int64_t id = read_number("/sys/kernel/tracing/events/raw_syscalls/sys_enter/id");
+    if (id < 0) id = read_number("/sys/kernel/debug/tracing/events/raw_syscalls/sys_enter/id");
+    if (id >= 0) syscalls_ = open_counter(PERF_TYPE_TRACEPOINT, static_cast<uint64_t>(id), -1);
+    switches_ = open_counter(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES, syscalls_);
+  }
+  ~KernelCounters() {
+    if (syscalls_ >= 0) close(syscalls_);
+    if (switches_ >= 0) close(switches_);
+  }
+
+  void start() { group(PERF_EVENT_IOC_ENABLE); }
+  void stop() { group(PERF_EVENT_IOC_DISABLE); }
+
+  // The system calls counted, less the one that stopped the count; -1 when not counted.
+  int64_t syscalls() const { return syscalls_ >= 0 ? value(syscalls_) - 1 : -1; }
+  int64_t switches() const { return switches_ >= 0 ? value(switches_) : -1; }
+
+ private:
+  static int open_counter(uint32_t type, uint64_t config, int leader) {
+    perf_event_attr a{};
+    a.size = sizeof a;
+    a.type = type;
+    a.config = config;
+    a.disabled = leader < 0;  // a member follows its leader
+    a.inherit = 1;
+    return static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, leader, 0));
+  }
+  void group(unsigned long op) const {
+    const int fd = syscalls_ >= 0 ? syscalls_ : switches_;
+    if (fd >= 0) ioctl(fd, op, syscalls_ >= 0 ? PERF_IOC_FLAG_GROUP : 0);
+  }
+  static int64_t value(int fd) {
+    uint64_t v = 0;
+    return read(fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v) ? static_cast<int64_t>(v) : -1;
+  }
+
+  int syscalls_ = -1;
+  int switches_ = -1;
+};
 
 class Run {
  public:
@@ -172,6 +238,12 @@ class Run {
 
   uint64_t polls = 0, empty = 0;  // of the collected polls
 
+  // The packets the device has sent (rxe's counter); -1 when it has none.
+  int64_t packets_sent() const {
+    return read_number("/sys/class/infiniband/" + d_.name + "/ports/" + std::to_string(d_.port) +
+                       "/hw_counters/sent_pkts");
+  }
+
  private:
   uv::RcPath loopback(uint32_t qpn) const {
     uv::RcPath p;
@@ -225,12 +297,37 @@ class Run {
 
 }  // namespace
 
+void write_head(FILE* f, const Options& o) {
+  std::fprintf(f, "writes %u\nqps %u\nbytes %u\ntargets %s\n", o.writes, o.qps, o.bytes,
+               o.random_targets ? "random" : "same");
+}
+
+// --kernel: one pass of writes, counted from outside the process.
+int count_kernel(const Options& o, Run& r) {
+  if (RUNNING_ON_VALGRIND) usage("--kernel (under valgrind, which makes system calls of its own)");
+  KernelCounters k;
+  const int64_t sent0 = r.packets_sent();
+  k.start();
+  r.writes(static_cast<uint64_t>(o.warmup), o.writes, false, false);
+  k.stop();
+  const int64_t sent1 = r.packets_sent();
+  FILE* f = std::fopen(o.out.c_str(), "w");
+  if (!f) die(o.out.c_str());
+  write_head(f, o);
+  if (k.syscalls() >= 0) std::fprintf(f, "kernel_syscalls %lld\n", static_cast<long long>(k.syscalls()));
+  if (k.switches() >= 0) std::fprintf(f, "kernel_switches %lld\n", static_cast<long long>(k.switches()));
+  if (sent0 >= 0 && sent1 >= sent0) std::fprintf(f, "kernel_packets %lld\n", static_cast<long long>(sent1 - sent0));
+  if (std::fclose(f)) die(o.out.c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   Run r(o);
   r.setup();
   const auto warmup = static_cast<uint64_t>(o.warmup);
   r.writes(0, warmup, false, false);
+  if (o.kernel) return count_kernel(o, r);
   CALLGRIND_ZERO_STATS;
   r.writes(warmup, o.writes, true, false);
   CALLGRIND_DUMP_STATS_AT("post");
@@ -240,9 +337,9 @@ int main(int argc, char** argv) {
   CALLGRIND_DUMP_STATS_AT("empty");
   FILE* f = std::fopen(o.out.c_str(), "w");
   if (!f) die(o.out.c_str());
-  std::fprintf(f, "writes %u\nqps %u\nbytes %u\ntargets %s\npoll_calls %llu\npoll_empty %llu\nempty_calls %u\n",
-               o.writes, o.qps, o.bytes, o.random_targets ? "random" : "same",
-               static_cast<unsigned long long>(r.polls), static_cast<unsigned long long>(r.empty), o.writes);
+  write_head(f, o);
+  std::fprintf(f, "poll_calls %llu\npoll_empty %llu\nempty_calls %u\n", static_cast<unsigned long long>(r.polls),
+               static_cast<unsigned long long>(r.empty), o.writes);
   if (std::fclose(f)) die(o.out.c_str());
   return 0;
 }

@@ -126,4 +126,21 @@ with tempfile.TemporaryDirectory() as d:
           and doc["tolerance_pct"] == {},
           "--record keeps the counts and the goals")
 
+# What a write cost outside the process: a second table, per write, from each row's `kernel`.
+with tempfile.TemporaryDirectory() as d:
+    row(d, "offload", 200, 90, 80)
+    row(d, "mapped", 300, 100, 80)
+    rc, out = run(d)
+    check(rc == 0 and "outside the process" not in out, "no kernel counts, no second table")
+    open(os.path.join(d, "count", "offload", "1", "kernel"), "w").write(
+        "writes 400\nqps 1\nbytes 8\ntargets same\nkernel_syscalls 401\nkernel_switches 4\nkernel_packets 800\n")
+    open(os.path.join(d, "count", "mapped", "1", "kernel"), "w").write(
+        "writes 400\nqps 1\nbytes 8\ntargets same\nkernel_syscalls 0\n")
+    rc, out = run(d)
+    line = [l.split() for l in out.splitlines() if l.startswith("offload ") and len(l.split()) == 4]
+    check(rc == 0 and line == [["offload", "1.00", "0.01", "2.00"]],
+          "system calls, switches and packets a write, in that order: %s" % line)
+    line = [l.split() for l in out.splitlines() if l.startswith("mapped ") and len(l.split()) == 4]
+    check(line == [["mapped", "0.00", "-", "-"]], "a counter the kernel did not offer shows as -: %s" % line)
+
 finish()

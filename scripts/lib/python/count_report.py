@@ -12,6 +12,9 @@ the calls. Per row:
     poll     the poll pass's, less its empty polls at the empty pass's rate, / writes
     empty    the shim's instructions in one poll of a quiet CQ
     total    post + poll: what the shim adds to a write and its completion
+Where a repetition also holds `kernel` (bench_write_count --kernel: one pass run without
+valgrind), a second table gives what a write cost outside the process: the system calls
+it entered, its context switches and the packets the device sent, per write.
 A row's figures are those of its repetition with the least total (the default mode's
 counts move with what its policy measured: more writes sampled cost more), and its
 spread is the greatest total over the least.
@@ -121,8 +124,25 @@ def row_figures(d):
     empty = dumps["empty"].shim / max(1, counts["empty_calls"])
     poll = (dumps["poll"].shim - counts["poll_empty"] * empty) / w
     post = dumps["post"].shim / w
-    return {"post": post, "poll": poll, "empty": empty, "total": post + poll, "writes": w,
-            "empty_polls": counts["poll_empty"]}
+    fig = {"post": post, "poll": poll, "empty": empty, "total": post + poll, "writes": w,
+           "empty_polls": counts["poll_empty"]}
+    fig.update(kernel_figures(os.path.join(d, "kernel")))
+    return fig
+
+
+KERNEL = (("syscalls", "kernel_syscalls"), ("switches", "kernel_switches"), ("packets", "kernel_packets"))
+
+
+def kernel_figures(path):
+    """What a write cost outside the process (bench_write_count --kernel), per write: the
+    system calls, context switches and packets sent that the file holds."""
+    if not os.path.exists(path):
+        return {}
+    counts = read_counts(path)
+    w = counts.get("writes")
+    if not isinstance(w, int) or w <= 0:
+        return {}
+    return {name: counts[key] / w for name, key in KERNEL if isinstance(counts.get(key), int)}
 
 
 def goal_of(row, rows, goals):
@@ -185,6 +205,13 @@ def main(argv):
             row, f["post"], f["poll"], f["empty"], f["total"], f["spread"], recorded.get(row, "-"),
             "-" if goal is None else "%.0f" % goal,
             "" if goal is None else ("  met" if f["total"] <= goal else "  over")))
+    if any(name in f for f in rows.values() for name, _ in KERNEL):
+        lines.append("")
+        lines.append("outside the process, a write (its post and busy-poll, one pass without valgrind):")
+        lines.append("%-16s %9s %9s %9s" % ("row", "syscalls", "switches", "packets"))
+        for row, f in rows.items():
+            lines.append("%-16s %9s %9s %9s" % ((row,) + tuple(
+                "%.2f" % f[name] if name in f else "-" for name, _ in KERNEL)))
     with open(os.path.join(root, "count.tsv"), "w") as t:
         t.write("row\tpost\tpoll\tempty\ttotal\twrites\tempty_polls\treps\tspread\n")
         for row, f in rows.items():
