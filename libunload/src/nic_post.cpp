@@ -15,7 +15,7 @@ int Batch::give(ibv_send_wr** bad) {
   busy_raise(q_);
   ibv_send_wr* bad_copy = nullptr;
   const int rc = q_->c->provider.post_send(q_->qp, copies_, &bad_copy);
-  if (timed_) stamp_post_call();
+  if (timed_) stamp_post_calls(q_, start_, start_ + static_cast<uint64_t>(n_));
   int posted = n_;
   if (rc) {
     posted = bad_copy ? static_cast<int>(bad_copy - copies_) : 0;
@@ -35,13 +35,10 @@ int Batch::give(ibv_send_wr** bad) {
   return rc;
 }
 
-// A poller on another thread may merge an entry before it is stamped, and then counts
-// no post time: the value is advisory, hence relaxed. The entries cannot be reused
-// meanwhile: that takes a poster, and this thread holds the post gate.
-void Batch::stamp_post_call() {
+void stamp_post_calls(QpRec* q, uint64_t from, uint64_t to) {
   const uint64_t end = now_ns();
-  for (int i = 0; i < n_; ++i) {
-    SqEntry* e = q_->sq.ring.at(start_ + static_cast<uint64_t>(i));
+  for (uint64_t i = from; i < to; ++i) {
+    SqEntry* e = q->sq.ring.at(i);
     if (!e->post_ns || end <= e->post_ns) continue;
     const uint64_t took = end - e->post_ns;
     std::atomic_ref<uint32_t>(e->post_call_ns)

@@ -82,9 +82,6 @@ class Batch {
 
  private:
   [[gnu::noinline]] int give(ibv_send_wr** bad);
-  // Adaptive: how long each timed request took to post, its policy decision to the
-  // provider's return (observe() counts it as time the program spent on the NIC path).
-  void stamp_post_call();
 
   QpRec* q_;
   uint64_t start_ = 0;        // ring tail when the first copy was added
@@ -95,6 +92,14 @@ class Batch {
   ibv_send_wr* origin_[kChunk];
   Why why_[kChunk];  // counted once posted
 };
+
+// Adaptive: how long each timed request of ring positions [from, to) took to post, its
+// policy decision to the provider's return, where a software NIC (rxe) does the NIC's work
+// on this thread; observe() counts it as time the program spent on the NIC path (its CPU
+// budget waives it). A poller on another thread may merge an entry before it is stamped,
+// and then counts no post time: the value is advisory, hence relaxed. The entries cannot
+// be reused meanwhile: that takes a poster, and this thread holds the post gate.
+void stamp_post_calls(QpRec* q, uint64_t from, uint64_t to);
 
 // Inside q's post gate: posts the lone request w on the path already routed, as a batch of
 // its own (`fallback`: why a CPU route did not run). 0 or a positive errno, like the

@@ -439,21 +439,6 @@ extern "C" void unload_qpx_wr_start(ibv_qp_ex* qp) {
   s->orig.wr_start(qp);
 }
 
-// Adaptive: how long each timed request of the batch took to post, its decision to the
-// provider's wr_complete, where a software NIC (rxe) does the NIC's work on this thread;
-// observe() counts it as time the program spent on the NIC path (its CPU budget waives
-// it). Advisory, hence relaxed, as in post.cpp.
-static void stamp_post_call(QpRec* q, uint64_t from) {
-  const uint64_t end = now_ns();
-  for (uint64_t i = from; i < q->sq.ring.tail(); ++i) {
-    SqEntry* e = q->sq.ring.at(i);
-    if (!e->post_ns || end <= e->post_ns) continue;
-    const uint64_t took = end - e->post_ns;
-    std::atomic_ref<uint32_t>(e->post_call_ns)
-        .store(took < UINT32_MAX ? static_cast<uint32_t>(took) : UINT32_MAX, std::memory_order_relaxed);
-  }
-}
-
 static void end_batch(QpRec* q) {
   reset_batch(q->qpx);
   q->sq.gate.leave(q->qpx->gate_how);
@@ -498,7 +483,7 @@ extern "C" int unload_qpx_wr_complete(ibv_qp_ex* qp) {
     rollback_refused(q, s->start);
     q->sq.stage.tail = s->stage_start;
   } else {
-    if (s->timed) stamp_post_call(q, s->start);
+    if (s->timed) stamp_post_calls(q, s->start, q->sq.ring.tail());
     for (unsigned i = 0; i < policy::kPathCount; ++i)
       if (s->writes[i]) count_writes(static_cast<Path>(i), s->writes[i], s->bytes[i]);
     for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
