@@ -1,7 +1,5 @@
 #include "gate.hpp"
 
-#include "tls.hpp"
-
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
@@ -34,21 +32,12 @@ void relax(int& spins) {
 
 }  // namespace
 
-UNLOAD_TLS_HOT constinit thread_local uint32_t t_tid = 0;
-
 bool gate_init() {
   const long cmds = membarrier(MEMBARRIER_CMD_QUERY);
   const bool ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
                   membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
-  g_biased.store(ok, std::memory_order_relaxed);
-  // A forked child's thread has a new id (the registration is inherited with the mm).
-  if (ok) pthread_atfork(nullptr, nullptr, [] { t_tid = 0; });
+  g_biased.store(ok, std::memory_order_relaxed);  // a forked child inherits it with the mm
   return ok;
-}
-
-uint32_t fetch_tid() {
-  t_tid = static_cast<uint32_t>(gettid());
-  return t_tid;
 }
 
 bool Gate::biased_allowed() {

@@ -23,21 +23,11 @@
 #include <atomic>
 #include <cstdint>
 
-#include "tls.hpp"
-
 namespace unload::rt {
 
 // Once per process, before the first gate is entered: registers for expedited private membarrier.
 // Returns whether the biased fast path may be used.
 bool gate_init();
-
-// This thread's id, cached (gettid is a syscall). Inline: every post and poll enters a
-// gate, and the call was a tenth of an empty poll's instructions in the shim.
-UNLOAD_TLS_HOT extern constinit thread_local uint32_t t_tid;  // constinit: no TLS wrapper call
-uint32_t fetch_tid();
-inline uint32_t this_tid() {
-  return __builtin_expect(t_tid != 0, 1) ? t_tid : fetch_tid();
-}
 
 class Gate {
  public:

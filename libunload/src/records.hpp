@@ -12,6 +12,7 @@
 #include "gate.hpp"
 #include "sq_ring.hpp"
 #include "tables.hpp"
+#include "tls.hpp"
 #include "unload.h"
 #include "unload/policy.hpp"
 #include "unload/runtime.h"

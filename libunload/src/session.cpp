@@ -7,6 +7,7 @@
 #include "parts.hpp"
 #include "signals.hpp"
 #include "stats.hpp"
+#include "tls.hpp"
 #include "tunables.hpp"
 
 namespace unload::rt {
@@ -20,6 +21,7 @@ void session_start() {
   // what it registers and allocates, and its counts, are its own (its session opens at its
   // first use of the module), and its parent's staging arenas are not mapped in it.
   pthread_atfork(nullptr, nullptr, [] {
+    tls_after_fork();
     parts_after_fork();
     tunables_after_fork();
     stats_after_fork();

@@ -1,6 +1,7 @@
 // The biased gate: the first thread enters without the lock, a second thread makes the
 // gate shared, and no two threads are ever inside at once.
 #include "gate.hpp"
+#include "tls.hpp"
 
 #include <gtest/gtest.h>
 
