@@ -238,8 +238,11 @@ class Run {
 
   uint64_t polls = 0, empty = 0;  // of the collected polls
 
-  // The packets the device has sent (rxe's counter); -1 when it has none.
+  // The packets the device has sent (rxe's counter); -1 when it has none. The kernel keeps
+  // a read for the counters' `lifespan` (10 ms by default) and answers the same value
+  // within it: a read waits that out first.
   int64_t packets_sent() const {
+    usleep(50'000);
     return read_number("/sys/class/infiniband/" + d_.name + "/ports/" + std::to_string(d_.port) +
                        "/hw_counters/sent_pkts");
   }
