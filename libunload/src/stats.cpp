@@ -3,7 +3,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <mutex>
 
 namespace unload::rt {

@@ -1,14 +1,12 @@
 // Tunables from the environment (no kmod) or the control page, and the notice.
 #include "tunables.hpp"
 
-#include <pthread.h>
 #include <time.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <mutex>
 #include <new>
 
