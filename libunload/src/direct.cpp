@@ -130,6 +130,7 @@ int fence_wait(QpRec* q, const WriteRequest& r, bool* waited) {
   const bool marker = untracked || (ring.in_flight() != 0 ? !ring.last_signaled() : plain_idle(sq));
   if (marker) {
     if (int rc = post_marker(q, r.rkey, r.remote_addr)) return rc;
+    passing_end(sq);
     sq.untracked.store(false, std::memory_order_relaxed);
   }
   if (c->cqx) return -EBUSY;  // the marker's completion, polled by the program, clears the way

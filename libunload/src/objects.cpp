@@ -463,6 +463,7 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
       q->sq.ring.clear();
     }
     q->sq.stage.head.store(q->sq.stage.tail, std::memory_order_release);
+    passing_end(q->sq);
     q->sq.untracked.store(false, std::memory_order_relaxed);
     q->sq.plain_done.store(q->sq.plain_posted.load(std::memory_order_relaxed), std::memory_order_release);
     q->peer.stuck_below = 0;

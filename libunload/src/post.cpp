@@ -38,7 +38,17 @@ bool list_locally_valid(const QpRec* q, const ibv_send_wr* wr) {
 // Every write to the NIC as built (all_offload): the provider gets the program's list, with
 // no ring entries; its completions carry the program's wr_ids, which the merger passes
 // through. A later direct write is ordered behind them by the marker `untracked` asks for.
-int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+// Counts the writes of a list the provider took (all of it, or those before *bad).
+void count_offloaded(const ibv_send_wr* wr, int rc, ibv_send_wr* const* bad) {
+  for (const ibv_send_wr* w = wr; w && !(rc && w == *bad); w = w->next) {
+    if (w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) continue;
+    uint64_t len = 0;
+    for (int i = 0; i < w->num_sge; ++i) len += w->sg_list[i].length;
+    count_writes(Path::offload, 1, len);
+  }
+}
+
+[[gnu::noinline]] int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   if (remote_pending(q)) [[unlikely]] {  // the mode changed with remote writes in flight
     GateScope g(q->sq.gate);
     remote_settle(q);
@@ -47,11 +57,13 @@ int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     q->sq.untracked.store(true, std::memory_order_relaxed);
   busy_raise(q);
   const int rc = q->c->provider.post_send(q->qp, wr, bad);
-  for (const ibv_send_wr* w = wr; w && !(rc && w == *bad); w = w->next) {
-    if (w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) continue;
-    uint64_t len = 0;
-    for (int i = 0; i < w->num_sge; ++i) len += w->sg_list[i].length;
-    count_writes(Path::offload, 1, len);
+  count_offloaded(wr, rc, bad);
+  // The next posts pass straight through, once nothing a tracked post left is in the way
+  // (under the gate: a fence clears `untracked` there).
+  if (!q->sq.passing.load(std::memory_order_relaxed)) {
+    GateScope g(q->sq.gate);
+    if (q->sq.untracked.load(std::memory_order_relaxed) && !remote_pending(q))
+      q->sq.passing.store(true, std::memory_order_relaxed);
   }
   return rc;
 }
@@ -239,9 +251,9 @@ extern "C" int unload_qp_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
   return c->provider.bind_mw(qp, mw, bind);
 }
 
-// ops.post_send. The program's list is never written: the provider gets copies.
-extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  QpRec* q = qp_find(qp);
+// The post that does not pass straight through: out of line, so that one that does saves
+// and restores no register this one needs.
+[[gnu::noinline]] static int post_slow(ibv_qp* qp, QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   if (__builtin_expect(!q || !q->tracked, 0)) {
     ContextRec* c = q ? q->c : context_find(qp->context);
     return c->provider.post_send(qp, wr, bad);
@@ -273,4 +285,35 @@ extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** ba
     return post_tracked(q, wr, bad, t, nullptr, &direct_why);
   }
   return post_tracked(q, wr, bad, t);
+}
+
+// An offload post on a QP whose requests pass straight through (SendQueue::passing): the
+// list walked once (the shim's inline limit held, its writes counted), then the provider's
+// post. A list the provider cuts short is counted again, up to where it stopped.
+static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  uint64_t writes = 0, bytes = 0;
+  for (const ibv_send_wr* w = wr; w; w = w->next) {
+    uint64_t len = w->num_sge == 1 ? w->sg_list[0].length : 0;
+    for (int i = 0; w->num_sge > 1 && i < w->num_sge; ++i) len += w->sg_list[i].length;
+    if (__builtin_expect((w->send_flags & IBV_SEND_INLINE) && q->roomy, 0) && len > q->shown.max_inline_data)
+      return post_slow(q->qp, q, wr, bad);
+    const bool write = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    writes += write;
+    bytes += write ? len : 0;
+  }
+  const int rc = q->c->provider.post_send(q->qp, wr, bad);
+  if (__builtin_expect(rc == 0, 1)) {
+    if (writes) count_writes(Path::offload, writes, bytes);
+  } else {
+    count_offloaded(wr, rc, bad);
+  }
+  return rc;
+}
+
+// ops.post_send. The program's list is never written: the provider gets copies.
+extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  QpRec* q = qp_find(qp);
+  if (__builtin_expect(q && q->sq.passing.load(std::memory_order_relaxed) && offload_now(), 1))
+    return post_passing(q, wr, bad);
+  return post_slow(qp, q, wr, bad);
 }

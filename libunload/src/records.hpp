@@ -65,6 +65,12 @@ struct SendQueue {
   // Requests were posted around the ring (all_offload): some may still be in flight, and
   // no completion of the ring would say when they are done. The next fence posts a marker.
   std::atomic<bool> untracked{false};
+  // In offload mode, a post passes straight to the provider (post.cpp, post_passing): its
+  // requests go around the ring with `untracked` already set, the busy byte already raised
+  // (it stays so while `untracked` is), no remote write in flight and no inline limit of the
+  // shim's to hold. Set under the gate by an offload post; cleared under it by every tracked
+  // post (mark_tracked) and before `untracked` is.
+  std::atomic<bool> passing{false};
   // Plain writes (post.cpp): signaled writes settled on the NIC, posted as the program built
   // them, with no ring entry. The poster counts them, the merger their completions (and any
   // other completion of the QP without a tag that is not a receive's: done runs ahead of
@@ -322,8 +328,6 @@ inline uint64_t key_of(const void* p) {
   return reinterpret_cast<uintptr_t>(p);
 }
 
-// Before the first request of the shim's on `q`'s send CQ. Relaxed is enough: the provider
-// releases the request after it, and the poller acquires the completion before it looks.
 // Whether a signaled write of q may go to the NIC as a plain write (post.cpp) as far as the
 // QP goes: nothing around the ring and a ring whose newest entry reports its own
 // completion (so every entry retires through the ring's completions), a send CQ the shim
@@ -333,7 +337,16 @@ inline bool plain_clear(const QpRec* q) {
          (q->sq.ring.in_flight() == 0 || q->sq.ring.last_signaled());
 }
 
+// What `passing` stood on is about to change (a tracked post, `untracked` cleared).
+inline void passing_end(SendQueue& sq) {
+  if (sq.passing.load(std::memory_order_relaxed)) sq.passing.store(false, std::memory_order_relaxed);
+}
+
+// Before a tracked request of q: its send CQ goes through the merger from now on (relaxed is
+// enough: the provider releases the request after it, and the poller acquires the
+// completion before it looks), and q's posts stop passing straight through.
 inline void mark_tracked(QpRec* q) {
+  passing_end(q->sq);
   if (q->scq && !q->scq->tracked.load(std::memory_order_relaxed))
     q->scq->tracked.store(true, std::memory_order_relaxed);
 }

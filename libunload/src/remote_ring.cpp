@@ -461,7 +461,7 @@ void remote_settle(QpRec* q) {
   }
 }
 
-void remote_progress_slow() {
+[[gnu::noinline]] void remote_progress_slow() {  // inlined, its frame would weigh on every poll
   std::unique_lock<std::mutex> lock(g_ring.mu, std::try_to_lock);
   if (!lock.owns_lock() || g_ring.fd < 0) return;
   reap();

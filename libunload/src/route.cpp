@@ -36,12 +36,6 @@ bool remote_size_ok(const WriteRequest& r, const Tunables& t) {
 
 }  // namespace
 
-bool all_offload(const Tunables& t) {
-  Path forced;
-  if (forced_path(forced)) return !t.enabled || forced == Path::offload;
-  return !t.enabled || t.mode == static_cast<uint32_t>(Mode::offload);
-}
-
 namespace {
 
 // Why `r` cannot take `p` here; policy when it could (the mode or the policy chose).

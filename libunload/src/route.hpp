@@ -10,9 +10,6 @@
 
 namespace unload::rt {
 
-// Every write to the NIC as the program built it (shim off, mode offload, UNLOAD_PATH=offload):
-// the post paths then pass requests through untracked.
-bool all_offload(const Tunables& t);
 
 // Whether the CPU places q's writes through the remote path rather than direct: forced by
 // UNLOAD_PATH=remote, or, in the modes that rank, a registered peer on another host (direct

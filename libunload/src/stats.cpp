@@ -40,16 +40,27 @@ ThreadStats& thread_stats_first() {
 
 namespace {
 
-// Adds what `s` has not yet added to the counters page. Its own thread, or at exit.
+// Adds what `s` counted since its last batch to the counters page: its own thread, or at
+// exit (one at a time: `sending`). The module counts direct writes itself.
 void kmod_flush(ThreadStats& s) {
+  s.unsent = 0;
+  if (!g_have_kmod.load(std::memory_order_acquire) || s.sending.test_and_set(std::memory_order_acquire)) return;
   for (unsigned i = 0; i < policy::kPathCount; ++i) {
-    const uint64_t w = __atomic_exchange_n(&s.kmod_writes[i], 0, __ATOMIC_RELAXED);
-    const uint64_t b = __atomic_exchange_n(&s.kmod_bytes[i], 0, __ATOMIC_RELAXED);
-    if (w || b) kmod_count(static_cast<Path>(i), w, b);
+    if (i == policy::index_of(Path::unload_direct)) continue;
+    const uint64_t w = __atomic_load_n(&s.writes[i], __ATOMIC_RELAXED) - s.sent_writes[i];
+    const uint64_t b = __atomic_load_n(&s.bytes[i], __ATOMIC_RELAXED) - s.sent_bytes[i];
+    if (!w && !b) continue;
+    kmod_count(static_cast<Path>(i), w, b);
+    s.sent_writes[i] += w;
+    s.sent_bytes[i] += b;
   }
-  for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
-    if (const uint64_t n = __atomic_exchange_n(&s.kmod_why_not[i], 0, __ATOMIC_RELAXED)) kmod_count_why(i, n);
-  s.kmod_unsent = 0;
+  if (__atomic_exchange_n(&s.why_unsent, false, __ATOMIC_RELAXED))
+    for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
+      if (const uint64_t n = __atomic_load_n(&s.why_not[i], __ATOMIC_RELAXED) - s.sent_why_not[i]) {
+        kmod_count_why(i, n);
+        s.sent_why_not[i] += n;
+      }
+  s.sending.clear(std::memory_order_release);
 }
 
 }  // namespace
@@ -73,19 +84,7 @@ void count_mapped_write(uint64_t bytes, bool express) {
   ++s.writes[i];
   s.bytes[i] += bytes;
   s.express += express;
-  if (!g_have_kmod.load(std::memory_order_relaxed)) return;
-  ++s.kmod_writes[i];
-  s.kmod_bytes[i] += bytes;
-  if (++s.kmod_unsent >= kKmodBatch) kmod_flush(s);
-}
-
-void count_why(Why w, uint64_t n) {
-  const unsigned i = static_cast<unsigned>(w);
-  if (i >= UNLOAD_WHY_COUNT) return;
-  ThreadStats& s = thread_stats();
-  s.why_not[i] += n;
-  if (g_have_kmod.load(std::memory_order_relaxed))
-    s.kmod_why_not[i] += n;  // sent with this thread's next batch of writes
+  if (++s.unsent >= kKmodBatch) kmod_flush(s);
 }
 
 void count_fence() {
@@ -125,10 +124,12 @@ void stats_after_fork() {
     s->express = 0;
     s->nic_lane = 0;
     std::memset(s->why_not, 0, sizeof s->why_not);
-    std::memset(s->kmod_why_not, 0, sizeof s->kmod_why_not);
-    std::memset(s->kmod_writes, 0, sizeof s->kmod_writes);
-    std::memset(s->kmod_bytes, 0, sizeof s->kmod_bytes);
-    s->kmod_unsent = 0;
+    std::memset(s->sent_why_not, 0, sizeof s->sent_why_not);
+    std::memset(s->sent_writes, 0, sizeof s->sent_writes);
+    std::memset(s->sent_bytes, 0, sizeof s->sent_bytes);
+    s->why_unsent = false;
+    s->unsent = 0;
+    s->sending.clear();
     s->samples = 0;
     s->samples_at_wake = 0;
     if (s != t_stats) s->adaptive = nullptr;  // a thread of the parent's: no decisions here

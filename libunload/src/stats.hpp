@@ -16,9 +16,10 @@ namespace unload::rt {
 using policy::Path;
 
 // Per-thread counters, summed at exit (no shared cache line on the fast path). The
-// counters page of the kmod session gets this thread's offload, inline and stage counts in
-// batches of kKmodBatch writes (and the rest at exit): an atomic add to a page every thread
-// shares, per write, is what the post path would otherwise pay.
+// counters page of the kmod session gets what this thread counted since its last batch,
+// every kKmodBatch writes (and the rest at exit): an atomic add to a page every thread
+// shares, per write, is what the post path would otherwise pay. A batch is the difference
+// from `sent_*`, which only the batch writes.
 struct ThreadStats {
   uint64_t writes[policy::kPathCount];
   uint64_t bytes[policy::kPathCount];
@@ -26,10 +27,12 @@ struct ThreadStats {
   uint64_t express;  // of writes[mapped], the ones the express lane took (express.hpp)
   uint64_t nic_lane;  // writes the NIC lane took (nic_lane.hpp)
   uint64_t why_not[UNLOAD_WHY_COUNT];
-  uint64_t kmod_writes[policy::kPathCount];  // not yet added to the counters page
-  uint64_t kmod_bytes[policy::kPathCount];
-  uint64_t kmod_why_not[UNLOAD_WHY_COUNT];
-  uint64_t kmod_unsent;
+  uint64_t unsent;  // writes counted since the last batch
+  bool why_unsent;  // a why_not moved since the last batch
+  std::atomic_flag sending;  // a batch is being made (its thread's, or the exit's)
+  uint64_t sent_writes[policy::kPathCount];  // what the counters page has of writes...
+  uint64_t sent_bytes[policy::kPathCount];
+  uint64_t sent_why_not[UNLOAD_WHY_COUNT];
   uint64_t samples;                // timed writes the policies learnt (observe())
   uint64_t samples_at_wake;        // ... of them, CPU-placed ones learnt at their wake-up marker
   const policy::Policy* adaptive;  // this thread's policy, once it has one
@@ -53,10 +56,7 @@ inline void count_writes(Path p, uint64_t n, uint64_t bytes) {
   const unsigned i = policy::index_of(p);
   s.writes[i] += n;
   s.bytes[i] += bytes;
-  if (!g_have_kmod.load(std::memory_order_relaxed) || p == Path::unload_direct) return;
-  s.kmod_writes[i] += n;
-  s.kmod_bytes[i] += bytes;
-  if ((s.kmod_unsent += n) >= kKmodBatch) count_flush(s);
+  if ((s.unsent += n) >= kKmodBatch) count_flush(s);
 }
 // A write the mapped path placed (`express`: through the express lane): count_writes, and
 // the express lane's count.
@@ -67,8 +67,14 @@ void count_fence();
 
 
 // Counts n writes that left their preferred path, for reason `w` (none counts nothing),
-// here and (batched with the writes) in the counters page.
-void count_why(Why w, uint64_t n = 1);
+// here and (batched with the writes) in the counters page. Inline: most writes count one.
+inline void count_why(Why w, uint64_t n = 1) {
+  const unsigned i = static_cast<unsigned>(w);
+  if (i >= UNLOAD_WHY_COUNT) return;
+  ThreadStats& s = thread_stats();
+  s.why_not[i] += n;
+  s.why_unsent = true;  // sent with the next batch of writes
+}
 
 // What adaptive did, in the statistics file: one list, which stats_totals() sums over the
 // threads' policies and the file's block differences and writes. Decisions first: a block

@@ -43,7 +43,8 @@ bool parse_mode(const char* s, uint32_t& out) {
 }  // namespace
 
 UNLOAD_TLS_HOT thread_local Tunables t_tunables;
-UNLOAD_TLS_HOT thread_local uint32_t t_seq = 1;  // odd: never a stable control-page sequence
+UNLOAD_TLS_HOT constinit thread_local uint32_t t_seq = 1;  // odd: never a stable control-page sequence
+UNLOAD_TLS_HOT constinit thread_local bool t_offload = false;
 
 bool env_switch_on(const char* var) {
   const char* v = std::getenv(var);
@@ -111,6 +112,7 @@ const Tunables& tunables_slow() {
     t_seq = s;
     t_tunables = env_tunables_narrow(t_tunables, g_env);
     if (g_mode_forced) t_tunables.mode = g_forced_mode;
+    t_offload = all_offload(t_tunables);
   }
   return t_tunables;
 }
@@ -131,6 +133,15 @@ bool mapped_enabled() {
 bool forced_path(Path& p) {
   p = g_forced_path;
   return g_path_forced;
+}
+
+bool all_offload(const Tunables& t) {
+  if (g_path_forced) return !t.enabled || g_forced_path == Path::offload;
+  return !t.enabled || t.mode == static_cast<uint32_t>(policy::Mode::offload);
+}
+
+bool offload_now_slow() {
+  return all_offload(tunables_slow());
 }
 
 uint64_t now_ns() {

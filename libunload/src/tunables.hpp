@@ -21,12 +21,25 @@ using policy::Tunables;
 // instructions in the shim; the fast case is the copy whose sequence the page still shows.
 const Tunables& tunables_slow();
 UNLOAD_TLS_HOT extern thread_local Tunables t_tunables;
-UNLOAD_TLS_HOT extern thread_local uint32_t t_seq;
+UNLOAD_TLS_HOT extern constinit thread_local uint32_t t_seq;  // constinit: no TLS wrapper call
 inline const Tunables& tunables() {
   if (__builtin_expect(g_have_kmod.load(std::memory_order_acquire), 1) &&
       __atomic_load_n(&g_kmod.ctl->seq, __ATOMIC_ACQUIRE) == t_seq)
     return t_tunables;
   return tunables_slow();
+}
+// Every write to the NIC as the program built it (shim off, mode offload, UNLOAD_PATH=offload):
+// the post paths then pass requests through untracked.
+bool all_offload(const Tunables& t);
+// all_offload(tunables()), as the post that passes straight through asks it: a load and a
+// compare while the control page is unchanged (t_offload is taken with t_tunables).
+UNLOAD_TLS_HOT extern constinit thread_local bool t_offload;
+bool offload_now_slow();
+inline bool offload_now() {
+  if (__builtin_expect(g_have_kmod.load(std::memory_order_acquire), 1) &&
+      __atomic_load_n(&g_kmod.ctl->seq, __ATOMIC_ACQUIRE) == t_seq)
+    return t_offload;
+  return offload_now_slow();
 }
 // The control page's sequence this thread's tunables() copy was taken at: unchanged, so
 // are the tunables (with the kmod; a constant without it).
