@@ -9,14 +9,7 @@ namespace unload::rt {
 
 UNLOAD_TLS_HOT constinit thread_local policy::Policy* t_policy = nullptr;
 
-namespace {
-
-// When this thread's current run of empty ibv_poll_cq calls began; 0 when its last poll
-// found something. What a completion arrives after of it is time the program spent
-// busy-polling for the NIC, which adaptive's CPU budget does not charge (policy.hpp).
 UNLOAD_TLS_HOT constinit thread_local uint64_t t_spin_since = 0;
-
-}  // namespace
 
 policy::Policy* thread_policy_slow() {
   t_policy = new (std::nothrow) policy::Policy(static_cast<uint64_t>(gettid()) * 0x9E3779B97F4A7C15ull + 1);
@@ -103,12 +96,5 @@ void observe_remote(QpRec* q, const WriteRequest& r, uint64_t cost_ns) {
   learn(q, Path::unload_remote, r.length, r.sge_count, r.rkey, r.remote_addr, cost_ns, 0, 0);
 }
 
-void note_poll(int got) {
-  if (!t_policy) return;
-  if (got != 0)
-    t_spin_since = 0;
-  else if (!t_spin_since)
-    t_spin_since = now_ns();
-}
 
 }  // namespace unload::rt

@@ -56,8 +56,19 @@ void observe_direct(QpRec* q, Path p, const WriteRequest& r, uint64_t cost_ns);
 // budget is not charged.
 void observe_remote(QpRec* q, const WriteRequest& r, uint64_t cost_ns);
 
+// When this thread's current run of empty ibv_poll_cq calls began; 0 when its last poll
+// found something. What a completion arrives after of it is time the program spent
+// busy-polling for the NIC, which adaptive's CPU budget does not charge (policy.hpp).
+UNLOAD_TLS_HOT extern constinit thread_local uint64_t t_spin_since;
+
 // What the program's ibv_poll_cq returned (after the merge): a run of empty polls is a
-// wait for the NIC, which observe() reports to the policy.
-void note_poll(int got);
+// wait for the NIC, which observe() reports to the policy. Inline: every poll tells it.
+inline void note_poll(int got) {
+  if (!t_policy) return;
+  if (got != 0)
+    t_spin_since = 0;
+  else if (!t_spin_since)
+    t_spin_since = now_ns();
+}
 
 }  // namespace unload::rt

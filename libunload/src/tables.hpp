@@ -85,12 +85,9 @@ class PtrTable {
       i = (i - 1) & (kSize - 1);
     }
   }
-  static unsigned hash(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return static_cast<unsigned>(k) & (kSize - 1);
-  }
+  // Fibonacci hashing: the product's top bits mix every bit of the key (object addresses,
+  // whose low bits are alignment) in two instructions; every post and poll probes.
+  static unsigned hash(uint64_t k) { return static_cast<unsigned>((k * 0x9E3779B97F4A7C15ull) >> (64 - kBits)); }
   struct Slot {
     std::atomic<uint64_t> key{0};
     std::atomic<V*> val{nullptr};

@@ -7,11 +7,13 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "ops.hpp"
+
 #include "shim.hpp"
 #include "unload/runtime.h"
 
@@ -25,7 +27,11 @@ namespace {
 
 unload_real_verbs g_real;
 pthread_once_t g_once = PTHREAD_ONCE_INIT;
-thread_local bool t_inside = false;  // the recursion guard
+// The recursion guard. Initial-exec, as the runtime's thread-locals: the shim is preloaded,
+// so it has static TLS, and every wrapper reads it (a __tls_get_addr call otherwise).
+[[gnu::tls_model("initial-exec")]] constinit thread_local bool t_inside = false;
+// init_once() finished: the table is complete (release), so later calls skip pthread_once.
+std::atomic<bool> g_ready{false};
 
 template <class T>
 void resolve(void* lib, T& slot, const char* name, const char* version) {
@@ -64,12 +70,13 @@ void init_once() {
     std::abort();
   }
   unload_runtime_init(&g_real);
+  g_ready.store(true, std::memory_order_release);
 }
 
 }  // namespace
 
 const unload_real_verbs& unload::shim::real() {
-  pthread_once(&g_once, init_once);
+  if (__builtin_expect(!g_ready.load(std::memory_order_acquire), 0)) pthread_once(&g_once, init_once);
   return g_real;
 }
 
