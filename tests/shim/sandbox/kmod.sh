@@ -54,6 +54,14 @@ check "order threshold: NIC->direct switches fenced" [ "$(stat "$WORK/ord_thresh
 check "integrity threshold: mixed NIC and direct writes, fenced" [ "$(stat "$WORK/int_threshold.stats" fences)" -gt 0 ]
 check "order 2000 5 threshold ran" under threshold ord_f "$BIN/sem_order" 2000 5
 check "sysfs fences grew by the fences of a run" [ $(($(sysrep fences) - f0)) -ge "$(stat "$WORK/ord_f.stats" fences)" -a "$(stat "$WORK/ord_f.stats" fences)" -gt 0 ]
+# The counters page gets a process's NIC writes in batches of 32 and the rest at its exit
+# (stats.cpp): once it ended, reported/ grew by exactly what its statistics file says.
+w0=$(sysrep writes_offload) b0=$(sysrep bytes_offload)
+check "mt_post 1 1 300 offload ran" under offload rep_off "$BIN/sem_mt_post" 1 1 300
+check "reported/ writes_offload and bytes_offload grew by the run's own counts" \
+	[ $(($(sysrep writes_offload) - w0)) -eq "$(stat "$WORK/rep_off.stats" writes_offload)" -a \
+	$(($(sysrep bytes_offload) - b0)) -eq "$(stat "$WORK/rep_off.stats" bytes_offload)" -a \
+	"$(stat "$WORK/rep_off.stats" writes_offload)" -ge 300 ]
 
 # adaptive: correctness only (which path wins is the benchmarks' business).
 same_outcome adaptive int_adaptive integrity 8000 7
