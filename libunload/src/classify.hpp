@@ -22,6 +22,14 @@ struct WriteRequest {
   uint64_t remote_addr = 0;
 };
 
+// The bytes a request's SGEs name, summed (one SGE, the usual case, without the loop).
+inline uint64_t wr_length(const ibv_send_wr& wr) {
+  if (wr.num_sge == 1) return wr.sg_list[0].length;
+  uint64_t len = 0;
+  for (int i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
+  return len;
+}
+
 inline WriteRequest classify(const ibv_send_wr& wr, bool sq_sig_all) {
   WriteRequest r;
   r.signaled = sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED);
@@ -31,8 +39,7 @@ inline WriteRequest classify(const ibv_send_wr& wr, bool sq_sig_all) {
   r.with_imm = wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
   r.user_inline = (wr.send_flags & IBV_SEND_INLINE) != 0;
   r.sge_count = wr.num_sge > 0 ? static_cast<uint32_t>(wr.num_sge) : 0;
-  uint64_t len = 0;
-  for (uint32_t i = 0; i < r.sge_count; ++i) len += wr.sg_list[i].length;
+  const uint64_t len = wr_length(wr);
   r.length = len > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(len);
   r.rkey = wr.wr.rdma.rkey;
   r.remote_addr = wr.wr.rdma.remote_addr;

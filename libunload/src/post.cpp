@@ -41,10 +41,8 @@ bool list_locally_valid(const QpRec* q, const ibv_send_wr* wr) {
 // Counts the writes of a list the provider took (all of it, or those before *bad).
 void count_offloaded(const ibv_send_wr* wr, int rc, ibv_send_wr* const* bad) {
   for (const ibv_send_wr* w = wr; w && !(rc && w == *bad); w = w->next) {
-    if (w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) continue;
-    uint64_t len = 0;
-    for (int i = 0; i < w->num_sge; ++i) len += w->sg_list[i].length;
-    count_writes(Path::offload, 1, len);
+    if (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+      count_writes(Path::offload, 1, wr_length(*w));
   }
 }
 
@@ -155,10 +153,7 @@ int to_nic(Batch& b, QpRec* q, ibv_send_wr* w, const Route& rt, Why fallback, ib
 // (the inline path asks for room): the provider would accept what the program's own QP
 // refuses, so the shim refuses it, where the provider would, with EINVAL.
 bool inline_too_long(const QpRec* q, const ibv_send_wr* w) {
-  if (!(w->send_flags & IBV_SEND_INLINE) || !q->roomy) return false;
-  uint64_t len = 0;
-  for (int i = 0; i < w->num_sge; ++i) len += w->sg_list[i].length;
-  return len > q->shown.max_inline_data;
+  return (w->send_flags & IBV_SEND_INLINE) && q->roomy && wr_length(*w) > q->shown.max_inline_data;
 }
 
 bool list_inline_too_long(const QpRec* q, const ibv_send_wr* wr) {
@@ -293,8 +288,7 @@ extern "C" int unload_qp_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
 static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   uint64_t writes = 0, bytes = 0;
   for (const ibv_send_wr* w = wr; w; w = w->next) {
-    uint64_t len = w->num_sge == 1 ? w->sg_list[0].length : 0;
-    for (int i = 0; w->num_sge > 1 && i < w->num_sge; ++i) len += w->sg_list[i].length;
+    const uint64_t len = wr_length(*w);
     if (__builtin_expect((w->send_flags & IBV_SEND_INLINE) && q->roomy, 0) && len > q->shown.max_inline_data)
       return post_slow(q->qp, q, wr, bad);
     const bool write = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;

@@ -22,11 +22,13 @@ using policy::Tunables;
 const Tunables& tunables_slow();
 UNLOAD_TLS_HOT extern thread_local Tunables t_tunables;
 UNLOAD_TLS_HOT extern constinit thread_local uint32_t t_seq;  // constinit: no TLS wrapper call
+// This thread's copy is the control page's current one.
+inline bool tunables_fresh() {
+  return __builtin_expect(g_have_kmod.load(std::memory_order_acquire), 1) &&
+         __atomic_load_n(&g_kmod.ctl->seq, __ATOMIC_ACQUIRE) == t_seq;
+}
 inline const Tunables& tunables() {
-  if (__builtin_expect(g_have_kmod.load(std::memory_order_acquire), 1) &&
-      __atomic_load_n(&g_kmod.ctl->seq, __ATOMIC_ACQUIRE) == t_seq)
-    return t_tunables;
-  return tunables_slow();
+  return __builtin_expect(tunables_fresh(), 1) ? t_tunables : tunables_slow();
 }
 // Every write to the NIC as the program built it (shim off, mode offload, UNLOAD_PATH=offload):
 // the post paths then pass requests through untracked.
@@ -36,10 +38,7 @@ bool all_offload(const Tunables& t);
 UNLOAD_TLS_HOT extern constinit thread_local bool t_offload;
 bool offload_now_slow();
 inline bool offload_now() {
-  if (__builtin_expect(g_have_kmod.load(std::memory_order_acquire), 1) &&
-      __atomic_load_n(&g_kmod.ctl->seq, __ATOMIC_ACQUIRE) == t_seq)
-    return t_offload;
-  return offload_now_slow();
+  return __builtin_expect(tunables_fresh(), 1) ? t_offload : offload_now_slow();
 }
 // The control page's sequence this thread's tunables() copy was taken at: unchanged, so
 // are the tunables (with the kmod; a constant without it).
