@@ -30,6 +30,11 @@ inline uint64_t wr_length(const ibv_send_wr& wr) {
   return len;
 }
 
+// A READ or an atomic: what IBV_SEND_FENCE makes a later request wait for.
+inline bool is_ordering(ibv_wr_opcode op) {
+  return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
 inline WriteRequest classify(const ibv_send_wr& wr, bool sq_sig_all) {
   WriteRequest r;
   r.signaled = sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED);

@@ -59,8 +59,7 @@ class Batch {
     e->rkey = r.rkey;
     e->sge_count = static_cast<uint16_t>(r.sge_count);
     e->path = static_cast<uint8_t>(p);
-    const bool ordering = w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-                          w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+    const bool ordering = is_ordering(w->opcode);
     // An unsignaled request may carry a completion the program never sees (direct.hpp).
     const bool hidden = !r.signaled && take_hidden_signal(q_, e->seq, rt.t0 != 0);
     if (hidden) c.send_flags |= IBV_SEND_SIGNALED;

@@ -66,6 +66,13 @@ void count_offloaded(const ibv_send_wr* wr, int rc, ibv_send_wr* const* bad) {
   return rc;
 }
 
+// Does w carry more inline data than the program's QP takes? The real QP may take more
+// (the inline path asks for room): the provider would accept what the program's own QP
+// refuses, so the shim refuses it, where the provider would, with EINVAL.
+bool inline_too_long(const QpRec* q, const ibv_send_wr* w) {
+  return (w->send_flags & IBV_SEND_INLINE) && q->roomy && wr_length(*w) > q->shown.max_inline_data;
+}
+
 // Whether the lone request w, routed rt, may go to the NIC as a plain write: a signaled
 // write the route sent to the NIC, as built or inline, untimed (no sample waits for its
 // cost), on a QP with nothing around the ring and a ring whose newest entry reports its
@@ -76,17 +83,18 @@ bool plain_fits(const QpRec* q, const ibv_send_wr& w, const Route& rt) {
          rt.req.signaled && !w.next && plain_clear(q);
 }
 
-// A plain write: the program's request to the provider as built (inline: a copy that asks
-// for it), no ring entry, no tag; the merger counts its completion (merge.cpp), and a later
-// CPU-path write's fence waits for that count instead of a marker. What a tracked write
-// spends on its entry and its tag's merge (about 225 instructions, callgrind) is for the
-// writes the policy times and the stage path's, whose arena the completion frees.
-int post_plain(QpRec* q, ibv_send_wr* w, const Route& rt, ibv_send_wr** bad) {
+// A plain request: the program's request to the provider as built (`as_inline`: a copy
+// that asks for it), no ring entry, no tag; the merger counts its completion (merge.cpp),
+// and a later CPU-path write's fence waits for that count instead of a marker. What a
+// tracked request spends on its entry and its tag's merge (about 225 instructions on a
+// write, callgrind) is for the writes the policy times and the stage path's, whose arena
+// the completion frees. 0 or the provider's errno with *bad = w.
+int give_plain(QpRec* q, ibv_send_wr* w, bool as_inline, ibv_send_wr** bad) {
   remote_settle_if_pending(q);  // remote writes posted before it are placed first
   SendQueue& sq = q->sq;
   ibv_send_wr copy;
   ibv_send_wr* given = w;
-  if (rt.path == Path::unload_inline) {
+  if (as_inline) {
     copy = *w;
     copy.send_flags |= IBV_SEND_INLINE;
     given = &copy;
@@ -101,9 +109,36 @@ int post_plain(QpRec* q, ibv_send_wr* w, const Route& rt, ibv_send_wr** bad) {
     *bad = w;
     return rc;
   }
+  if (is_ordering(w->opcode)) sq.plain_ordering = posted + 1;  // a fenced copy waits for it
+  return 0;
+}
+
+// A plain write, routed rt (offload or inline).
+int post_plain(QpRec* q, ibv_send_wr* w, const Route& rt, ibv_send_wr** bad) {
+  if (const int rc = give_plain(q, w, rt.path == Path::unload_inline, bad)) return rc;
   count_why(route_why(rt, rt.path, Why::none));  // before its write, as Batch::give counts
   count_writes(rt.path, 1, rt.req.length);
   return 0;
+}
+
+// Whether the lone request w, no write, may go to the NIC as a plain request: signaled
+// (a completion says when it executed), a send, READ or atomic (whose order the plain
+// counts keep), within the program's inline cap, and the QP clear as for a plain write.
+// No CPU path could take it, so nothing is routed.
+bool plain_other_fits(const QpRec* q, const ibv_send_wr& w) {
+  switch (w.opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+    case IBV_WR_SEND_WITH_INV:
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      break;
+    default:
+      return false;
+  }
+  return !w.next && ((w.send_flags & IBV_SEND_SIGNALED) || q->sq.sig_all) && !inline_too_long(q, &w) &&
+         plain_clear(q);
 }
 
 // Whether the list fits the send queue's room as the program knows it (its max_send_wr,
@@ -147,13 +182,6 @@ int to_nic(Batch& b, QpRec* q, ibv_send_wr* w, const Route& rt, Why fallback, ib
   if (add_behind_remote(b, q, w, rt, fallback)) return 0;
   *bad = w;  // still full: so is the send queue
   return ENOMEM;
-}
-
-// Does w carry more inline data than the program's QP takes? The real QP may take more
-// (the inline path asks for room): the provider would accept what the program's own QP
-// refuses, so the shim refuses it, where the provider would, with EINVAL.
-bool inline_too_long(const QpRec* q, const ibv_send_wr* w) {
-  return (w->send_flags & IBV_SEND_INLINE) && q->roomy && wr_length(*w) > q->shown.max_inline_data;
 }
 
 bool list_inline_too_long(const QpRec* q, const ibv_send_wr* wr) {
@@ -257,6 +285,7 @@ extern "C" int unload_qp_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
   if (all_offload(t) && !list_inline_too_long(q, wr)) return post_untracked(q, wr, bad);
   GateScope g(q->sq.gate);
   mark_tracked(q);
+  if (wr->opcode != IBV_WR_RDMA_WRITE && plain_other_fits(q, *wr)) return give_plain(q, wr, false, bad);
   if (q->express.armed) {
     Route rt;
     switch (express_post(q, *wr, t, &rt)) {

@@ -71,13 +71,15 @@ struct SendQueue {
   // shim's to hold. Set under the gate by an offload post; cleared under it by every tracked
   // post (mark_tracked) and before `untracked` is.
   std::atomic<bool> passing{false};
-  // Plain writes (post.cpp): signaled writes settled on the NIC, posted as the program built
-  // them, with no ring entry. The poster counts them, the merger their completions (and any
-  // other completion of the QP without a tag that is not a receive's: done runs ahead of
-  // posted only past requests around the ring, or a failure, and a marker's wait resyncs
-  // it). The fence waits for done to reach posted.
+  // Plain requests (post.cpp): signaled writes settled on the NIC, and signaled sends,
+  // READs and atomics, posted as the program built them, with no ring entry. The poster
+  // counts them, the merger their completions (and any other completion of the QP without
+  // a tag that is not a receive's: done runs ahead of posted only past requests around the
+  // ring, or a failure, and a marker's wait resyncs it). The fence waits for done to reach
+  // posted.
   std::atomic<uint64_t> plain_posted{0};
   std::atomic<uint64_t> plain_done{0};
+  uint64_t plain_ordering = 0;  // plain_posted after the newest plain READ or atomic
   uint64_t last_ordering = 0;  // ring seq + 1 of the newest READ or atomic
   uint64_t last_completing = 0;  // ring seq of the newest entry that yields a completion
 };
@@ -90,6 +92,10 @@ inline uint64_t plain_in_flight(const SendQueue& sq) {
 }
 inline bool plain_idle(const SendQueue& sq) {
   return plain_in_flight(sq) == 0;
+}
+// A plain READ or atomic may still be in flight: a fenced copy waits (route.cpp).
+inline bool plain_ordering_pending(const SendQueue& sq) {
+  return sq.plain_done.load(std::memory_order_acquire) < sq.plain_ordering;
 }
 // Every NIC request of q in flight that a completion will report: the ring's and the plain ones.
 inline uint64_t nic_in_flight(const SendQueue& sq) {

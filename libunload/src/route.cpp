@@ -25,7 +25,7 @@ namespace {
 // IBV_SEND_FENCE: the write waits for the QP's earlier READs and atomics, so a payload
 // copied now (inline, stage) could miss what a READ still brings into the source.
 bool fence_blocks_copy(const QpRec* q, const WriteRequest& r) {
-  return r.fence && q->sq.last_ordering > q->sq.ring.head();
+  return r.fence && (q->sq.last_ordering > q->sq.ring.head() || plain_ordering_pending(q->sq));
 }
 
 // Within direct_max (the module's cap for both), one channel message and the module's SGEs.
