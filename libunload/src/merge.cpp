@@ -51,13 +51,12 @@ bool merge_entry(QpRec* q, SqEntry* e, ibv_wc_status* st, uint64_t* wr_id) {
 
 namespace {
 
-// A completion of tracked QP q that names no entry: a plain write's (post.cpp), a
-// receive's, or one of a request posted around the ring. Any error means the QP went to
+// A completion of tracked QP q that names no entry: a plain request's (post.cpp), a
+// receive's error, or one of a request posted around the ring. Any error means the QP went to
 // ERR (RC and UC), as a failed entry's does; an error's opcode is undefined, so it counts
 // as done whatever it completed.
 void merge_untagged(QpRec* q, const ibv_wc& wc) {
   const bool error = wc.status != IBV_WC_SUCCESS;
-  if (!error && (wc.opcode & IBV_WC_RECV)) return;
   if (error && !q->failed.load(std::memory_order_relaxed)) q->failed.store(true, std::memory_order_release);
   // An atomic add: a receive's error may be merged on the QP's receive CQ, under another gate.
   q->sq.plain_done.fetch_add(1, std::memory_order_release);
@@ -67,6 +66,12 @@ void merge_untagged(QpRec* q, const ibv_wc& wc) {
 }  // namespace
 
 void merge_wc(CqRec* c, Emitter& em, ibv_wc& wc) {
+  // A receive that succeeded is the program's as it is, and nothing of a send queue's
+  // (a receive's error may be a flushed QP's: the lookup below sees it).
+  if (wc.status == IBV_WC_SUCCESS && (wc.opcode & IBV_WC_RECV)) {
+    em.emit(wc);
+    return;
+  }
   QpRec* q = nullptr;
   SqEntry* e = tagged_entry(c, wc.qp_num, wc.wr_id, &q);
   if (!e) {
