@@ -60,8 +60,10 @@ void count_offloaded(const ibv_send_wr* wr, int rc, ibv_send_wr* const* bad) {
   // (under the gate: a fence clears `untracked` there).
   if (!q->sq.passing.load(std::memory_order_relaxed)) {
     GateScope g(q->sq.gate);
-    if (q->sq.untracked.load(std::memory_order_relaxed) && !remote_pending(q))
+    if (q->sq.untracked.load(std::memory_order_relaxed) && !remote_pending(q)) {
+      q->sq.settled.store(false, std::memory_order_relaxed);  // its plain counts would be moot
       q->sq.passing.store(true, std::memory_order_relaxed);
+    }
   }
   return rc;
 }
@@ -196,6 +198,7 @@ bool list_inline_too_long(const QpRec* q, const ibv_send_wr* wr) {
 // route, when the express lane made it.
 int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t, const Route* first = nullptr,
                  const Why* known_why = nullptr) {
+  q->nic_lane.streak = 0;  // a write takes the full walk: the QP is not settled on the NIC
   Why direct_why = known_why ? *known_why : list_direct_why(q, wr, t);
   Batch b(q);
   DirectRun run;
@@ -274,6 +277,45 @@ extern "C" int unload_qp_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
   return c->provider.bind_mw(qp, mw, bind);
 }
 
+namespace unload::rt {
+namespace {
+
+// Writes the NIC lane takes in a row before the QP counts as settled on the NIC.
+constexpr uint32_t kSettledAfter = 16;
+
+// After the NIC lane took a write of q (inside the gate, a plain write posted): the
+// kSettledAfter-th in a row, as built, settles q on the NIC (SendQueue::settled). Not on
+// a QP whose requests go around the ring (`untracked`) or with remote writes in flight:
+// `plain_clear` held for the write just posted, and nothing but a tracked post, which
+// clears `settled` first, changes it.
+void settle_after_lane(QpRec* q, const Route& rt) {
+  if (rt.path != Path::offload || ++q->nic_lane.streak < kSettledAfter || remote_pending(q)) return;
+  q->sq.settled_why = route_why(rt, rt.path, Why::none);
+  q->sq.settled.store(true, std::memory_order_relaxed);
+}
+
+// The requests a settled QP passes: signaled (a completion counts each), no more inline
+// data than the program's QP takes, of the kinds a plain request may be.
+bool settled_passes(const QpRec* q, const ibv_send_wr& w) {
+  switch (w.opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+    case IBV_WR_SEND_WITH_INV:
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      break;
+    default:
+      return false;
+  }
+  return ((w.send_flags & IBV_SEND_SIGNALED) || q->sq.sig_all) && !inline_too_long(q, &w);
+}
+
+}  // namespace
+}  // namespace unload::rt
+
 // The post that does not pass straight through: out of line, so that one that does saves
 // and restores no register this one needs.
 [[gnu::noinline]] static int post_slow(ibv_qp* qp, QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
@@ -303,7 +345,10 @@ extern "C" int unload_qp_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
     Route rt;
     if (nic_lane_take(q, *wr, t, direct_why, &rt)) {
       const int rc = post_plain(q, wr, rt, bad);
-      if (rc == 0) ++thread_stats().nic_lane;
+      if (rc == 0) {
+        ++thread_stats().nic_lane;
+        settle_after_lane(q, rt);
+      }
       return rc;
     }
     return post_tracked(q, wr, bad, t, nullptr, &direct_why);
@@ -333,10 +378,59 @@ static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   return rc;
 }
 
+// A post on a QP settled on the NIC (SendQueue::settled): the list walked once, then,
+// inside the gate, counted as plain requests and given to the provider as built. Any
+// request a plain one could not be, or `settled` gone meanwhile, takes the full way.
+[[gnu::noinline]] static int post_settled(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  uint64_t n = 0, writes = 0, bytes = 0, ordering = 0;
+  for (const ibv_send_wr* w = wr; w; w = w->next) {
+    if (!settled_passes(q, *w)) return post_slow(q->qp, q, wr, bad);
+    ++n;
+    if (is_ordering(w->opcode)) ordering = n;
+    if (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+      ++writes;
+      bytes += wr_length(*w);
+    }
+  }
+  {
+    GateScope g(q->sq.gate);
+    SendQueue& sq = q->sq;
+    if (sq.settled.load(std::memory_order_relaxed)) {
+      const uint64_t posted = sq.plain_posted.load(std::memory_order_relaxed);
+      sq.plain_posted.store(posted + n, std::memory_order_relaxed);  // first: they may complete at once
+      busy_raise(q);
+      const int rc = q->c->provider.post_send(q->qp, wr, bad);
+      if (__builtin_expect(rc != 0, 0)) {
+        uint64_t took = 0;  // the requests before *bad went
+        writes = 0;
+        bytes = 0;
+        for (const ibv_send_wr* w = wr; w && w != *bad; w = w->next, ++took)
+          if (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+            ++writes;
+            bytes += wr_length(*w);
+          }
+        if (took > n) took = 0;
+        sq.plain_posted.store(posted + took, std::memory_order_relaxed);
+        busy_settle(q);
+        ordering = ordering <= took ? ordering : 0;
+      }
+      if (ordering) sq.plain_ordering = posted + ordering;
+      if (writes) {
+        count_why(sq.settled_why, writes);  // before its writes, as Batch::give counts
+        count_writes(Path::offload, writes, bytes);
+        thread_stats().nic_settled += writes;
+      }
+      return rc;
+    }
+  }
+  return post_slow(q->qp, q, wr, bad);
+}
+
 // ops.post_send. The program's list is never written: the provider gets copies.
 extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   QpRec* q = qp_find(qp);
   if (__builtin_expect(q && q->sq.passing.load(std::memory_order_relaxed) && offload_now(), 1))
     return post_passing(q, wr, bad);
+  if (q && q->sq.settled.load(std::memory_order_relaxed) && settled_now()) return post_settled(q, wr, bad);
   return post_slow(qp, q, wr, bad);
 }

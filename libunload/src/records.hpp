@@ -71,6 +71,14 @@ struct SendQueue {
   // shim's to hold. Set under the gate by an offload post; cleared under it by every tracked
   // post (mark_tracked) and before `untracked` is.
   std::atomic<bool> passing{false};
+  // In the default mode, a QP whose writes the NIC lane took kSettledAfter times in a row
+  // (post.cpp, post_settled): its posts of signaled requests pass straight to the provider,
+  // inside the gate, counted as plain requests (the merger, the fence and the busy byte
+  // see them as they see plain ones), the policy consulted once in kSettledConsultEvery
+  // posts of a thread. Set under the gate with `plain_clear` holding; cleared with
+  // `passing`. `settled_why`: the reason the lane counted for its writes.
+  std::atomic<bool> settled{false};
+  Why settled_why = Why::none;
   // Plain requests (post.cpp): signaled writes settled on the NIC, and signaled sends,
   // READs and atomics, posted as the program built them, with no ring entry. The poster
   // counts them, the merger their completions (and any other completion of the QP without
@@ -199,6 +207,7 @@ struct NicLaneMemo {
   // reused at (0: none yet).
   const policy::Policy* policy = nullptr;
   uint64_t policy_gen = 0;
+  uint32_t streak = 0;  // writes the lane took since a write last took the full walk
 };
 
 // What route() derives of a write before the policy's choice (route.cpp).
@@ -343,9 +352,10 @@ inline bool plain_clear(const QpRec* q) {
          (q->sq.ring.in_flight() == 0 || q->sq.ring.last_signaled());
 }
 
-// What `passing` stood on is about to change (a tracked post, `untracked` cleared).
+// What `passing` or `settled` stood on is about to change (a tracked post, `untracked` cleared).
 inline void passing_end(SendQueue& sq) {
   if (sq.passing.load(std::memory_order_relaxed)) sq.passing.store(false, std::memory_order_relaxed);
+  if (sq.settled.load(std::memory_order_relaxed)) sq.settled.store(false, std::memory_order_relaxed);
 }
 
 // Before a tracked request of q: its send CQ goes through the merger from now on (relaxed is

@@ -102,6 +102,7 @@ Totals stats_totals() {
     t.fences += __atomic_load_n(&s->fences, __ATOMIC_RELAXED);
     t.express += __atomic_load_n(&s->express, __ATOMIC_RELAXED);
     t.nic_lane += __atomic_load_n(&s->nic_lane, __ATOMIC_RELAXED);
+    t.nic_settled += __atomic_load_n(&s->nic_settled, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
       t.why_not[i] += __atomic_load_n(&s->why_not[i], __ATOMIC_RELAXED);
     t.samples += __atomic_load_n(&s->samples, __ATOMIC_RELAXED);
@@ -123,6 +124,7 @@ void stats_after_fork() {
     s->fences = 0;
     s->express = 0;
     s->nic_lane = 0;
+    s->nic_settled = 0;
     std::memset(s->why_not, 0, sizeof s->why_not);
     std::memset(s->sent_why_not, 0, sizeof s->sent_why_not);
     std::memset(s->sent_writes, 0, sizeof s->sent_writes);

@@ -45,6 +45,7 @@ bool parse_mode(const char* s, uint32_t& out) {
 UNLOAD_TLS_HOT thread_local Tunables t_tunables;
 UNLOAD_TLS_HOT constinit thread_local uint32_t t_seq = 1;  // odd: never a stable control-page sequence
 UNLOAD_TLS_HOT constinit thread_local bool t_offload = false;
+UNLOAD_TLS_HOT constinit thread_local uint32_t t_settled_left = kSettledConsultEvery;
 
 bool env_switch_on(const char* var) {
   const char* v = std::getenv(var);

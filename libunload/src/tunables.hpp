@@ -40,6 +40,17 @@ bool offload_now_slow();
 inline bool offload_now() {
   return __builtin_expect(tunables_fresh(), 1) ? t_offload : offload_now_slow();
 }
+// Whether a post on a QP settled on the NIC (SendQueue::settled) may pass straight
+// through: the tunables unchanged and not all offload (else the full way sees what
+// changed), and this thread's countdown to its next consult of the policy not run out.
+constexpr uint32_t kSettledConsultEvery = 64;
+UNLOAD_TLS_HOT extern constinit thread_local uint32_t t_settled_left;
+inline bool settled_now() {
+  if (__builtin_expect(!tunables_fresh() || t_offload, 0)) return false;
+  if (__builtin_expect(--t_settled_left != 0, 1)) return true;
+  t_settled_left = kSettledConsultEvery;
+  return false;
+}
 // The control page's sequence this thread's tunables() copy was taken at: unchanged, so
 // are the tunables (with the kmod; a constant without it).
 uint32_t tunables_seq();

@@ -240,13 +240,20 @@ if have_kmod && [[ " $PATHS " == *" mapped "* ]]; then
 	done
 fi
 # The NIC lane (libunload/src/nic_lane.cpp) takes the default mode's settled NIC writes of
-# one shape: the nic column's parity covers it only if it ran.
+# one shape, and a QP it took 16 in a row passes the next ones straight through: the nic
+# column's parity covers them only if they ran.
 if [[ " $PATHS " == *" nic "* ]]; then
 	lane=0
 	for f in "$WORK"/*.nic.stats; do
 		[ -r "$f" ] && lane=$((lane + $(stat "$f" writes_nic_lane)))
 	done
 	expect "nic: the NIC lane took writes in this part's programs" "$([ "$lane" -gt 0 ] && echo 1)" "$lane writes"
+	# A QP settled on the NIC passes its writes straight through (post.cpp, post_settled).
+	settled=0
+	for f in "$WORK"/*.nic.stats; do
+		[ -r "$f" ] && settled=$((settled + $(stat "$f" writes_nic_settled)))
+	done
+	expect "nic: QPs settled on the NIC passed writes in this part's programs" "$([ "$settled" -gt 0 ] && echo 1)" "$settled writes"
 fi
 [ "$SKIPS" -eq 0 ] || echo "$SKIPS run(s) skipped"
 finish
