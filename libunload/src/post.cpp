@@ -21,6 +21,9 @@ namespace unload::rt {
 
 namespace {
 
+// Writes the NIC lane took on this thread since one took the full walk (settle_after_lane).
+constinit thread_local uint32_t t_lane_streak = 0;
+
 // Whether every request of a list passes the local checks (its SGEs in regions of the QP's
 // PD). A request failing them moves the QP to error at the NIC, which flushes the earlier
 // requests of the list still in flight: a write placed direct ahead of it could not be
@@ -198,7 +201,7 @@ bool list_inline_too_long(const QpRec* q, const ibv_send_wr* wr) {
 // route, when the express lane made it.
 int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t, const Route* first = nullptr,
                  const Why* known_why = nullptr) {
-  q->nic_lane.streak = 0;  // a write takes the full walk: the QP is not settled on the NIC
+  t_lane_streak = 0;  // a write takes the full walk: this thread's writes are not all settled
   Why direct_why = known_why ? *known_why : list_direct_why(q, wr, t);
   Batch b(q);
   DirectRun run;
@@ -280,16 +283,21 @@ extern "C" int unload_qp_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
 namespace unload::rt {
 namespace {
 
-// Writes the NIC lane takes in a row before the QP counts as settled on the NIC.
+// Writes a thread's NIC lane takes in a row before the QPs it takes them on count as
+// settled on the NIC.
 constexpr uint32_t kSettledAfter = 16;
 
-// After the NIC lane took a write of q (inside the gate, a plain write posted): the
-// kSettledAfter-th in a row, as built, settles q on the NIC (SendQueue::settled). Not on
-// a QP whose requests go around the ring (`untracked`) or with remote writes in flight:
-// `plain_clear` held for the write just posted, and nothing but a tracked post, which
-// clears `settled` first, changes it.
+// After the NIC lane took a write of q as built (inside the gate, a plain write posted):
+// once the thread's lane took kSettledAfter in a row, q is settled on the NIC
+// (SendQueue::settled). Counted a thread, not a QP: a program that spreads its writes over
+// many QPs gives each too few in a row, and each QP is settled only by a write of its own
+// that adaptive's reused decision sent to the NIC. Not on a QP whose requests go around
+// the ring (`untracked`) or with remote writes in flight: `plain_clear` held for the write
+// just posted, and nothing but a tracked post, which clears `settled` first, changes it.
 void settle_after_lane(QpRec* q, const Route& rt) {
-  if (rt.path != Path::offload || ++q->nic_lane.streak < kSettledAfter || remote_pending(q)) return;
+  if (rt.path != Path::offload) return;
+  if (t_lane_streak < kSettledAfter) ++t_lane_streak;
+  if (t_lane_streak < kSettledAfter || remote_pending(q)) return;
   q->sq.settled_why = route_why(rt, rt.path, Why::none);
   q->sq.settled.store(true, std::memory_order_relaxed);
 }

@@ -71,8 +71,8 @@ struct SendQueue {
   // shim's to hold. Set under the gate by an offload post; cleared under it by every tracked
   // post (mark_tracked) and before `untracked` is.
   std::atomic<bool> passing{false};
-  // In the default mode, a QP whose writes the NIC lane took kSettledAfter times in a row
-  // (post.cpp, post_settled): its posts of signaled requests pass straight to the provider,
+  // In the default mode, a QP the NIC lane took a write of when its thread's lane had taken
+  // kSettledAfter writes in a row (post.cpp, post_settled): its posts of signaled requests pass straight to the provider,
   // inside the gate, counted as plain requests (the merger, the fence and the busy byte
   // see them as they see plain ones), the policy consulted once in kSettledConsultEvery
   // posts of a thread. Set under the gate with `plain_clear` holding; cleared with
@@ -207,7 +207,6 @@ struct NicLaneMemo {
   // reused at (0: none yet).
   const policy::Policy* policy = nullptr;
   uint64_t policy_gen = 0;
-  uint32_t streak = 0;  // writes the lane took since a write last took the full walk
 };
 
 // What route() derives of a write before the policy's choice (route.cpp).
