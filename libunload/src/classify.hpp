@@ -30,6 +30,11 @@ inline uint64_t wr_length(const ibv_send_wr& wr) {
   return len;
 }
 
+// An RDMA WRITE, with or without immediate data.
+inline bool is_write(ibv_wr_opcode op) {
+  return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
 // A READ or an atomic: what IBV_SEND_FENCE makes a later request wait for.
 inline bool is_ordering(ibv_wr_opcode op) {
   return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
@@ -39,7 +44,7 @@ inline WriteRequest classify(const ibv_send_wr& wr, bool sq_sig_all) {
   WriteRequest r;
   r.signaled = sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED);
   r.fence = (wr.send_flags & IBV_SEND_FENCE) != 0;
-  if (wr.opcode != IBV_WR_RDMA_WRITE && wr.opcode != IBV_WR_RDMA_WRITE_WITH_IMM) return r;
+  if (!is_write(wr.opcode)) return r;
   r.is_write = true;
   r.with_imm = wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
   r.user_inline = (wr.send_flags & IBV_SEND_INLINE) != 0;

@@ -41,12 +41,23 @@ bool list_locally_valid(const QpRec* q, const ibv_send_wr* wr) {
 // Every write to the NIC as built (all_offload): the provider gets the program's list, with
 // no ring entries; its completions carry the program's wr_ids, which the merger passes
 // through. A later direct write is ordered behind them by the marker `untracked` asks for.
+// The writes of list wr before `stop` (nullptr: all of it), and their bytes in *bytes.
+uint64_t writes_before(const ibv_send_wr* wr, const ibv_send_wr* stop, uint64_t* bytes) {
+  uint64_t writes = 0;
+  *bytes = 0;
+  for (const ibv_send_wr* w = wr; w && w != stop; w = w->next)
+    if (is_write(w->opcode)) {
+      ++writes;
+      *bytes += wr_length(*w);
+    }
+  return writes;
+}
+
 // Counts the writes of a list the provider took (all of it, or those before *bad).
 void count_offloaded(const ibv_send_wr* wr, int rc, ibv_send_wr* const* bad) {
-  for (const ibv_send_wr* w = wr; w && !(rc && w == *bad); w = w->next) {
-    if (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-      count_writes(Path::offload, 1, wr_length(*w));
-  }
+  uint64_t bytes;
+  if (const uint64_t writes = writes_before(wr, rc ? *bad : nullptr, &bytes))
+    count_writes(Path::offload, writes, bytes);
 }
 
 [[gnu::noinline]] int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
@@ -126,12 +137,13 @@ int post_plain(QpRec* q, ibv_send_wr* w, const Route& rt, ibv_send_wr** bad) {
   return 0;
 }
 
-// Whether the lone request w, no write, may go to the NIC as a plain request: signaled
-// (a completion says when it executed), a send, READ or atomic (whose order the plain
-// counts keep), within the program's inline cap, and the QP clear as for a plain write.
-// No CPU path could take it, so nothing is routed.
-bool plain_other_fits(const QpRec* q, const ibv_send_wr& w) {
+// Whether request w may be a plain one as far as it goes: signaled (a completion counts
+// it), a write, send, READ or atomic (whose order the plain counts keep), within the
+// program's inline cap.
+bool plain_kind(const QpRec* q, const ibv_send_wr& w) {
   switch (w.opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
     case IBV_WR_SEND_WITH_INV:
@@ -142,8 +154,13 @@ bool plain_other_fits(const QpRec* q, const ibv_send_wr& w) {
     default:
       return false;
   }
-  return !w.next && ((w.send_flags & IBV_SEND_SIGNALED) || q->sq.sig_all) && !inline_too_long(q, &w) &&
-         plain_clear(q);
+  return ((w.send_flags & IBV_SEND_SIGNALED) || q->sq.sig_all) && !inline_too_long(q, &w);
+}
+
+// Whether the lone request w, no write, may go to the NIC as a plain request, the QP
+// clear as for a plain write. No CPU path could take it, so nothing is routed.
+bool plain_other_fits(const QpRec* q, const ibv_send_wr& w) {
+  return !w.next && !is_write(w.opcode) && plain_kind(q, w) && plain_clear(q);
 }
 
 // Whether the list fits the send queue's room as the program knows it (its max_send_wr,
@@ -302,24 +319,6 @@ void settle_after_lane(QpRec* q, const Route& rt) {
   q->sq.settled.store(true, std::memory_order_relaxed);
 }
 
-// The requests a settled QP passes: signaled (a completion counts each), no more inline
-// data than the program's QP takes, of the kinds a plain request may be.
-bool settled_passes(const QpRec* q, const ibv_send_wr& w) {
-  switch (w.opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM:
-    case IBV_WR_SEND_WITH_INV:
-    case IBV_WR_RDMA_READ:
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      break;
-    default:
-      return false;
-  }
-  return ((w.send_flags & IBV_SEND_SIGNALED) || q->sq.sig_all) && !inline_too_long(q, &w);
-}
 
 }  // namespace
 }  // namespace unload::rt
@@ -335,7 +334,7 @@ bool settled_passes(const QpRec* q, const ibv_send_wr& w) {
   if (all_offload(t) && !list_inline_too_long(q, wr)) return post_untracked(q, wr, bad);
   GateScope g(q->sq.gate);
   mark_tracked(q);
-  if (wr->opcode != IBV_WR_RDMA_WRITE && plain_other_fits(q, *wr)) return give_plain(q, wr, false, bad);
+  if (plain_other_fits(q, *wr)) return give_plain(q, wr, false, bad);
   if (q->express.armed) {
     Route rt;
     switch (express_post(q, *wr, t, &rt)) {
@@ -373,7 +372,7 @@ static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     const uint64_t len = wr_length(*w);
     if (__builtin_expect((w->send_flags & IBV_SEND_INLINE) && q->roomy, 0) && len > q->shown.max_inline_data)
       return post_slow(q->qp, q, wr, bad);
-    const bool write = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    const bool write = is_write(w->opcode);
     writes += write;
     bytes += write ? len : 0;
   }
@@ -392,10 +391,10 @@ static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
 [[gnu::noinline]] static int post_settled(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   uint64_t n = 0, writes = 0, bytes = 0, ordering = 0;
   for (const ibv_send_wr* w = wr; w; w = w->next) {
-    if (!settled_passes(q, *w)) return post_slow(q->qp, q, wr, bad);
+    if (!plain_kind(q, *w)) return post_slow(q->qp, q, wr, bad);
     ++n;
     if (is_ordering(w->opcode)) ordering = n;
-    if (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    if (is_write(w->opcode)) {
       ++writes;
       bytes += wr_length(*w);
     }
@@ -410,14 +409,8 @@ static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
       const int rc = q->c->provider.post_send(q->qp, wr, bad);
       if (__builtin_expect(rc != 0, 0)) {
         uint64_t took = 0;  // the requests before *bad went
-        writes = 0;
-        bytes = 0;
-        for (const ibv_send_wr* w = wr; w && w != *bad; w = w->next, ++took)
-          if (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-            ++writes;
-            bytes += wr_length(*w);
-          }
-        if (took > n) took = 0;
+        for (const ibv_send_wr* w = wr; w && w != *bad; w = w->next) ++took;
+        writes = writes_before(wr, *bad, &bytes);
         sq.plain_posted.store(posted + took, std::memory_order_relaxed);
         busy_settle(q);
         ordering = ordering <= took ? ordering : 0;
