@@ -51,7 +51,7 @@ inline void busy_raise(QpRec* q) {
 // nothing is in flight and nothing failed.
 inline void busy_settle(QpRec* q) {
   uint8_t* b = busy_byte(q);
-  if (!b || busy_now(q) || __atomic_load_n(b, __ATOMIC_RELAXED) == 0) return;
+  if (!b || __atomic_load_n(b, __ATOMIC_RELAXED) == 0 || busy_now(q)) return;
   __atomic_store_n(b, 0, __ATOMIC_SEQ_CST);
   if (busy_now(q)) __atomic_store_n(b, 1, __ATOMIC_SEQ_CST);
 }

@@ -87,6 +87,32 @@ void merge_wc(CqRec* c, Emitter& em, ibv_wc& wc) {
   busy_settle(q);
 }
 
+// Looked at after the poll: a request whose completion is at hand published its ring entry,
+// or claimed its pending cell, before the provider took it, so a ring or queue seen empty
+// now held nothing of the shim's ahead of these completions. An error takes the merger's
+// way: it records the failure and may carry a hidden request's cause.
+bool merge_quiet(CqRec* c, const ibv_wc* wc, int r) {
+  if (!c->pending.idle()) return false;
+  QpRec* q = nullptr;  // the one QP whose send completions these are
+  uint64_t sends = 0;
+  for (int i = 0; i < r; ++i) {
+    if (wc[i].status != IBV_WC_SUCCESS) return false;
+    if (wc[i].opcode & IBV_WC_RECV) continue;
+    if (!q) {
+      q = find_through(g_qps_by_num, c->last_by_num, qpn_key(c->c, wc[i].qp_num));
+      if (!q || q->sq.ring.in_flight() != 0) return false;
+    } else if (wc[i].qp_num != q->qp_num) {
+      return false;
+    }
+    ++sends;
+  }
+  if (sends && q->tracked) {  // counted as merge_untagged counts them
+    q->sq.plain_done.fetch_add(sends, std::memory_order_release);
+    busy_settle(q);
+  }
+  return true;
+}
+
 int poll_provider_into_pending(CqRec* c) {
   ibv_wc wc[16];
   const uint32_t room = c->pending.room();

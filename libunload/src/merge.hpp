@@ -44,6 +44,13 @@ struct Emitter {
 // One ibv_wc from the provider: mapped in place, emitted if the program may see it.
 void merge_wc(CqRec* c, Emitter& em, ibv_wc& wc);
 
+// The r completions at wc, just polled from the provider, when none needs mapping: nothing
+// in the pending queue before them, no error, and the send completions all of one QP with
+// no ring entry in flight. Then merging each would only count that QP's plain completions,
+// which this does at once; returns whether it did (false: merge them one by one). Inside
+// the CQ's gate, after the poll.
+bool merge_quiet(CqRec* c, const ibv_wc* wc, int r);
+
 // Polls the provider into the CQ's pending queue, merged, as far as the queue has room.
 // Inside the CQ's gate. Returns how many the provider gave.
 int poll_provider_into_pending(CqRec* c);

@@ -35,10 +35,14 @@ int poll_merge(CqRec* c, int n, ibv_wc* wc) {
     const int r = c->c->provider.poll_cq(c->cq, want, wc + got);
     if (r < 0) return got ? got : r;
     if (r == 0) break;
-    got = merge_polled(c, wc, n, got, r);
-    if (!c->pending.empty()) {  // order put some behind queued ones: hand those over first
-      got += c->pending.pop(wc + got, n - got);
-      break;
+    if (merge_quiet(c, wc + got, r)) {  // the queue was idle: nothing to hand over first
+      got += r;
+    } else {
+      got = merge_polled(c, wc, n, got, r);
+      if (!c->pending.empty()) {  // order put some behind queued ones: hand those over first
+        got += c->pending.pop(wc + got, n - got);
+        break;
+      }
     }
     if (r < want) break;  // polled everything there was
   }

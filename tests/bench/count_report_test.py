@@ -119,6 +119,17 @@ with tempfile.TemporaryDirectory() as d:
     line = [x for x in out.splitlines() if x.startswith("offload.q1024")]
     check(line and line[0].split()[-2:] == ["319", "over"],
           "a row at 1024 QPs is held within 10 %% of its row at one QP: %s" % line)
+    json.dump({"recorded": {"offload": 290}, "recorded_poll": {"offload": 70}}, open(recorded, "w"))
+    rc, out = run(d, "--check", recorded)  # poll 90 is 28.6 % over 70: planted
+    check(rc == 1 and "ok: offload: 290" in out and "FAIL: offload poll: 90, recorded 70" in out,
+          "a row's poll held alone fails over 15 %, its total within")
+    json.dump({"recorded": {"offload": 290}, "recorded_poll": {"offload": 80}}, open(recorded, "w"))
+    rc, out = run(d, "--check", recorded)
+    check(rc == 0 and "ok: offload poll: 90, recorded 80" in out, "a poll 12.5 % over passes")
+    rc, out = run(d, "--check", recorded, "--record", os.path.join(d, "polls.json"))
+    check(json.load(open(os.path.join(d, "polls.json"))).get("recorded_poll") == {"offload": 90},
+          "--record keeps the polls it held, counted again")
+    guard({"offload": 290}, {"offload": 40})
     rec2 = os.path.join(d, "rerecorded.json")
     rc, out = run(d, "--check", recorded, "--record", rec2)
     doc = json.load(open(rec2))
