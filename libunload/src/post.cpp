@@ -312,11 +312,21 @@ constexpr uint32_t kSettledAfter = 16;
 // the ring (`untracked`) or with remote writes in flight: `plain_clear` held for the write
 // just posted, and nothing but a tracked post, which clears `settled` first, changes it.
 void settle_after_lane(QpRec* q, const Route& rt) {
-  if (rt.path != Path::offload) return;
+  if (rt.path != Path::offload && rt.path != Path::unload_inline) return;
   if (t_lane_streak < kSettledAfter) ++t_lane_streak;
   if (t_lane_streak < kSettledAfter || remote_pending(q)) return;
   q->sq.settled_why = route_why(rt, rt.path, Why::none);
+  q->sq.settled_path = rt.path;
   q->sq.settled.store(true, std::memory_order_relaxed);
+}
+
+// Whether the lone request w, on a QP settled on the inline path, goes inline as the lane's
+// writes did: a write of one SGE the QP's real inline cap takes, in the source region the
+// lane kept (so a bad source the NIC would refuse never goes inline). Post gate.
+bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
+  const NicLaneMemo& x = q->nic_lane;
+  return !w.next && is_write(w.opcode) && !(w.send_flags & IBV_SEND_INLINE) && w.num_sge == 1 &&
+         w.sg_list[0].length <= q->sq.max_inline && x.armed && !x.inline_data && source_holds(x.source, w.sg_list[0]);
 }
 
 
@@ -386,8 +396,9 @@ static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
 }
 
 // A post on a QP settled on the NIC (SendQueue::settled): the list walked once, then,
-// inside the gate, counted as plain requests and given to the provider as built. Any
-// request a plain one could not be, or `settled` gone meanwhile, takes the full way.
+// inside the gate, counted as plain requests and given to the provider as built (a lone
+// write as the inline lane's was, settled_inline). Any request a plain one could not be,
+// or `settled` gone meanwhile, takes the full way.
 [[gnu::noinline]] static int post_settled(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   uint64_t n = 0, writes = 0, bytes = 0, ordering = 0;
   for (const ibv_send_wr* w = wr; w; w = w->next) {
@@ -406,8 +417,18 @@ static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
       const uint64_t posted = sq.plain_posted.load(std::memory_order_relaxed);
       sq.plain_posted.store(posted + n, std::memory_order_relaxed);  // first: they may complete at once
       busy_raise(q);
-      const int rc = q->c->provider.post_send(q->qp, wr, bad);
+      ibv_send_wr copy;
+      ibv_send_wr* given = wr;
+      Path path = Path::offload;
+      if (sq.settled_path == Path::unload_inline && settled_inline(q, *wr)) {
+        copy = *wr;
+        copy.send_flags |= IBV_SEND_INLINE;
+        given = &copy;
+        path = Path::unload_inline;
+      }
+      const int rc = q->c->provider.post_send(q->qp, given, bad);
       if (__builtin_expect(rc != 0, 0)) {
+        if (given == &copy) *bad = wr;
         uint64_t took = 0;  // the requests before *bad went
         for (const ibv_send_wr* w = wr; w && w != *bad; w = w->next) ++took;
         writes = writes_before(wr, *bad, &bytes);
@@ -418,7 +439,7 @@ static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
       if (ordering) sq.plain_ordering = posted + ordering;
       if (writes) {
         count_why(sq.settled_why, writes);  // before its writes, as Batch::give counts
-        count_writes(Path::offload, writes, bytes);
+        count_writes(path, writes, bytes);
         thread_stats().nic_settled += writes;
       }
       return rc;

@@ -72,13 +72,15 @@ struct SendQueue {
   // post (mark_tracked) and before `untracked` is.
   std::atomic<bool> passing{false};
   // In the default mode, a QP the NIC lane took a write of when its thread's lane had taken
-  // kSettledAfter writes in a row (post.cpp, post_settled): its posts of signaled requests pass straight to the provider,
-  // inside the gate, counted as plain requests (the merger, the fence and the busy byte
-  // see them as they see plain ones), the policy consulted once in kSettledConsultEvery
-  // posts of a thread. Set under the gate with `plain_clear` holding; cleared with
-  // `passing`. `settled_why`: the reason the lane counted for its writes.
+  // kSettledAfter writes in a row (post.cpp, post_settled): its posts of signaled requests
+  // pass straight to the provider, inside the gate, counted as plain requests (the merger,
+  // the fence and the busy byte see them as they see plain ones), the policy consulted
+  // once in kSettledConsultEvery posts of a thread. Set under the gate with `plain_clear`
+  // holding; cleared with `passing`. `settled_why`: the reason the lane counted for its writes; `settled_path`:
+  // the lane's path, offload or inline (its lone writes from the lane's source posted inline).
   std::atomic<bool> settled{false};
   Why settled_why = Why::none;
+  Path settled_path = Path::offload;
   // Plain requests (post.cpp): signaled writes settled on the NIC, and signaled sends,
   // READs and atomics, posted as the program built them, with no ring entry. The poster
   // counts them, the merger their completions (and any other completion of the QP without
