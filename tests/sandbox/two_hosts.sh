@@ -75,7 +75,7 @@ link_stall)
 	expect "a stalled link -> both again, sandbox exit 0" "$([ "$rc" -eq 0 ] && echo 1)" "exit $rc"
 	expect "the sandbox named the stall and the retry" \
 		"$(grep -q "the link stalled: host A's virtio transmit queue timed out" <<<"$out" &&
-			grep -q 'booting both again (attempt 2 of 3)' <<<"$out" && echo 1)" "both lines on stderr"
+			grep -q 'booting both again (attempt 2 of 5)' <<<"$out" && echo 1)" "both lines on stderr"
 	after=$(sed -n '/booting both again/,$p' <<<"$out")
 	expect "both commands ran after the retry" \
 		"$(grep -q '^A| ran-A' <<<"$after" && grep -q '^B| ran-B' <<<"$after" && echo 1)" "ran-A and ran-B after it"
