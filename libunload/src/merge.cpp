@@ -51,6 +51,14 @@ bool merge_entry(QpRec* q, SqEntry* e, ibv_wc_status* st, uint64_t* wr_id) {
 
 namespace {
 
+// n completions of tracked QP q that name no entry were handed over (or queued): its plain
+// count grows, and its busy byte may drop. An atomic add: a receive's error may be merged
+// on the QP's receive CQ, under another gate.
+void plain_completed(QpRec* q, uint64_t n) {
+  q->sq.plain_done.fetch_add(n, std::memory_order_release);
+  busy_settle(q);
+}
+
 // A completion of tracked QP q that names no entry: a plain request's (post.cpp), a
 // receive's error, or one of a request posted around the ring. Any error means the QP went to
 // ERR (RC and UC), as a failed entry's does; an error's opcode is undefined, so it counts
@@ -58,9 +66,7 @@ namespace {
 void merge_untagged(QpRec* q, const ibv_wc& wc) {
   const bool error = wc.status != IBV_WC_SUCCESS;
   if (error && !q->failed.load(std::memory_order_relaxed)) q->failed.store(true, std::memory_order_release);
-  // An atomic add: a receive's error may be merged on the QP's receive CQ, under another gate.
-  q->sq.plain_done.fetch_add(1, std::memory_order_release);
-  busy_settle(q);
+  plain_completed(q, 1);
 }
 
 }  // namespace
@@ -106,10 +112,7 @@ bool merge_quiet(CqRec* c, const ibv_wc* wc, int r) {
     }
     ++sends;
   }
-  if (sends && q->tracked) {  // counted as merge_untagged counts them
-    q->sq.plain_done.fetch_add(sends, std::memory_order_release);
-    busy_settle(q);
-  }
+  if (sends && q->tracked) plain_completed(q, sends);  // as merge_untagged counts them
   return true;
 }
 
