@@ -38,9 +38,6 @@ bool list_locally_valid(const QpRec* q, const ibv_send_wr* wr) {
   return true;
 }
 
-// Every write to the NIC as built (all_offload): the provider gets the program's list, with
-// no ring entries; its completions carry the program's wr_ids, which the merger passes
-// through. A later direct write is ordered behind them by the marker `untracked` asks for.
 // The writes of list wr before `stop` (nullptr: all of it), and their bytes in *bytes.
 uint64_t writes_before(const ibv_send_wr* wr, const ibv_send_wr* stop, uint64_t* bytes) {
   uint64_t writes = 0;
@@ -60,6 +57,9 @@ void count_offloaded(const ibv_send_wr* wr, int rc, ibv_send_wr* const* bad) {
     count_writes(Path::offload, writes, bytes);
 }
 
+// Every write to the NIC as built (all_offload): the provider gets the program's list, with
+// no ring entries; its completions carry the program's wr_ids, which the merger passes
+// through. A later direct write is ordered behind them by the marker `untracked` asks for.
 [[gnu::noinline]] int post_untracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   if (remote_pending(q)) [[unlikely]] {  // the mode changed with remote writes in flight
     GateScope g(q->sq.gate);
@@ -99,6 +99,14 @@ bool plain_fits(const QpRec* q, const ibv_send_wr& w, const Route& rt) {
          rt.req.signaled && !w.next && plain_clear(q);
 }
 
+// A copy of w, into *copy, that asks the provider for IBV_SEND_INLINE (the inline path's
+// write posted plain); the program's list is never written.
+ibv_send_wr* asking_inline(const ibv_send_wr& w, ibv_send_wr* copy) {
+  *copy = w;
+  copy->send_flags |= IBV_SEND_INLINE;
+  return copy;
+}
+
 // A plain request: the program's request to the provider as built (`as_inline`: a copy
 // that asks for it), no ring entry, no tag; the merger counts its completion (merge.cpp),
 // and a later CPU-path write's fence waits for that count instead of a marker. What a
@@ -109,12 +117,7 @@ int give_plain(QpRec* q, ibv_send_wr* w, bool as_inline, ibv_send_wr** bad) {
   remote_settle_if_pending(q);  // remote writes posted before it are placed first
   SendQueue& sq = q->sq;
   ibv_send_wr copy;
-  ibv_send_wr* given = w;
-  if (as_inline) {
-    copy = *w;
-    copy.send_flags |= IBV_SEND_INLINE;
-    given = &copy;
-  }
+  ibv_send_wr* given = as_inline ? asking_inline(*w, &copy) : w;
   const uint64_t posted = sq.plain_posted.load(std::memory_order_relaxed);
   sq.plain_posted.store(posted + 1, std::memory_order_relaxed);  // first: it may complete at once
   busy_raise(q);
@@ -326,9 +329,9 @@ void settle_after_lane(QpRec* q, const Route& rt) {
 bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   const NicLaneMemo& x = q->nic_lane;
   return !w.next && is_write(w.opcode) && !(w.send_flags & IBV_SEND_INLINE) && w.num_sge == 1 &&
-         w.sg_list[0].length <= q->sq.max_inline && x.armed && !x.inline_data && source_holds(x.source, w.sg_list[0]);
+         w.sg_list[0].length <= q->sq.max_inline && x.armed && !x.inline_data &&
+         source_holds(x.source, w.sg_list[0]);
 }
-
 
 }  // namespace
 }  // namespace unload::rt
@@ -418,17 +421,12 @@ static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
       sq.plain_posted.store(posted + n, std::memory_order_relaxed);  // first: they may complete at once
       busy_raise(q);
       ibv_send_wr copy;
-      ibv_send_wr* given = wr;
-      Path path = Path::offload;
-      if (sq.settled_path == Path::unload_inline && settled_inline(q, *wr)) {
-        copy = *wr;
-        copy.send_flags |= IBV_SEND_INLINE;
-        given = &copy;
-        path = Path::unload_inline;
-      }
+      const bool as_inline = sq.settled_path == Path::unload_inline && settled_inline(q, *wr);
+      ibv_send_wr* given = as_inline ? asking_inline(*wr, &copy) : wr;
+      const Path path = as_inline ? Path::unload_inline : Path::offload;
       const int rc = q->c->provider.post_send(q->qp, given, bad);
       if (__builtin_expect(rc != 0, 0)) {
-        if (given == &copy) *bad = wr;
+        if (as_inline) *bad = wr;
         uint64_t took = 0;  // the requests before *bad went
         for (const ibv_send_wr* w = wr; w && w != *bad; w = w->next) ++took;
         writes = writes_before(wr, *bad, &bytes);
