@@ -38,8 +38,7 @@ static bool unload_chan_listen_ok;		/* between init and exit */
 static void unload_chans_reap(struct work_struct *work);
 static DECLARE_DELAYED_WORK(unload_chans_reaper, unload_chans_reap);
 
-#define UNLOAD_CHAN_MAX		16	/* channels, both directions: a bound on a fabric's asks */
-#define UNLOAD_CHAN_UNPROVEN_MAX 4	/* of them, accepted and not yet proven: a peer
+#define UNLOAD_CHAN_UNPROVEN_MAX 4	/* channels accepted and not yet proven: a peer
 					 * without the key holds no more for UNLOAD_CHAN_AUTH_MS */
 #define UNLOAD_CHAN_RESOLVE_MS	2000
 
@@ -123,6 +122,7 @@ static struct unload_chan *unload_chan_alloc(const char *devname, u32 port, cons
 	if (!chan)
 		return NULL;
 	INIT_LIST_HEAD(&chan->node);
+	INIT_LIST_HEAD(&chan->sweep);
 	kref_init(&chan->ref);
 	strscpy(chan->devname, devname, sizeof(chan->devname));
 	chan->port = port;
@@ -218,6 +218,11 @@ static void unload_chan_teardown_work(struct work_struct *work)
 	rdma_destroy_id(chan->cm_id);
 	if (listed) {
 		atomic_dec(&unload_chans_open);
+		if (chan->charged) {
+			unload_user_uncharge(chan->charged, UNLOAD_USER_CHANNELS);
+			unload_user_put(chan->charged);
+			chan->charged = NULL;
+		}
 		unload_chan_put(chan);		/* the list's */
 	}
 	unload_chan_put(chan);			/* the teardown's */
@@ -295,7 +300,7 @@ static int unload_chan_admit_passive(void)
 			unproven++;
 	if (unload_chans_exiting)
 		ret = -ESHUTDOWN;
-	else if (atomic_read(&unload_chans_open) >= UNLOAD_CHAN_MAX ||
+	else if (atomic_read(&unload_chans_open) >= READ_ONCE(unload_channels_max) ||
 		 unproven >= UNLOAD_CHAN_UNPROVEN_MAX)
 		ret = -EBUSY;
 	else
@@ -511,9 +516,14 @@ static struct unload_chan *unload_chan_find(const char *devname, u32 port, const
 	return chan;
 }
 
-/* A new active channel, listed and resolving; the caller's reference. */
+/*
+ * A new active channel, listed and resolving, charged to the caller's user (sess's) until
+ * its teardown; the caller's reference. -EBUSY past channels_max, -EDQUOT past the user's
+ * user_channels_max.
+ */
 static struct unload_chan *unload_chan_open(const char *devname, u32 port, const u8 *gid,
-					    const struct sockaddr_in *dst)
+					    const struct sockaddr_in *dst,
+					    struct unload_session *sess)
 {
 	struct rdma_cm_id *id;
 	struct unload_chan *chan;
@@ -522,7 +532,7 @@ static struct unload_chan *unload_chan_open(const char *devname, u32 port, const
 	lockdep_assert_held(&unload_chans_lock);
 	if (unload_chans_exiting)
 		return ERR_PTR(-ESHUTDOWN);
-	if (atomic_read(&unload_chans_open) >= UNLOAD_CHAN_MAX)
+	if (atomic_read(&unload_chans_open) >= READ_ONCE(unload_channels_max))
 		return ERR_PTR(-EBUSY);
 	chan = unload_chan_alloc(devname, port, gid);
 	if (!chan)
@@ -536,6 +546,12 @@ static struct unload_chan *unload_chan_open(const char *devname, u32 port, const
 	ret = rdma_set_ack_timeout(id, UNLOAD_CHAN_ACK_TIMEOUT);
 	if (ret)
 		goto err_destroy_id;
+	if (!unload_user_charge(sess->user, UNLOAD_USER_CHANNELS,
+				unload_user_bound(sess, &unload_user_channels_max))) {
+		ret = -EDQUOT;
+		goto err_destroy_id;
+	}
+	chan->charged = unload_user_hold(sess->user);	/* uncharged at the teardown */
 	chan->cm_id = id;
 	chan->serial = ++unload_chans_serial;
 	list_add_tail(&chan->node, &unload_chans);	/* the list's reference */
@@ -563,7 +579,8 @@ err_free_chan:
  * reference, or a negative errno (the connect's outcome; -ETIMEDOUT after
  * UNLOAD_CHAN_CONNECT_MS).
  */
-struct unload_chan *unload_chan_get(const char *devname, u32 port, const u8 *peer_gid)
+struct unload_chan *unload_chan_get(const char *devname, u32 port, const u8 *peer_gid,
+				    struct unload_session *sess)
 {
 	struct sockaddr_in dst;
 	struct unload_chan *chan;
@@ -579,7 +596,7 @@ struct unload_chan *unload_chan_get(const char *devname, u32 port, const u8 *pee
 	mutex_lock(&unload_chans_lock);
 	chan = unload_chan_find(devname, port, peer_gid);
 	if (!chan)
-		chan = unload_chan_open(devname, port, peer_gid, &dst);
+		chan = unload_chan_open(devname, port, peer_gid, &dst, sess);
 	mutex_unlock(&unload_chans_lock);
 	if (IS_ERR(chan))
 		return chan;
@@ -649,22 +666,21 @@ static void unload_chans_close(struct ib_device *dev, int err)
  */
 static void unload_chans_goodbye(void)
 {
-	struct unload_chan *up[UNLOAD_CHAN_MAX], *chan;
-	int n = 0, i;
+	struct unload_chan *chan, *next;
+	LIST_HEAD(up);
 
 	mutex_lock(&unload_chans_lock);
 	list_for_each_entry(chan, &unload_chans, node) {
 		unload_chan_stop_serving(chan);
-		if (n < UNLOAD_CHAN_MAX) {
-			kref_get(&chan->ref);
-			up[n++] = chan;
-		}
+		kref_get(&chan->ref);
+		list_add_tail(&chan->sweep, &up);
 	}
 	mutex_unlock(&unload_chans_lock);
 	flush_workqueue(unload_chan_wq);	/* the requests queued before: answered */
-	for (i = 0; i < n; i++) {
-		unload_chan_say_goodbye(up[i]);
-		unload_chan_put(up[i]);
+	list_for_each_entry_safe(chan, next, &up, sweep) {
+		list_del_init(&chan->sweep);
+		unload_chan_say_goodbye(chan);
+		unload_chan_put(chan);
 	}
 }
 
@@ -676,7 +692,7 @@ static unsigned long unload_chans_reap_period(void)
 
 /*
  * Close, with a goodbye, each channel up that carried nothing for channel_idle_ms and holds
- * no request either way: it keeps a slot of UNLOAD_CHAN_MAX, a ring and a QP on both hosts
+ * no request either way: it keeps a slot of channels_max, a ring and a QP on both hosts
  * for nothing, and the next caller opens another. A peer's request crossing the goodbye is
  * dropped unanswered, which the goodbye tells the peer (its write goes to its NIC); a caller
  * here that found the channel before it retired is refused before sending (the same).
@@ -684,26 +700,27 @@ static unsigned long unload_chans_reap_period(void)
 static void unload_chans_reap(struct work_struct *work)
 {
 	unsigned long idle = msecs_to_jiffies(READ_ONCE(unload_channel_idle_ms));
-	struct unload_chan *chan, *gone[UNLOAD_CHAN_MAX];
-	int n = 0, i, waited;
+	struct unload_chan *chan, *next;
+	LIST_HEAD(gone);
+	int waited;
 
 	mutex_lock(&unload_chans_lock);
 	list_for_each_entry(chan, &unload_chans, node) {
-		if (!idle || n == UNLOAD_CHAN_MAX)
+		if (!idle)
 			break;
 		spin_lock(&chan->lock);
 		if (chan->state == UNLOAD_CHAN_UP && !chan->retiring && !chan->out_reqs &&
 		    !chan->in_reqs && time_after(jiffies, READ_ONCE(chan->last_used) + idle)) {
 			WRITE_ONCE(chan->retiring, true);
 			kref_get(&chan->ref);
-			gone[n++] = chan;
+			list_add_tail(&chan->sweep, &gone);
 		}
 		spin_unlock(&chan->lock);
 	}
 	mutex_unlock(&unload_chans_lock);
 
-	for (i = 0; i < n; i++) {
-		chan = gone[i];
+	list_for_each_entry_safe(chan, next, &gone, sweep) {
+		list_del_init(&chan->sweep);
 		unload_chan_stop_serving(chan);
 		/* A request that came in before is answered before the goodbye (its job's share). */
 		for (waited = 0; READ_ONCE(chan->in_reqs) && waited < UNLOAD_CHAN_WAIT_MS; waited += 10)

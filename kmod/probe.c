@@ -38,7 +38,7 @@ long unload_ioctl_channel_probe(struct unload_session *sess, void __user *arg)
 	p.passive = 0;
 
 	chan = p.flags & UNLOAD_PROBE_EXISTING ? unload_chan_get_up(p.ibdev, p.port, p.peer_gid) :
-						 unload_chan_get(p.ibdev, p.port, p.peer_gid);
+						 unload_chan_get(p.ibdev, p.port, p.peer_gid, sess);
 	if (IS_ERR(chan)) {
 		ret = PTR_ERR(chan);
 		goto out_copy;

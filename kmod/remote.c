@@ -108,19 +108,18 @@ static unsigned int unload_remote_ack_ms(const struct unload_qp_view *v)
  * placed, so it must not be sent again (the caller completes it as the NIC completes a
  * write to a peer that stopped answering).
  */
-static u32 unload_remote_send(const char *devname, u32 port, const union ib_gid *dgid,
-			      const u8 *msg, u32 len, unsigned int ack_ms, int *result)
+static u32 unload_remote_send(const struct unload_remote_msg *m, int *result)
 {
 	struct unload_chan_write_ack *ack = NULL;
 	struct unload_chan *chan;
 	u32 deny, segments = 0;
 	int ret;
 
-	chan = unload_chan_get(devname, port, dgid->raw);
+	chan = unload_chan_get(m->devname, m->port, m->dgid.raw, m->sess);
 	if (IS_ERR(chan))
 		return UNLOAD_DENY_PEER_UNKNOWN;	/* no channel: nothing left */
-	ret = unload_chan_call(chan, UNLOAD_CHAN_WRITE, msg, len, (void **)&ack,
-			       sizeof(*ack), &segments, ack_ms);
+	ret = unload_chan_call(chan, UNLOAD_CHAN_WRITE, m->msg, m->len, (void **)&ack,
+			       sizeof(*ack), &segments, m->ack_ms);
 	unload_chan_put(chan);
 	if (ret) {
 		/*
@@ -128,7 +127,7 @@ static u32 unload_remote_send(const char *devname, u32 port, const union ib_gid 
 		 * posted was never placed (its channel went down with it). A whole one may
 		 * have been, unless the target's goodbye said it was not handled.
 		 */
-		if (ret != -ECONNABORTED && segments == DIV_ROUND_UP(len, UNLOAD_CHAN_SEG_MAX))
+		if (ret != -ECONNABORTED && segments == DIV_ROUND_UP(m->len, UNLOAD_CHAN_SEG_MAX))
 			*result = -ECOMM;
 		return UNLOAD_DENY_PEER_UNKNOWN;
 	}
@@ -195,6 +194,7 @@ u32 unload_remote_prepare(struct unload_session *sess, const struct unload_direc
 	m->port = v.port;
 	m->dgid = v.dgid;
 	m->ack_ms = unload_remote_ack_ms(&v);
+	m->sess = sess;
 	deny = UNLOAD_DENY_NONE;
 out_put_src:
 	unload_src_put(&src);
@@ -206,8 +206,7 @@ out_put_src:
 /* Send a prepared message and wait for its verdict; frees it. As unload_remote_send. */
 u32 unload_remote_deliver(struct unload_remote_msg *m, int *result)
 {
-	u32 deny = unload_remote_send(m->devname, m->port, &m->dgid, m->msg, m->len, m->ack_ms,
-				      result);
+	u32 deny = unload_remote_send(m, result);
 
 	kvfree(m->msg);
 	m->msg = NULL;

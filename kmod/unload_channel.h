@@ -106,6 +106,10 @@ struct unload_chan {
 	u8 local_gid[16];		/* the address the connection uses here: set before it
 					 * is up, read by the target's checks after */
 	bool passive;			/* accepted from the peer */
+	struct unload_user *charged;	/* active: the user its opener's session charged one
+					 * channel (a reference), until the teardown */
+	struct list_head sweep;		/* in the reaper's or the exit's goodbye list, one at
+					 * a time (the exit cancels the reaper first) */
 	/* Both nonces, GIDs and ports: set before the connection can carry a message, read
 	 * by the one proof each side checks (the accept's, or the AUTH message's). */
 	struct unload_chan_auth_ctx auth;
@@ -228,7 +232,9 @@ void unload_chan_ring_destroy(struct unload_chan *chan);	/* after the CQ is free
 int unload_channel_init(u64 *channels_up);
 void unload_channel_exit(void);
 void unload_channel_device_removed(struct ib_device *dev);
-struct unload_chan *unload_chan_get(const char *devname, u32 port, const u8 *peer_gid);
+struct unload_session;
+struct unload_chan *unload_chan_get(const char *devname, u32 port, const u8 *peer_gid,
+				    struct unload_session *sess);	/* charged to its user */
 struct unload_chan *unload_chan_get_up(const char *devname, u32 port, const u8 *peer_gid);
 int unload_channel_listen_update(void);	/* after the key or channel/auth changed */
 extern u32 unload_channel_idle_ms;	/* sysfs.c: a channel idle this long is closed; 0 never */

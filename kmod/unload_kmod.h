@@ -241,6 +241,8 @@ struct unload_remote_msg {
 	unsigned int ack_ms;		/* how long its QP's NIC would wait for the ack */
 	u8 *msg;			/* struct unload_chan_write and the bytes (kvmalloc) */
 	u32 len;
+	struct unload_session *sess;	/* its submitter's, which outlives it: a channel it
+					 * opens is charged to that session's user */
 };
 u32 unload_remote_prepare(struct unload_session *sess, const struct unload_direct_req *req,
 			  const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
@@ -486,6 +488,8 @@ extern struct unload_control *unload_ctl;	/* the control page */
 extern u32 unload_pair_idle_ms;
 extern u32 unload_user_sessions_max;
 extern u32 unload_user_registrations_max;
+extern u32 unload_channels_max;
+extern u32 unload_user_channels_max;
 int unload_sysfs_init(void);
 void unload_sysfs_exit(void);
 struct attribute_group;
@@ -508,13 +512,15 @@ void unload_session_put(struct unload_session *sess);
 u64 unload_folded_read(unsigned int idx);
 void unload_folded_reset(void);
 
-/* users.c: per-user counts of sessions and registrations (a leaf) */
+/* users.c: per-user counts of sessions, registrations and channels (a leaf) */
 enum unload_user_count {
 	UNLOAD_USER_SESSIONS,
 	UNLOAD_USER_REGS,		/* QPs and regions registered */
+	UNLOAD_USER_CHANNELS,		/* channels its callers opened (channel.c) */
 	UNLOAD_USER_NR
 };
 struct unload_user *unload_user_get(kuid_t uid);
+struct unload_user *unload_user_hold(struct unload_user *u);	/* another reference */
 void unload_user_put(struct unload_user *u);
 bool unload_user_charge(struct unload_user *u, enum unload_user_count what, u32 max);
 void unload_user_uncharge(struct unload_user *u, enum unload_user_count what);

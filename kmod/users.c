@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Per-user counts of sessions and registrations (QPs and regions), so that one user
- * cannot crowd every other out of the module: keyed by the opener's euid, bounded by
- * the admin's user_sessions_max and user_registrations_max (the callers pass the bound
- * in). A leaf: session.c, lifecycle.c, registry.c and regions.c use it; it uses none.
+ * Per-user counts of sessions, registrations (QPs and regions) and the channels to other
+ * hosts its callers opened, so that one user cannot crowd every other out of the module:
+ * keyed by the opener's euid, bounded by the admin's user_*_max (the callers pass the
+ * bound in). A leaf: session.c, lifecycle.c, registry.c, regions.c and channel.c use it;
+ * it uses none.
  */
 #include <linux/hashtable.h>
 #include <linux/slab.h>
@@ -14,14 +15,16 @@
 struct unload_user {
 	struct hlist_node node;		/* in unload_users */
 	kuid_t uid;			/* the openers' euid */
-	unsigned int refs;		/* sessions holding it, open or not yet freed */
-	unsigned int count[UNLOAD_USER_NR];	/* charged: sessions, registrations */
+	unsigned int refs;		/* sessions holding it, open or not yet freed, and
+					 * channels charged to it */
+	unsigned int count[UNLOAD_USER_NR];	/* charged: sessions, registrations, channels */
 };
 
 static DEFINE_HASHTABLE(unload_users, 6);
 /*
  * Guards unload_users and every entry's refs and count[]. Innermost: taken under a
- * session's lock and under unload_sessions_lock, and nothing is taken or called under it.
+ * session's lock, unload_sessions_lock and unload_chans_lock, and nothing is taken or
+ * called under it.
  */
 static DEFINE_SPINLOCK(unload_users_lock);
 
@@ -58,6 +61,15 @@ struct unload_user *unload_user_get(kuid_t uid)
 	return u;
 }
 
+/* A reference more to u, which the caller holds one of (a channel charged to it). */
+struct unload_user *unload_user_hold(struct unload_user *u)
+{
+	spin_lock(&unload_users_lock);
+	u->refs++;
+	spin_unlock(&unload_users_lock);
+	return u;
+}
+
 void unload_user_put(struct unload_user *u)
 {
 	bool last;
@@ -65,8 +77,9 @@ void unload_user_put(struct unload_user *u)
 	spin_lock(&unload_users_lock);
 	last = !--u->refs;
 	if (last) {
-		/* Every session uncharged what it charged before its last put. */
-		WARN_ON_ONCE(u->count[UNLOAD_USER_SESSIONS] || u->count[UNLOAD_USER_REGS]);
+		/* Every holder uncharged what it charged before its last put. */
+		WARN_ON_ONCE(u->count[UNLOAD_USER_SESSIONS] || u->count[UNLOAD_USER_REGS] ||
+			     u->count[UNLOAD_USER_CHANNELS]);
 		hash_del(&u->node);
 	}
 	spin_unlock(&unload_users_lock);

@@ -119,12 +119,18 @@ struct unload_tunables {
  *   with EMFILE. user_registrations_max: QPs and regions registered per user, over all
  *   its sessions; the next REG_QP or REG_REGION fails with EDQUOT. Openers with
  *   CAP_SYS_ADMIN are counted but not bounded (docs/sysfs.md).
+ *   channels_max: channels to other hosts' modules, both directions (each holds a QP and
+ *   about 256 KiB of rings on both hosts); the next is refused, the write goes to the NIC.
+ *   user_channels_max: of them, those a user's writes and probes opened (the channel is
+ *   then shared by every user, and charged to its opener until it closes).
  */
 #define UNLOAD_MODULE_TUNABLE_RANGES(X)				\
 	X(pair_idle_ms,		1, 1000,	10)		\
 	X(channel_idle_ms,	0, 86400000,	60000)		\
 	X(user_sessions_max,	1, 1U << 20,	1024)		\
-	X(user_registrations_max, 1, 1U << 24,	1U << 18)
+	X(user_registrations_max, 1, 1U << 24,	1U << 18)	\
+	X(channels_max,		1, 1U << 16,	1024)		\
+	X(user_channels_max,	1, 1U << 16,	256)
 
 /*
  * The control page: one page, shared read-only by every session, rewritten by every

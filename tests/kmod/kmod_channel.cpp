@@ -56,6 +56,14 @@ void peer_gid(const char* addr, uint8_t gid[16]) {
   if (inet_pton(AF_INET, addr, gid + 12) != 1) die("UNLOAD_PEER_ADDR is not an IPv4 address", -EINVAL);
 }
 
+// An address of the link's subnet no host answers at: a channel to it is listed while it
+// resolves, and then fails (never -EBUSY or -EDQUOT, which only the bounds give).
+constexpr const char* kNoHost = "192.0.2.200";
+
+// A probe to peer by a process of uid `uid` with a session of its own: its rc, or 2 when
+// the child could not run. The channel it opens is charged to that uid.
+int probe_as(int uid, const char* peer);
+
 unload_channel_probe probe_args(const char* peer, uint32_t len) {
   unload_channel_probe p{};
   snprintf(p.ibdev, sizeof p.ibdev, "%s", kDev);
@@ -90,6 +98,54 @@ long long chan_stat(const char* name) {
   std::string v;
   if (!sysfs_read(std::string("channel/") + name, &v)) return -1;
   return atoll(v.c_str());
+}
+
+int probe_as(int uid, const char* peer) {
+  const pid_t pid = fork();
+  if (pid < 0) die("fork");
+  if (pid == 0) {
+    if (setgroups(0, nullptr) || setresgid(uid, uid, uid) || setresuid(uid, uid, uid)) _exit(2);
+    const int cfd = unload_open();
+    const int r = probe(cfd, peer, 64);
+    _exit(r == 0 ? 0 : r == -EDQUOT ? 3 : r == -EBUSY ? 4 : 5);
+  }
+  int st = 0;
+  if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return 2;
+  switch (WEXITSTATUS(st)) {
+    case 0: return 0;
+    case 3: return -EDQUOT;
+    case 4: return -EBUSY;
+    case 5: return -EIO;  // another failure: what a host that is not there gives
+    default: return 2;
+  }
+}
+
+// channels_max and user_channels_max (the channel to peer up, opened by root's fd): past
+// channels_max a probe is refused at once, before anything goes on the wire; a user holds
+// at most user_channels_max channels it opened, root is not bounded, and a channel's
+// charge goes with it when it closes.
+void channel_bounds(int fd, const char* peer) {
+  const std::string open_now = std::to_string(chan_stat("open"));
+  int w = sysfs_write("channels_max", open_now);
+  int r = probe(fd, kNoHost, 64);
+  expect(w == 0 && r == -EBUSY, "a.channels_max_refuses", "channels_max %s: rc %d (%s)", open_now.c_str(), r,
+         strerror(-r));
+  sysfs_write("channels_max", "1024");
+  // uid 65534 opens the channel to peer itself (root's reaped first), then may open no other.
+  for (int i = 0; i < 100 && chan_stat("open") != 0; i++) usleep(100000);
+  const int own = probe_as(65534, peer);
+  w = sysfs_write("user_channels_max", "1");
+  const int over = probe_as(65534, kNoHost);
+  const int other = probe_as(65533, kNoHost);
+  r = probe(fd, kNoHost, 64);
+  expect(own == 0 && w == 0 && over == -EDQUOT && other != -EDQUOT && other != 2 && r != -EDQUOT,
+         "a.user_channels_max_refuses", "own %d, over %d, another user %d, root %d", own, over, other, r);
+  // The user's channel reaped: its charge is returned.
+  for (int i = 0; i < 100 && chan_stat("open") != 0; i++) usleep(100000);
+  const int after = probe_as(65534, kNoHost);
+  expect(after != -EDQUOT && after != 2, "a.user_channel_uncharged_at_close",
+         "rc %d after its channel closed", after);
+  sysfs_write("user_channels_max", "256");
 }
 
 // Sizes around a receive buffer, and the largest probe.
@@ -514,6 +570,7 @@ int host_a(const char* peer) {
   r = probe(fd, peer, 4096, &p);
   expect(r == 0 && chan_stat("opened") == opened + 1, "a.reaped_channel_reopened", "rc %d, opened %lld (was %lld)",
          r, chan_stat("opened"), opened);
+  channel_bounds(fd, peer);
   sysfs_write("channel_idle_ms", "60000");
   // The device goes with the channel up: the channel is torn down before it, and the
   // peer sees its side closed.

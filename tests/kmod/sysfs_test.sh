@@ -20,7 +20,9 @@ cpu_budget_pct 0 100 50
 target_xlate_pages 0 16384 0
 pair_idle_ms 1 1000 10
 user_sessions_max 1 1048576 1024
-user_registrations_max 1 16777216 262144"
+user_registrations_max 1 16777216 262144
+channels_max 1 65536 1024
+user_channels_max 1 65536 256"
 
 long=$(printf '9%.0s' {1..5000})
 while read -r n min max def; do

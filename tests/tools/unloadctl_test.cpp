@@ -11,7 +11,8 @@ namespace {
 TEST(UnloadctlTunables, EveryModuleTunableIsKnown) {
   for (const char* n :
        {"enabled", "mode", "threshold_bytes", "inline_max", "stage_max", "direct_max", "explore_shift",
-        "hysteresis_pct", "cpu_budget_pct", "target_xlate_pages", "pair_idle_ms", "user_sessions_max", "user_registrations_max"})
+        "hysteresis_pct", "cpu_budget_pct", "target_xlate_pages", "pair_idle_ms", "user_sessions_max", "user_registrations_max",
+        "channels_max", "user_channels_max"})
     EXPECT_NE(find_tunable(n), nullptr) << n;
   EXPECT_EQ(find_tunable("frobnicate"), nullptr);
   EXPECT_EQ(find_tunable(""), nullptr);
