@@ -3,7 +3,8 @@
 each cell the median over repetitions, the model's effect on the NIC path and adaptive
 against the better path, also paired within each repetition (the median, and each repetition's
 own under the table); a missing cell shown as such;
-the remote path and the target's misses for two hosts; no rows an error.
+the remote path and the target's misses for two hosts; the ratio of a miss to a NIC write
+heading the tables; no rows an error.
 
   nic_model_report_test.py SOURCE_DIR
 """
@@ -79,6 +80,22 @@ check(row4[9:10] == ["0.80"] and row4[-1:] == ["1.10"],
       f"paired: the median of each repetition's own ratio, not the ratio of medians: {row4}")
 each = next((l for l in out.splitlines() if l.startswith("adaptive/best on, paired, each repetition")), "")
 check(each.endswith(": 4 MiB 1.10 1.10 0.40"), f"paired: every repetition's own ratio under the table: {each!r}")
+# The ratio measured at: a miss over the NIC path's median with the model off (200 us).
+rc, out = report(hosts, "--cpu", "remote", "--miss-ns", "200000")
+first = out.splitlines()[0] if out else ""
+check(rc == 0 and first.startswith("a miss at the target's NIC: 200.0 us, 1.00x a NIC write here") and
+      "200.0 us: RandomTarget, 64 MiB" in first, f"the ratio heads the tables: {first!r}")
+rc, out = report(spells, "--miss-ns", "2000000", "--cpu", "remote")
+first = out.splitlines()[0] if out else ""
+check(rc == 0 and "2000.0 us (no NIC run with the model off" in first, f"no model-off NIC run: the miss alone: {first!r}")
+rc, out = report(spells, "--miss-ns", "300000", "--write-ns", "250000", "--cpu", "remote")
+first = out.splitlines()[0] if out else ""
+check(rc == 0 and first.startswith("a miss at the target's NIC: 300.0 us, 1.20x a NIC write here (the write it was"
+                                   " calibrated by, 250.0 us"), f"a calibrated miss: its write's ratio: {first!r}")
+rc, _ = report(hosts, "--write-ns", "250000")
+check(rc != 0, f"a write without a miss: an error (exit {rc})")
+rc, _ = report(hosts, "--miss-ns", "2ms")
+check(rc != 0, f"a miss that is not a number of ns: an error (exit {rc})")
 rc, _ = report(hosts, "--cpu", "mapped")
 check(rc != 0, f"an unknown CPU path: an error (exit {rc})")
 rc, out = report([])

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# nicmodel_hosts' guest half, on both hosts: bench-nic-model-hosts at one footprint and one repetition, the model on, a run per path (random targets) and then the paths interleaved in one run (scripts/bench's way); host A judges the rows.
+# nicmodel_hosts' guest half, on both hosts: bench-nic-model-hosts at one footprint and one repetition, the model on, a run per path (random targets, the miss calibrated to a NIC write) and then the paths interleaved in one run (scripts/bench's way); host A judges the rows.
 set -uo pipefail
 # shellcheck source=tests/support/check.sh
 . "$UNLOAD_SOURCE_DIR/tests/support/check.sh"
@@ -12,7 +12,7 @@ mixed=$UNLOAD_PAIR_DIR/mixed
 mkdir -p "$out" "$mixed"
 bench=("$UNLOAD_SOURCE_DIR/scripts/lib/guest/bench-nic-model-hosts" --build "$UNLOAD_BUILD_DIR"
 	--reps 1 --footprints 1 --warmup 512 --models on)
-"${bench[@]}" --out "$out" --workloads RandomTarget >"$out/log.$UNLOAD_HOST" 2>&1
+"${bench[@]}" --out "$out" --workloads RandomTarget --miss-ns write >"$out/log.$UNLOAD_HOST" 2>&1
 rc=$?
 "${bench[@]}" --out "$mixed" --interleave >"$mixed/log.$UNLOAD_HOST" 2>&1
 rc_mixed=$?
@@ -47,6 +47,14 @@ expect "adaptive, 1 MiB random targets (B's cache holds them): on the NIC" \
 	"$(awk_rows '$4 == "adaptive" && $8 + 0 > 0.10 {bad++} END {if (!bad) print 1}')" \
 	"$(awk_rows '$4 == "adaptive" {printf "remote share %s", $8}')"
 expect "its table labelled as the model's" "$(grep -q '^UNDER THE NIC MODEL' "$out/nic_model_hosts.txt" && echo 1)"
+# --miss-ns write: the miss is one NIC write's cost, measured first in this boot, and the
+# report says the ratio its rows were measured at.
+{ read -r miss write <"$out/nic_model_hosts.miss"; } 2>/dev/null
+expect "a miss calibrated to one NIC write (the model off)" \
+	"$([[ "$miss" =~ ^[1-9][0-9]*$ ]] && [ "$miss" = "$write" ] && echo 1)" "miss ${miss:-none} ns, write ${write:-none} ns"
+expect "the report headed by its ratio" \
+	"$(head -1 "$out/nic_model_hosts.txt" | grep -q "^a miss at the target's NIC: .* us, [0-9.]*x a NIC write here" && echo 1)" \
+	"$(head -1 "$out/nic_model_hosts.txt")"
 
 # Interleaved (--interleave): one run per workload, its timed writes in blocks turning
 # through the module's modes, a row per mode. Each block's paths must be counted in its

@@ -2,7 +2,7 @@
 """The NIC model's rows (scripts/lib/guest/bench-nic-model, bench-nic-model-hosts) as one
 table per workload.
 
-    nic_model_report.py [--cpu direct|remote] TSV
+    nic_model_report.py [--cpu direct|remote] [--miss-ns NS [--write-ns NS]] TSV
 
 Each cell is the median over the repetitions of a run's median latency, in microseconds;
 "NIC on/off" is the NIC path's with the model on over with it off (the model's effect),
@@ -16,7 +16,11 @@ repetition: with interleaved runs (bench-nic-model-hosts --interleave) the paths
 repetition share its slow spells, so this is the figure that resolves a few per cent; a line
 under each table gives every repetition's own ratio, the spread behind the median. Every
 figure is labelled as measured under the model: it is rxe with a modelled translation
-cache, not a NIC.
+cache, not a NIC. With --miss-ns (the model's wait per miss) the tables are headed by the
+ratio they were measured at: a miss over a NIC write's cost here, --write-ns (the write the
+miss was calibrated by) or else the NIC path's median with the model off in these rows
+(random targets where run, at the smallest footprint). The seed paper's NIC misses at about
+one write's cost.
 """
 import statistics
 import sys
@@ -24,10 +28,18 @@ from collections import defaultdict
 
 
 def main(argv):
-    cpu = "direct"
-    if len(argv) == 3 and argv[0] == "--cpu" and argv[1] in ("direct", "remote"):
-        cpu, argv = argv[1], argv[2:]
-    if len(argv) != 1:
+    cpu, miss_ns, write_ns = "direct", None, None
+    while len(argv) > 1 and argv[0] in ("--cpu", "--miss-ns", "--write-ns"):
+        if argv[0] == "--cpu" and argv[1] in ("direct", "remote"):
+            cpu = argv[1]
+        elif argv[0] == "--miss-ns" and argv[1].isdigit():
+            miss_ns = int(argv[1])
+        elif argv[0] == "--write-ns" and argv[1].isdigit() and int(argv[1]) > 0:
+            write_ns = int(argv[1])
+        else:
+            sys.exit(__doc__)
+        argv = argv[2:]
+    if len(argv) != 1 or (write_ns is not None and miss_ns is None):
         sys.exit(__doc__)
     paths = ("offload", cpu, "adaptive")
     cells = defaultdict(list)
@@ -76,6 +88,9 @@ def main(argv):
         except (KeyError, statistics.StatisticsError):
             return "-"
 
+    if miss_ns is not None:
+        print(ratio_line(miss_ns, write_ns, med))
+        print()
     for work in sorted({k[0] for k in cells}):
         print(f"UNDER THE NIC MODEL (rxe with a modelled translation cache, not a NIC): {work}, 64 B,"
               f" median of {reps} runs' medians, us")
@@ -108,6 +123,21 @@ def main(argv):
             print("adaptive/best on, paired, each repetition: " + "; ".join(each))
         print()
     return 0
+
+
+def ratio_line(miss_ns, write_ns, med):
+    """The ratio the tables were measured at: a miss over the NIC path's write, model off."""
+    if write_ns is not None:
+        return (f"a miss at the target's NIC: {miss_ns / 1000:.1f} us, {miss_ns / write_ns:.2f}x a NIC write here"
+                f" (the write it was calibrated by, {write_ns / 1000:.1f} us: the NIC path's median, the model off,"
+                f" measured first in the same boot)")
+    nic = sorted(((fp, work != "RandomTarget"), work) for work, m, fp, p in med if p == "offload" and m == "off")
+    if not nic:
+        return f"a miss at the target's NIC: {miss_ns / 1000:.1f} us (no NIC run with the model off to weigh it by)"
+    (fp, _), work = nic[0]
+    write_us = med[(work, "off", fp, "offload")]
+    return (f"a miss at the target's NIC: {miss_ns / 1000:.1f} us, {miss_ns / 1000 / write_us:.2f}x a NIC write here"
+            f" (the NIC path's median with the model off, {write_us:.1f} us: {work}, {fp} MiB)")
 
 
 if __name__ == "__main__":

@@ -86,16 +86,16 @@ p3=$(mark bwl)
 [ "$ME" = A ] && check "ib_write_bw -l 8: its usual result line (1024 B, 304 iterations)" grep -Eq '^ +1024 +304 ' "$WORK/bwl.cli"
 perf bwl "$p2" "$p3" "$r2"
 
-# 256 QPs between the hosts, each registered and probing once: they all share the one
+# 1024 QPs between the hosts, each registered and probing once: they all share the one
 # channel the steps before opened (one per device, port and peer host).
 r3=$(rep writes_remote)
-qps=(ib_write_bw -d "$DEV" -x "$GIDX" -q 256 -n 20 -s 256)
-STEP_ENV_B=UNLOAD_PATH=offload check "ib_write_bw -q 256, shim client A (remote), server B" \
+qps=(ib_write_bw -d "$DEV" -x "$GIDX" -q 1024 -n 5 -s 256)
+STEP_ENV_B=UNLOAD_PATH=offload check "ib_write_bw -q 1024, shim client A (remote), server B" \
 	step qps B "$env" -- "${qps[@]}" -- "${qps[@]}" "$PEER_ADDR"
 p3q=$(mark qps)
 perf qps "$p3" "$p3q" "$r3"
 chan() { cat "$S/channel/$1"; }
-check "256 QPs: one channel on host $ME, opened once in the run (open $(chan open), opened $(chan opened))" \
+check "1024 QPs: one channel on host $ME, opened once in the run (open $(chan open), opened $(chan opened))" \
 	[ "$(chan open)" -eq 1 -a "$(chan opened)" -eq 1 ]
 
 # Unforced, the modes that rank remote take it for a peer on another host once a channel
