@@ -133,7 +133,7 @@ step "set: the tool's ranges are the module's, bad values change nothing"
 py "$WORK/status.json" >"$WORK/ranges" <<<'import json,sys
 for t in json.load(open(sys.argv[1]))["tunables"]:
     if "min" in t: print(t["name"], t["min"], t["max"])'
-check "status -j lists 13 numeric tunables" test "$(wc -l <"$WORK/ranges")" -eq 13
+check "status -j lists 15 numeric tunables" test "$(wc -l <"$WORK/ranges")" -eq 15
 # refuses FILE VALUE: writing VALUE to FILE fails.
 refuses() { ! { echo "$2" >"$1"; } 2>/dev/null; }
 # set_reads NAME VALUE: unloadctl sets NAME to VALUE and sysfs reads it back.
