@@ -129,6 +129,7 @@ static struct unload_chan *unload_chan_alloc(const char *devname, u32 port, cons
 	memcpy(chan->peer_gid, gid, sizeof(chan->peer_gid));
 	INIT_WORK(&chan->teardown, unload_chan_teardown_work);
 	INIT_DELAYED_WORK(&chan->auth_timeout, unload_chan_auth_timeout_work);
+	INIT_DELAYED_WORK(&chan->expire, unload_chan_expire_work);
 	init_waitqueue_head(&chan->wq);
 	mutex_init(&chan->tx_mutex);
 	spin_lock_init(&chan->lock);
@@ -206,6 +207,7 @@ static void unload_chan_teardown_work(struct work_struct *work)
 	list_del_init(&chan->node);
 	mutex_unlock(&unload_chans_lock);
 	cancel_delayed_work_sync(&chan->auth_timeout);
+	cancel_delayed_work_sync(&chan->expire);	/* down: it arms no more */
 	/* Whoever was posting saw the channel down and left; nobody posts after this. */
 	mutex_lock(&chan->tx_mutex);
 	mutex_unlock(&chan->tx_mutex);
@@ -676,7 +678,7 @@ static void unload_chans_goodbye(void)
 		list_add_tail(&chan->sweep, &up);
 	}
 	mutex_unlock(&unload_chans_lock);
-	flush_workqueue(unload_chan_wq);	/* the requests queued before: answered */
+	flush_workqueue(unload_chan_wq);	/* the jobs queued before: answered */
 	list_for_each_entry_safe(chan, next, &up, sweep) {
 		list_del_init(&chan->sweep);
 		unload_chan_say_goodbye(chan);
@@ -702,7 +704,6 @@ static void unload_chans_reap(struct work_struct *work)
 	unsigned long idle = msecs_to_jiffies(READ_ONCE(unload_channel_idle_ms));
 	struct unload_chan *chan, *next;
 	LIST_HEAD(gone);
-	int waited;
 
 	mutex_lock(&unload_chans_lock);
 	list_for_each_entry(chan, &unload_chans, node) {
@@ -722,9 +723,6 @@ static void unload_chans_reap(struct work_struct *work)
 	list_for_each_entry_safe(chan, next, &gone, sweep) {
 		list_del_init(&chan->sweep);
 		unload_chan_stop_serving(chan);
-		/* A request that came in before is answered before the goodbye (its job's share). */
-		for (waited = 0; READ_ONCE(chan->in_reqs) && waited < UNLOAD_CHAN_WAIT_MS; waited += 10)
-			msleep(10);
 		unload_chan_count(UNLOAD_CHAN_STAT_REAPED, 1);
 		unload_chan_say_goodbye(chan);
 		unload_chan_fail(chan, -ESHUTDOWN);	/* a peer that did not hang up in time */

@@ -5,6 +5,7 @@
  * into send slots, our requests admitted within the bounds the peer holds us to and
  * waiting for their acks. The receive side is channel_rx.c.
  */
+#include <linux/delay.h>
 #include <linux/mm.h>
 #include <linux/slab.h>
 
@@ -91,8 +92,11 @@ static bool __unload_chan_fail(struct unload_chan *chan, int err, bool only_conn
 	chan->out_bytes = 0;
 	spin_unlock(&chan->lock);
 
+	/* armed is settled: a poster arms only a request not done */
 	list_for_each_entry_safe(req, tmp, &gone, node) {
 		list_del_init(&req->node);
+		if (req->armed)
+			req->done_fn(req);
 		unload_chan_req_put(req);	/* the pending list's */
 	}
 	if (err == -ECONNABORTED)
@@ -249,6 +253,22 @@ static int unload_chan_take_slot(struct unload_chan *chan, struct unload_chan_bu
 	return ret;
 }
 
+/* Post a taken slot; if the post fails the slot is free again (the channel goes down). */
+static int unload_chan_post_slot(struct unload_chan *chan, struct unload_chan_buf *slot, u32 len,
+				 bool signaled)
+{
+	int ret = unload_chan_post_send(chan, slot, len, signaled);
+
+	if (ret) {
+		/* The slots before it wait for the flush. */
+		spin_lock(&chan->lock);
+		slot->on_wire = false;
+		list_move(&slot->link, &chan->tx_free);
+		spin_unlock(&chan->lock);
+	}
+	return ret;
+}
+
 void unload_chan_share_return(struct unload_chan *chan, struct unload_chan_share *share)
 {
 	if (!share->held)
@@ -304,15 +324,9 @@ int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
 			memcpy(slot->data + UNLOAD_CHAN_HDR_LEN, payload + off, seg);
 		if (share && off + seg == len)
 			unload_chan_share_return(chan, share);
-		ret = unload_chan_post_send(chan, slot, UNLOAD_CHAN_HDR_LEN + seg, signaled);
-		if (ret) {
-			/* The channel goes down for it: the slots before it wait for the flush. */
-			spin_lock(&chan->lock);
-			slot->on_wire = false;
-			list_move(&slot->link, &chan->tx_free);
-			spin_unlock(&chan->lock);
+		ret = unload_chan_post_slot(chan, slot, UNLOAD_CHAN_HDR_LEN + seg, signaled);
+		if (ret)
 			break;
-		}
 		off += seg;
 		n++;
 	} while (off < len);
@@ -326,8 +340,42 @@ int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
 }
 
 /*
- * The goodbye (channel_wire.h, UNLOAD_CHAN_BYE), once unload_chan_stop_serving and a
- * flush of the responders have answered every request the peer will get an answer to.
+ * A message of one segment sent now, or -EAGAIN if it would wait: another sender holds
+ * the send side, or no slot or credit is free. For the channel's completion handling,
+ * which must not wait: the slots and credits come back through it. As unload_chan_send_msg
+ * otherwise (a failed post takes the channel down).
+ */
+int unload_chan_send_now(struct unload_chan *chan, u8 type, u64 id, const void *payload,
+			 u32 len, struct unload_chan_share *share)
+{
+	struct unload_chan_buf *slot;
+	bool signaled;
+	u16 credits;
+	int ret;
+
+	if (len > UNLOAD_CHAN_SEG_MAX)
+		return -EMSGSIZE;
+	if (!mutex_trylock(&chan->tx_mutex))
+		return -EAGAIN;
+	ret = unload_chan_take_slot(chan, &slot, &credits, &signaled);
+	if (!ret) {
+		unload_chan_hdr_fill(slot->data, type, credits, id, len, 0, len, 0);
+		memcpy(slot->data + UNLOAD_CHAN_HDR_LEN, payload, len);
+		if (share)
+			unload_chan_share_return(chan, share);
+		ret = unload_chan_post_slot(chan, slot, UNLOAD_CHAN_HDR_LEN + len, signaled);
+	}
+	mutex_unlock(&chan->tx_mutex);
+	if (ret && ret != -EAGAIN)
+		unload_chan_fail(chan, ret);
+	return ret;
+}
+
+/*
+ * The goodbye (channel_wire.h, UNLOAD_CHAN_BYE), once unload_chan_stop_serving has
+ * stopped the peer's new requests: first every request we hold is answered (each holds
+ * its share until its ack is posted; at most UNLOAD_CHAN_WAIT_MS, for one the peer never
+ * finished sending, which is dropped unanswered).
  * Then we wait for the peer to disconnect, which it does once it has read the goodbye:
  * had we disconnected first, its rdma_cm could tell it before its receive queue did, and
  * its pending requests would fail as unanswered. A peer that does not disconnect in time
@@ -335,6 +383,13 @@ int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
  */
 void unload_chan_say_goodbye(struct unload_chan *chan)
 {
+	int waited;
+
+	for (waited = 0; READ_ONCE(chan->in_reqs) && waited < UNLOAD_CHAN_WAIT_MS; waited += 10) {
+		if (unload_chan_state(chan, NULL) != UNLOAD_CHAN_UP)
+			return;
+		msleep(10);
+	}
 	if (unload_chan_state(chan, NULL) != UNLOAD_CHAN_UP)
 		return;
 	if (unload_chan_send_msg(chan, UNLOAD_CHAN_BYE, 0, 0, NULL, 0, NULL, NULL))
@@ -415,25 +470,191 @@ static void unload_chan_forget(struct unload_chan *chan, struct unload_chan_req 
 		unload_chan_req_put(req);
 }
 
+/* A request of len payload bytes whose answer is resp_len bytes: the caller's reference. */
+struct unload_chan_req *unload_chan_req_alloc(u32 len, u32 resp_len)
+{
+	struct unload_chan_req *req;
+
+	req = kzalloc(sizeof(*req), GFP_KERNEL_ACCOUNT);	/* the caller's memory cgroup */
+	if (!req)
+		return NULL;
+	refcount_set(&req->ref, 1);
+	INIT_LIST_HEAD(&req->node);
+	req->len = len;
+	req->resp_cap = resp_len;
+	if (resp_len) {
+		req->resp = kvmalloc(resp_len, GFP_KERNEL_ACCOUNT);
+		if (!req->resp) {
+			kfree(req);
+			return NULL;
+		}
+	}
+	return req;
+}
+
 /*
- * Wait for req's ack until the peer has sent us no ack for `quiet` (counted from `sent`
- * at the earliest), or UNLOAD_CHAN_WAIT_MS after `sent`: > 0 answered, 0 not, < 0 killed. Silence,
- * not the wait's length, is what fails a request: a NIC's retry timer restarts at every
- * ACK, so a loaded responder still answering the channel's other requests is slow, not
- * gone, and the NIC path would not fail the write either.
+ * Admit req and send it whole; the pending list's reference taken. nonblock: -EAGAIN
+ * rather than wait for room, the send side, a slot or a credit (one segment only). On any
+ * error req is off the list (done, with that status) and nothing of it was placed.
+ */
+static int unload_chan_send_req(struct unload_chan *chan, struct unload_chan_req *req, u8 type,
+				const void *payload, bool nonblock, u32 *segments)
+{
+	long left;
+	int ret;
+
+	if (req->len > UNLOAD_CHAN_MSG_MAX)
+		return -EMSGSIZE;
+	if (nonblock && req->len > UNLOAD_CHAN_SEG_MAX)
+		return -EAGAIN;
+	refcount_inc(&req->ref);		/* the pending list's, once admitted */
+	if (nonblock) {
+		ret = unload_chan_admit(chan, req);
+	} else {
+		left = wait_event_killable_timeout(chan->wq,
+			(ret = unload_chan_admit(chan, req)) != -EAGAIN,
+			msecs_to_jiffies(UNLOAD_CHAN_WAIT_MS));
+		if (left <= 0)
+			ret = left ? -EINTR : -ETIMEDOUT;
+	}
+	if (ret) {
+		if (list_empty(&req->node))
+			refcount_dec(&req->ref);	/* never listed */
+		else
+			unload_chan_forget(chan, req, ret);
+		return ret;
+	}
+	if (nonblock) {
+		ret = unload_chan_send_now(chan, type, req->id, payload, req->len, NULL);
+		if (segments)
+			*segments = !ret;
+	} else {
+		ret = unload_chan_send_msg(chan, type, req->id, 0, payload, req->len, NULL, segments);
+	}
+	if (ret)
+		unload_chan_forget(chan, req, ret);
+	return ret;
+}
+
+/* The expiry queued for `end` at the latest (under chan->lock, the channel up). */
+static void unload_chan_expire_by(struct unload_chan *chan, unsigned long end)
+{
+	unsigned long now = jiffies;
+
+	lockdep_assert_held(&chan->lock);
+	if (delayed_work_pending(&chan->expire) && !time_before(end, chan->expire_at))
+		return;
+	chan->expire_at = end;
+	mod_delayed_work(unload_chan_wq, &chan->expire, time_after(end, now) ? end - now : 0);
+}
+
+/*
+ * When req's ack is overdue: the peer silent for its quiet time since it was sent or
+ * since the last ack the peer sent, or UNLOAD_CHAN_WAIT_MS after it was sent, whichever
+ * is first. Silence, not the wait's length, is what fails a request: a NIC's retry timer
+ * restarts at every ACK, so a loaded responder still answering the channel's other
+ * requests is slow, not gone, and the NIC path would not fail the write either.
+ */
+static unsigned long unload_chan_ack_due(struct unload_chan *chan, unsigned long sent,
+					 unsigned long quiet)
+{
+	const unsigned long last = sent + msecs_to_jiffies(UNLOAD_CHAN_WAIT_MS);
+	unsigned long heard = READ_ONCE(chan->last_ack);
+
+	if (time_before(heard, sent))
+		heard = sent;
+	return time_before(heard + quiet, last) ? heard + quiet : last;
+}
+
+/*
+ * The channel's expiry: an armed request past its due time takes the channel down (every
+ * request then completes with -ETIMEDOUT), as unload_chan_call's waiter does for its own;
+ * otherwise it looks again at the earliest due time.
+ */
+void unload_chan_expire_work(struct work_struct *work)
+{
+	struct unload_chan *chan = container_of(to_delayed_work(work), struct unload_chan, expire);
+	unsigned long now = jiffies, due, next = 0;
+	bool overdue = false, counted = false, any = false;
+	struct unload_chan_req *req;
+
+	spin_lock(&chan->lock);
+	list_for_each_entry(req, &chan->reqs, node) {
+		if (!req->armed || chan->state != UNLOAD_CHAN_UP)
+			continue;
+		due = unload_chan_ack_due(chan, req->sent, req->quiet);
+		if (!time_before(now, due)) {
+			overdue = true;
+			counted = req->quiet < msecs_to_jiffies(UNLOAD_CHAN_WAIT_MS);
+			break;
+		}
+		if (!any || time_before(due, next))
+			next = due;
+		any = true;
+	}
+	if (!overdue && any)
+		unload_chan_expire_by(chan, next);
+	spin_unlock(&chan->lock);
+	if (!overdue)
+		return;
+	if (counted)
+		unload_chan_count(UNLOAD_CHAN_STAT_EXPIRED, 1);
+	unload_chan_fail(chan, -ETIMEDOUT);
+}
+
+/*
+ * Send an asynchronous request, req->done_fn and req->ctx set. Returns 0 once it is wholly
+ * posted: done_fn then tells its outcome exactly once, from the ack's completion, from
+ * whatever takes the channel down, or from here if the ack came first; an ack not back
+ * while the peer stayed silent for ack_ms takes the channel down (the expiry), as in
+ * unload_chan_call. Any other return: it was not wholly posted, so never placed, and
+ * done_fn is not called. nonblock: -EAGAIN rather than wait (unload_chan_send_req).
+ */
+int unload_chan_post_req(struct unload_chan *chan, struct unload_chan_req *req, u8 type,
+			 const void *payload, unsigned int ack_ms, bool nonblock, u32 *segments)
+{
+	bool report = false;
+	int ret;
+
+	ret = unload_chan_send_req(chan, req, type, payload, nonblock, segments);
+	if (ret)
+		return ret;
+	spin_lock(&chan->lock);
+	req->sent = jiffies;
+	req->quiet = msecs_to_jiffies(min_t(unsigned int, ack_ms, UNLOAD_CHAN_WAIT_MS));
+	if (req->done) {
+		report = true;		/* answered, or failed, already */
+	} else {
+		req->armed = true;
+		if (chan->state == UNLOAD_CHAN_UP)
+			unload_chan_expire_by(chan, req->sent + req->quiet);
+	}
+	spin_unlock(&chan->lock);
+	if (report)
+		req->done_fn(req);
+	return 0;
+}
+
+/* A completed request's outcome: 0 with its whole answer in req->resp, or why not. */
+int unload_chan_req_answer(struct unload_chan_req *req)
+{
+	if (req->status)
+		return req->status;
+	return req->resp_len == req->resp_cap ? 0 : -EPROTO;
+}
+
+/*
+ * Wait for req's ack until it is due (unload_chan_ack_due): > 0 answered, 0 not, < 0
+ * killed.
  */
 static long unload_chan_wait_ack(struct unload_chan *chan, struct unload_chan_req *req,
 				 unsigned long sent, unsigned long quiet)
 {
-	const unsigned long last = sent + msecs_to_jiffies(UNLOAD_CHAN_WAIT_MS);
-	unsigned long heard, end, now;
+	unsigned long end, now;
 	long left;
 
 	for (;;) {
-		heard = READ_ONCE(chan->last_ack);
-		if (time_before(heard, sent))
-			heard = sent;
-		end = time_before(heard + quiet, last) ? heard + quiet : last;
+		end = unload_chan_ack_due(chan, sent, quiet);
 		now = jiffies;
 		if (!time_before(now, end))
 			return READ_ONCE(req->done) ? 1 : 0;
@@ -463,37 +684,12 @@ int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32
 
 	if (len > UNLOAD_CHAN_MSG_MAX)
 		return -EMSGSIZE;
-	req = kzalloc(sizeof(*req), GFP_KERNEL_ACCOUNT);	/* the caller's memory cgroup */
+	req = unload_chan_req_alloc(len, resp_len);
 	if (!req)
 		return -ENOMEM;
-	refcount_set(&req->ref, 1);		/* the waiter's */
-	INIT_LIST_HEAD(&req->node);
-	req->len = len;
-	req->resp_cap = resp_len;
-	if (resp_len) {
-		req->resp = kvmalloc(resp_len, GFP_KERNEL_ACCOUNT);
-		if (!req->resp) {
-			ret = -ENOMEM;
-			goto out_put;
-		}
-	}
-	refcount_inc(&req->ref);		/* the pending list's, once admitted */
-	left = wait_event_killable_timeout(chan->wq, (ret = unload_chan_admit(chan, req)) != -EAGAIN,
-					   msecs_to_jiffies(UNLOAD_CHAN_WAIT_MS));
-	if (left <= 0)
-		ret = left ? -EINTR : -ETIMEDOUT;
-	if (ret) {
-		if (list_empty(&req->node))
-			refcount_dec(&req->ref);	/* never listed */
-		else
-			unload_chan_forget(chan, req, ret);
+	ret = unload_chan_send_req(chan, req, type, payload, false, segments);
+	if (ret)
 		goto out_put;
-	}
-	ret = unload_chan_send_msg(chan, type, req->id, 0, payload, len, NULL, segments);
-	if (ret) {
-		unload_chan_forget(chan, req, ret);
-		goto out_put;
-	}
 	ack_ms = min_t(unsigned int, ack_ms, UNLOAD_CHAN_WAIT_MS);
 	left = unload_chan_wait_ack(chan, req, jiffies, msecs_to_jiffies(ack_ms));
 	if (left < 0) {
@@ -507,9 +703,7 @@ int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32
 		unload_chan_fail(chan, -ETIMEDOUT);
 	}
 	spin_lock(&chan->lock);
-	ret = req->status;
-	if (!ret && req->resp_len != resp_len)
-		ret = -EPROTO;
+	ret = unload_chan_req_answer(req);
 	if (!ret) {
 		*resp = req->resp;
 		req->resp = NULL;

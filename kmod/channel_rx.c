@@ -14,7 +14,11 @@
 #include "unload_channel.h"
 #include "unload_kmod.h"
 
-/* A peer's request we hold until its ack is on the wire. */
+/*
+ * A peer's request we hold until its ack is on the wire: served here, or only its ack
+ * left to send (type UNLOAD_CHAN_ACK: a write placed from the receive completion, whose
+ * ack found no free slot).
+ */
 struct unload_chan_job {
 	struct work_struct work;
 	struct unload_chan *chan;	/* referenced */
@@ -22,6 +26,7 @@ struct unload_chan_job {
 	u64 id;
 	void *buf;
 	u32 len;
+	u32 verdict;			/* an ACK job's */
 };
 
 /* The types the peer sends us to be answered: they hold our buffers until answered. */
@@ -104,7 +109,8 @@ static void unload_chan_rx_reset(struct unload_chan *chan)
 	memset(rxm, 0, sizeof(*rxm));
 }
 
-static int unload_chan_rx_start(struct unload_chan *chan, u8 type, u64 id, u32 total, int status)
+static int unload_chan_rx_start(struct unload_chan *chan, u8 type, u64 id, u32 total, u32 seg,
+				int status)
 {
 	struct unload_chan_rx *rxm = &chan->rxm;
 	struct unload_chan_req *req = NULL, *r;
@@ -142,7 +148,8 @@ static int unload_chan_rx_start(struct unload_chan *chan, u8 type, u64 id, u32 t
 	rxm->got = 0;
 	rxm->status = status;
 	rxm->req = req;
-	if (unload_chan_is_request(type) && total) {
+	/* A request in one segment is read where it arrived (rxm->seg), not copied. */
+	if (unload_chan_is_request(type) && total > seg) {
 		rxm->buf = kvmalloc(total, GFP_KERNEL);
 		if (!rxm->buf)
 			return -ENOMEM;
@@ -151,44 +158,96 @@ static int unload_chan_rx_start(struct unload_chan *chan, u8 type, u64 id, u32 t
 }
 
 static void unload_chan_serve_work(struct work_struct *work);
+static u32 unload_chan_write_place(struct unload_chan *chan, const u8 *buf, u32 len);
+
+/* A request answered or handed to a job: the reassembly lets go of it, not of its share. */
+static void unload_chan_rx_release(struct unload_chan *chan)
+{
+	kvfree(chan->rxm.buf);
+	memset(&chan->rxm, 0, sizeof(chan->rxm));
+}
+
+/*
+ * The peer's request, whole. A remote write is placed here, in the receive completion
+ * (the CQ's work, process context), and its ack sent at once when the send side is free:
+ * no worker stands between a write's arrival and its answer. An ack that would have to
+ * wait (another sender, no slot or credit, which come back through this very work) goes
+ * to a job, as does an echo. The goodbye waits for every request whose share we hold
+ * (unload_chan_say_goodbye), so no ack can follow it; one completed after
+ * unload_chan_stop_serving is dropped unanswered, which the goodbye tells the peer.
+ */
+static int unload_chan_serve(struct unload_chan *chan)
+{
+	struct unload_chan_rx *rxm = &chan->rxm;
+	struct unload_chan_share share = { .bytes = rxm->total, .held = true };
+	const void *bytes = rxm->buf ?: rxm->seg;
+	struct unload_chan_write_ack ack = {};
+	struct unload_chan_job *job;
+	bool closing;
+	u32 deny;
+	int ret;
+
+	/* Taken first: a write placed must be answered, and its ack may need a job. */
+	job = kzalloc(sizeof(*job), GFP_KERNEL);
+	if (!job)
+		return -ENOMEM;
+	spin_lock(&chan->lock);
+	closing = chan->closing;
+	spin_unlock(&chan->lock);
+	if (closing) {
+		kfree(job);
+		unload_chan_rx_reset(chan);	/* dropped unanswered: the peer knows */
+		return 0;
+	}
+	job->type = rxm->type;
+	job->id = rxm->id;
+	job->len = rxm->total;
+	if (rxm->type == UNLOAD_CHAN_WRITE) {
+		/*
+		 * A channel gone down since (the sender gave up on its acks, or went) has
+		 * told its sender the write failed: it must not land after that.
+		 */
+		deny = unload_chan_state(chan, NULL) != UNLOAD_CHAN_UP ? UNLOAD_DENY_PEER_UNKNOWN :
+		       unload_chan_write_place(chan, bytes, rxm->total);
+		unload_target_count_refusal(deny);
+		ack.verdict = cpu_to_le32(deny ? UNLOAD_CHAN_REFUSED : UNLOAD_CHAN_PLACED);
+		ret = unload_chan_send_now(chan, UNLOAD_CHAN_ACK, rxm->id, &ack, sizeof(ack),
+					   &share);
+		if (ret != -EAGAIN) {
+			unload_chan_share_return(chan, &share);	/* an ack that never went */
+			kfree(job);
+			unload_chan_rx_release(chan);
+			return 0;
+		}
+		job->type = UNLOAD_CHAN_ACK;
+		job->verdict = le32_to_cpu(ack.verdict);
+	} else if (rxm->buf) {
+		job->buf = rxm->buf;
+		rxm->buf = NULL;
+	} else if (rxm->total) {
+		job->buf = kvmalloc(rxm->total, GFP_KERNEL);
+		if (!job->buf) {
+			kfree(job);
+			return -ENOMEM;
+		}
+		memcpy(job->buf, rxm->seg, rxm->total);
+	}
+	INIT_WORK(&job->work, unload_chan_serve_work);
+	kref_get(&chan->ref);
+	job->chan = chan;
+	queue_work(unload_chan_wq, &job->work);
+	unload_chan_rx_release(chan);		/* the job holds the share */
+	return 0;
+}
 
 static int unload_chan_rx_finish(struct unload_chan *chan)
 {
 	struct unload_chan_rx *rxm = &chan->rxm;
 	struct unload_chan_req *req = rxm->req;
-	struct unload_chan_job *job;
-	bool unlisted = false, closing;
+	bool unlisted = false, report = false;
 
-	if (unload_chan_is_request(rxm->type)) {
-		job = kmalloc(sizeof(*job), GFP_KERNEL);
-		if (!job)
-			return -ENOMEM;
-		INIT_WORK(&job->work, unload_chan_serve_work);
-		kref_get(&chan->ref);
-		job->chan = chan;
-		job->type = rxm->type;
-		job->id = rxm->id;
-		job->buf = rxm->buf;
-		job->len = rxm->total;
-		/*
-		 * Queued under the lock that unload_chan_stop_serving sets `closing` under:
-		 * a job is either queued before it, and the goodbye's flush waits for its
-		 * ack, or never, so no ack can follow the goodbye.
-		 */
-		spin_lock(&chan->lock);
-		closing = chan->closing;
-		if (!closing)
-			queue_work(unload_chan_wq, &job->work);
-		spin_unlock(&chan->lock);
-		if (closing) {
-			kfree(job);
-			unload_chan_put(chan);
-			unload_chan_rx_reset(chan);	/* dropped unanswered: the peer knows */
-			return 0;
-		}
-		memset(rxm, 0, sizeof(*rxm));	/* the job holds the buffer and its share */
-		return 0;
-	}
+	if (unload_chan_is_request(rxm->type))
+		return unload_chan_serve(chan);
 	spin_lock(&chan->lock);
 	if (!req->done) {
 		req->done = true;
@@ -198,9 +257,12 @@ static int unload_chan_rx_finish(struct unload_chan *chan)
 		chan->out_reqs--;
 		chan->out_bytes -= req->len;
 		unlisted = true;
+		report = req->armed;
 	}
 	spin_unlock(&chan->lock);
 	wake_up_all(&chan->wq);
+	if (report)
+		req->done_fn(req);
 	if (unlisted)
 		unload_chan_req_put(req);	/* the pending list's */
 	unload_chan_rx_reset(chan);		/* the reassembly's */
@@ -281,7 +343,7 @@ static int unload_chan_receive(struct unload_chan *chan, const void *data, u32 l
 	if (!rxm->active) {
 		if (off)
 			return -EBADMSG;
-		ret = unload_chan_rx_start(chan, h->type, id, total, status);
+		ret = unload_chan_rx_start(chan, h->type, id, total, seg, status);
 		if (ret)
 			return ret;
 	} else if (h->type != rxm->type || id != rxm->id || total != rxm->total ||
@@ -290,7 +352,9 @@ static int unload_chan_receive(struct unload_chan *chan, const void *data, u32 l
 	}
 	if (seg > rxm->total - rxm->got)
 		return -EBADMSG;
-	if (seg && unload_chan_is_request(rxm->type)) {
+	if (seg && unload_chan_is_request(rxm->type) && !rxm->buf) {
+		rxm->seg = data + UNLOAD_CHAN_HDR_LEN;	/* the whole request: read before reposting */
+	} else if (seg && unload_chan_is_request(rxm->type)) {
 		memcpy(rxm->buf + rxm->got, data + UNLOAD_CHAN_HDR_LEN, seg);
 	} else if (seg) {
 		/* Under the lock: a request completed by a teardown is its waiter's again. */
@@ -364,9 +428,9 @@ static u32 unload_chan_write_place(struct unload_chan *chan, const u8 *buf, u32 
 }
 
 /*
- * From now on the peer's requests are dropped unanswered (unload_chan_rx_finish); those
- * already queued are still served. The module's exit calls this on every channel, then
- * flushes the responders, then says goodbye (unload_chan_say_goodbye).
+ * From now on the peer's requests are dropped unanswered (unload_chan_serve); those
+ * already taken are still answered. The module's exit and the reaper call this, then say
+ * goodbye (unload_chan_say_goodbye), which waits for those answers.
  */
 void unload_chan_stop_serving(struct unload_chan *chan)
 {
@@ -375,31 +439,21 @@ void unload_chan_stop_serving(struct unload_chan *chan)
 	spin_unlock(&chan->lock);
 }
 
-/* Answer one of the peer's requests, in process context: a placement may sleep. */
+/* Answer one of the peer's requests, or send a placed write's ack (unload_chan_serve). */
 static void unload_chan_serve_work(struct work_struct *work)
 {
 	struct unload_chan_job *job = container_of(work, struct unload_chan_job, work);
 	struct unload_chan *chan = job->chan;
 	struct unload_chan_share share = { .bytes = job->len, .held = true };
-	struct unload_chan_write_ack ack = {};
+	struct unload_chan_write_ack ack = { .verdict = cpu_to_le32(job->verdict) };
 
 	/* A write's ack is 8 bytes: its share is its request's length, not the ack's. */
-	if (job->type == UNLOAD_CHAN_WRITE) {
-		/*
-		 * A channel gone down since (the sender gave up on its acks, or went) has
-		 * told its sender the write failed: it must not land after that.
-		 */
-		u32 deny = unload_chan_state(chan, NULL) != UNLOAD_CHAN_UP ? UNLOAD_DENY_PEER_UNKNOWN :
-			   unload_chan_write_place(chan, job->buf, job->len);
-
-		unload_target_count_refusal(deny);
-		ack.verdict = cpu_to_le32(deny ? UNLOAD_CHAN_REFUSED : UNLOAD_CHAN_PLACED);
+	if (job->type == UNLOAD_CHAN_ACK)
 		unload_chan_send_msg(chan, UNLOAD_CHAN_ACK, job->id, 0, &ack, sizeof(ack), &share,
 				     NULL);
-	} else {
+	else
 		unload_chan_send_msg(chan, UNLOAD_CHAN_ACK, job->id, 0, job->buf, job->len, &share,
 				     NULL);
-	}
 	unload_chan_share_return(chan, &share);	/* an ack that never went */
 	kvfree(job->buf);
 	kfree(job);

@@ -108,6 +108,31 @@ static unsigned int unload_remote_ack_ms(const struct unload_qp_view *v)
  * placed, so it must not be sent again (the caller completes it as the NIC completes a
  * write to a peer that stopped answering).
  */
+/*
+ * A sent write's verdict from its request's outcome (ret, and the ack if 0): the target's
+ * reason stays there (a NIC's NAK names none); the NIC, given the write next, answers as
+ * it would. An answer out of the format is network input too. whole: the message was
+ * wholly posted.
+ */
+static u32 unload_remote_verdict(int ret, const struct unload_chan_write_ack *ack, bool whole,
+				 int *result)
+{
+	if (ret) {
+		/*
+		 * The target places a message only once it has all of it: one not wholly
+		 * posted was never placed (its channel went down with it). A whole one may
+		 * have been, unless the target's goodbye said it was not handled.
+		 */
+		if (ret != -ECONNABORTED && whole)
+			*result = -ECOMM;
+		return UNLOAD_DENY_PEER_UNKNOWN;
+	}
+	if (le32_to_cpu(ack->verdict) != UNLOAD_CHAN_PLACED || ack->reserved)
+		return UNLOAD_DENY_PEER_REFUSED;
+	*result = 0;
+	return UNLOAD_DENY_NONE;
+}
+
 static u32 unload_remote_send(const struct unload_remote_msg *m, int *result)
 {
 	struct unload_chan_write_ack *ack = NULL;
@@ -121,24 +146,54 @@ static u32 unload_remote_send(const struct unload_remote_msg *m, int *result)
 	ret = unload_chan_call(chan, UNLOAD_CHAN_WRITE, m->msg, m->len, (void **)&ack,
 			       sizeof(*ack), &segments, m->ack_ms);
 	unload_chan_put(chan);
-	if (ret) {
-		/*
-		 * The target places a message only once it has all of it: one not wholly
-		 * posted was never placed (its channel went down with it). A whole one may
-		 * have been, unless the target's goodbye said it was not handled.
-		 */
-		if (ret != -ECONNABORTED && segments == DIV_ROUND_UP(m->len, UNLOAD_CHAN_SEG_MAX))
-			*result = -ECOMM;
-		return UNLOAD_DENY_PEER_UNKNOWN;
-	}
-	/* The target's reason stays there (a NIC's NAK names none); the NIC, given the write
-	 * next, answers as it would. An answer out of the format is network input too. */
-	deny = le32_to_cpu(ack->verdict) == UNLOAD_CHAN_PLACED && !ack->reserved ?
-	       UNLOAD_DENY_NONE : UNLOAD_DENY_PEER_REFUSED;
+	deny = unload_remote_verdict(ret, ack, segments == DIV_ROUND_UP(m->len, UNLOAD_CHAN_SEG_MAX),
+				     result);
 	kvfree(ack);
-	if (!deny)
-		*result = 0;
 	return deny;
+}
+
+/* A posted write's ack, or the end of its channel (req->ctx is its message). */
+static void unload_remote_answered(struct unload_chan_req *req)
+{
+	struct unload_remote_msg *m = req->ctx;
+	int ret = unload_chan_req_answer(req), result = m->result;
+	u32 deny;
+
+	deny = unload_remote_verdict(ret, ret ? NULL : req->resp, true, &result);
+	m->done(m, deny, result);
+}
+
+/*
+ * Send a prepared message without waiting for its verdict: 0 once it is wholly posted,
+ * and m->done then gets the verdict (from the channel's completion handling, or from
+ * whatever takes the channel down; as unload_remote_send's), with m->result the one it
+ * has until then. Otherwise m->done is not called and the write was not placed: with
+ * nonblock always -EAGAIN (it would have had to wait, for a channel, room or a slot, or
+ * failed: post it again from a context that may wait), else a verdict of PEER_UNKNOWN.
+ * The message stays the caller's.
+ */
+int unload_remote_post(struct unload_remote_msg *m, bool nonblock)
+{
+	struct unload_chan_req *req;
+	struct unload_chan *chan;
+	int ret;
+
+	chan = nonblock ? unload_chan_get_up(m->devname, m->port, m->dgid.raw) :
+			  unload_chan_get(m->devname, m->port, m->dgid.raw, m->sess);
+	if (IS_ERR(chan))
+		return nonblock ? -EAGAIN : PTR_ERR(chan);
+	ret = -ENOMEM;
+	req = unload_chan_req_alloc(m->len, sizeof(struct unload_chan_write_ack));
+	if (!req)
+		goto out_put_chan;
+	req->done_fn = unload_remote_answered;
+	req->ctx = m;
+	ret = unload_chan_post_req(chan, req, UNLOAD_CHAN_WRITE, m->msg, m->ack_ms, nonblock, NULL);
+	unload_chan_req_put(req);
+out_put_chan:
+	unload_chan_put(chan);
+	/* Nothing of a nonblocking post reached the wire, whatever stopped it. */
+	return ret && nonblock ? -EAGAIN : ret;
 }
 
 /*

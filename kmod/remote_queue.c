@@ -2,9 +2,11 @@
 /*
  * Remote writes submitted without waiting (UNLOAD_URING_REMOTE, docs/design.md, "A remote
  * write's walk"): each is an io_uring command, checked and read in at issue by remote.c in
- * the submitter's context, then queued behind the earlier ones of its sender QP. A queue's
- * worker sends them one at a time, as the synchronous submission does, and completes each
- * command through io_uring with the verdict that came back.
+ * the submitter's context, then queued behind the earlier ones of its sender QP. The
+ * queue's head is posted on the channel from the submitter's own issue when it can go at
+ * once, else by the queue's worker, which may wait (to connect, for room); nobody sleeps
+ * for its verdict: the channel's completion handling completes the command through
+ * io_uring with it (unload_rq_answered) and hands the queue's next write to the worker.
  *
  * One write per QP on the wire keeps what the target relies on (its writes arrive in order,
  * and a refusal is seen before the next is sent) and what the NIC does after a failure: the
@@ -22,10 +24,11 @@
 /* One sender QP's queued writes (sess->remote_queues). */
 struct unload_rq {
 	struct unload_session *sess;	/* which outlives it: freed at the session's close */
-	struct work_struct work;	/* sends the queue's writes in order */
+	struct work_struct work;	/* posts the queue's writes when that may wait */
 	spinlock_t lock;		/* guards jobs, running, failed and failed_epoch */
 	struct list_head jobs;		/* struct unload_rq_job.node, oldest first */
-	bool running;			/* the work is queued or sending: it takes new jobs */
+	bool running;			/* someone owns the head: posting it, its verdict
+					 * awaited, or the work queued; a new job waits */
 	bool failed;			/* a write of failed_epoch was not placed */
 	u32 failed_epoch;
 };
@@ -39,6 +42,7 @@ struct unload_rq_job {
 	int result;			/* the verdict at issue, when nothing is to be sent */
 	u32 bytes;			/* its share of sess->remote_queued_bytes */
 	struct unload_remote_msg msg;
+	struct unload_rq *q;		/* its queue, while its verdict is awaited */
 };
 
 static struct workqueue_struct *unload_rq_wq;
@@ -102,19 +106,55 @@ static bool unload_rq_sender_gone(struct unload_session *sess, const struct unlo
 	return gone;
 }
 
-/*
- * Sends a QP's writes in order until none is left. A write not placed ends its epoch:
- * the writes of that epoch behind it are cancelled, as the NIC flushes a QP's requests
- * after an error, and a write of a later epoch starts afresh. Once the submitter's process
- * is going, or the QP is destroyed, nothing more of it is sent: the write on the wire is
- * all that may still land.
- */
-static void unload_rq_work(struct work_struct *work)
+/* A write not placed ends its epoch: the rest of it is cancelled (unload_rq_next). */
+static void unload_rq_failed(struct unload_rq *q, const struct unload_rq_job *job, int result)
 {
-	struct unload_rq *q = container_of(work, struct unload_rq, work);
+	lockdep_assert_held(&q->lock);
+	if (result) {
+		q->failed = true;
+		q->failed_epoch = job->epoch;
+	}
+}
+
+/*
+ * The verdict of the write at q's head, from the channel's completion handling or from
+ * whatever took the channel down: its command completed, the queue's next write handed
+ * to the worker (this context may not wait, nor take the channel list's lock: the
+ * channel's end may hold it). q is touched only before the command completes: its last
+ * completion may let the session, and q with it, go.
+ */
+static void unload_rq_answered(struct unload_remote_msg *m, u32 deny, int result)
+{
+	struct unload_rq_job *job = container_of(m, struct unload_rq_job, msg);
+	struct unload_rq *q = job->q;
+	struct unload_session *sess = q->sess;
+
+	if (deny)
+		atomic64_inc(&unload_remote_denied);
+	spin_lock(&q->lock);
+	unload_rq_failed(q, job, result);
+	if (list_empty(&q->jobs))
+		q->running = false;
+	else
+		queue_work(unload_rq_wq, &q->work);
+	spin_unlock(&q->lock);
+	unload_rq_complete(sess, job, result);
+}
+
+/*
+ * Posts q's writes in order, from its head, until one is in flight (its verdict then
+ * continues the queue) or none is left; the caller owns the head (q->running). A write not
+ * placed ends its epoch: the writes of that epoch behind it are cancelled, as the NIC
+ * flushes a QP's requests after an error, and a write of a later epoch starts afresh.
+ * Once the submitter's process is going, or the QP is destroyed, nothing more of it is
+ * sent: the write on the wire is all that may still land. Not may_wait (the submitter's
+ * issue): a write that cannot go at once is left at the head for the worker.
+ */
+static void unload_rq_next(struct unload_rq *q, bool may_wait)
+{
 	struct unload_rq_job *job;
 	bool cancel;
-	int result;
+	int result, ret;
 
 	for (;;) {
 		spin_lock(&q->lock);
@@ -138,17 +178,32 @@ static void unload_rq_work(struct work_struct *work)
 		} else if (cancel) {
 			result = -ECANCELED;
 		} else if (job->msg.msg) {
-			if (unload_remote_deliver(&job->msg, &result))
-				atomic64_inc(&unload_remote_denied);
+			job->q = q;
+			job->msg.done = unload_rq_answered;
+			job->msg.result = job->result;
+			ret = unload_remote_post(&job->msg, !may_wait);
+			if (!ret)
+				return;		/* in flight: unload_rq_answered goes on */
+			if (ret == -EAGAIN && !may_wait) {
+				spin_lock(&q->lock);
+				list_add(&job->node, &q->jobs);
+				queue_work(unload_rq_wq, &q->work);
+				spin_unlock(&q->lock);
+				return;
+			}
+			atomic64_inc(&unload_remote_denied);	/* not sent: the NIC's */
 		}
-		if (result && !cancel) {
-			spin_lock(&q->lock);
-			q->failed = true;
-			q->failed_epoch = job->epoch;
-			spin_unlock(&q->lock);
-		}
+		spin_lock(&q->lock);
+		if (!cancel)
+			unload_rq_failed(q, job, result);
+		spin_unlock(&q->lock);
 		unload_rq_complete(q->sess, job, result);
 	}
+}
+
+static void unload_rq_work(struct work_struct *work)
+{
+	unload_rq_next(container_of(work, struct unload_rq, work), true);
 }
 
 /* The queue of sender QP qpn, created at its first write. NULL: no memory. */
@@ -174,7 +229,7 @@ static struct unload_rq *unload_rq_get(struct unload_session *sess, u32 qpn)
 	return q;
 }
 
-/* Queue a job behind its QP's earlier ones; the worker takes it from there. */
+/* Queue a job behind its QP's earlier ones; posted now if it is the head. */
 static void unload_rq_queue(struct unload_rq *q, struct unload_rq_job *job)
 {
 	bool start;
@@ -185,7 +240,7 @@ static void unload_rq_queue(struct unload_rq *q, struct unload_rq_job *job)
 	q->running = true;
 	spin_unlock(&q->lock);
 	if (start)
-		queue_work(unload_rq_wq, &q->work);
+		unload_rq_next(q, false);
 }
 
 /* A request, its segment list and its inline bytes, read in; -EFAULT if the request is not. */

@@ -58,8 +58,11 @@ struct unload_chan_buf {
 	bool on_wire;			/* in chan->tx_posted */
 };
 
-/* A request of ours waiting for its ack; freed by the last of its references (the
- * waiter's, the pending list's, the reassembly's). */
+/*
+ * A request of ours waiting for its ack; freed by the last of its references (the
+ * poster's, the pending list's, the reassembly's). Its poster either waits for it
+ * (unload_chan_call) or is told by done_fn (unload_chan_post_req).
+ */
 struct unload_chan_req {
 	refcount_t ref;
 	struct list_head node;		/* in chan->reqs while pending */
@@ -70,6 +73,13 @@ struct unload_chan_req {
 	u32 resp_len;
 	int status;
 	bool done;
+	/* An asynchronous request's: set before it is posted, then read-only. */
+	void (*done_fn)(struct unload_chan_req *req);	/* its outcome, once, no lock held */
+	void *ctx;			/* done_fn's */
+	/* Under chan->lock, set once it is wholly posted: */
+	bool armed;			/* done_fn is then whoever completes it */
+	unsigned long sent;		/* jiffies: the expiry counts from here */
+	unsigned long quiet;		/* the peer's silence that fails it */
 };
 
 /* The inbound message being reassembled: touched only by the receive completion, which
@@ -81,7 +91,9 @@ struct unload_chan_rx {
 	u64 id;
 	u32 total, got;
 	int status;			/* an ack's, the same in every segment */
-	void *buf;
+	void *buf;			/* a request of more than one segment, reassembled */
+	const void *seg;		/* a request of one: in its receive buffer, until the
+					 * completion that received it returns */
 	struct unload_chan_req *req;	/* an ack's request, referenced */
 };
 
@@ -123,6 +135,8 @@ struct unload_chan {
 	struct unload_chan_buf *rx;	/* UNLOAD_CHAN_RING receives */
 	struct unload_chan_buf *tx;	/* UNLOAD_CHAN_RING + 1 send slots (the last for credits) */
 	struct work_struct teardown;
+	struct delayed_work expire;	/* fails the channel when the peer leaves an armed
+					 * request unanswered too long (unload_chan_post_req) */
 	wait_queue_head_t wq;		/* state, credits, send slots, acks */
 
 	/*
@@ -153,6 +167,7 @@ struct unload_chan {
 	u64 next_id;
 	u32 out_reqs, out_bytes;	/* our requests outstanding */
 	u32 in_reqs, in_bytes;		/* the peer's requests we hold */
+	unsigned long expire_at;	/* jiffies the expiry is queued for, while pending */
 
 	struct unload_chan_rx rxm;
 };
@@ -220,6 +235,13 @@ void unload_chan_share_return(struct unload_chan *chan, struct unload_chan_share
 int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
 			 const void *payload, u32 len, struct unload_chan_share *share,
 			 u32 *segments);
+int unload_chan_send_now(struct unload_chan *chan, u8 type, u64 id, const void *payload,
+			 u32 len, struct unload_chan_share *share);	/* never waits */
+struct unload_chan_req *unload_chan_req_alloc(u32 len, u32 resp_len);
+int unload_chan_post_req(struct unload_chan *chan, struct unload_chan_req *req, u8 type,
+			 const void *payload, unsigned int ack_ms, bool nonblock, u32 *segments);
+int unload_chan_req_answer(struct unload_chan_req *req);	/* done_fn's: 0 or why not */
+void unload_chan_expire_work(struct work_struct *work);
 int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32 len,
 		     void **resp, u32 resp_len, u32 *segments, unsigned int ack_ms);
 

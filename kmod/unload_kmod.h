@@ -243,11 +243,16 @@ struct unload_remote_msg {
 	u32 len;
 	struct unload_session *sess;	/* its submitter's, which outlives it: a channel it
 					 * opens is charged to that session's user */
+	/* Posted without waiting (unload_remote_post): its verdict's, and the result it
+	 * has until one comes (the verdict at issue) */
+	void (*done)(struct unload_remote_msg *m, u32 deny, int result);
+	int result;
 };
 u32 unload_remote_prepare(struct unload_session *sess, const struct unload_direct_req *req,
 			  const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
 			  struct unload_remote_msg *m, int *result);
 u32 unload_remote_deliver(struct unload_remote_msg *m, int *result);
+int unload_remote_post(struct unload_remote_msg *m, bool nonblock);
 u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_req *req,
 		      const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
 		      int *result);
