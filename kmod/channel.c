@@ -130,6 +130,8 @@ static struct unload_chan *unload_chan_alloc(const char *devname, u32 port, cons
 	INIT_WORK(&chan->teardown, unload_chan_teardown_work);
 	INIT_DELAYED_WORK(&chan->auth_timeout, unload_chan_auth_timeout_work);
 	INIT_DELAYED_WORK(&chan->expire, unload_chan_expire_work);
+	INIT_WORK(&chan->rx_work, unload_chan_rx_work);
+	INIT_LIST_HEAD(&chan->rx_backlog);
 	init_waitqueue_head(&chan->wq);
 	mutex_init(&chan->tx_mutex);
 	spin_lock_init(&chan->lock);
@@ -154,6 +156,7 @@ static void unload_chan_release(struct unload_chan *chan, bool drain)
 		ib_free_cq(chan->cq);	/* no completion handler runs after this */
 		chan->cq = NULL;
 	}
+	cancel_work_sync(&chan->rx_work);	/* nor the receives it left behind */
 	unload_chan_ring_destroy(chan);
 	if (chan->pd) {
 		ib_dealloc_pd(chan->pd);
@@ -175,7 +178,7 @@ static int unload_chan_setup(struct unload_chan *chan, struct rdma_cm_id *id)
 		return PTR_ERR(pd);
 	chan->pd = pd;
 	/* Every receive and send slot, and the two drain markers. */
-	cq = ib_alloc_cq(id->device, chan, 2 * UNLOAD_CHAN_RING + 3, 0, IB_POLL_WORKQUEUE);
+	cq = ib_alloc_cq(id->device, chan, 2 * UNLOAD_CHAN_RING + 3, 0, IB_POLL_SOFTIRQ);
 	if (IS_ERR(cq))
 		return PTR_ERR(cq);
 	chan->cq = cq;
@@ -504,9 +507,9 @@ static struct unload_chan *unload_chan_find(const char *devname, u32 port, const
 		}
 		spare = unload_chan_keeps(chan, up) ? up : chan;
 		up = spare == up ? chan : up;
-		spin_lock(&spare->lock);
+		spin_lock_bh(&spare->lock);
 		idle = !spare->out_reqs && !spare->in_reqs;
-		spin_unlock(&spare->lock);
+		spin_unlock_bh(&spare->lock);
 		if (idle) {
 			unload_chan_count(UNLOAD_CHAN_STAT_REPLACED, 1);
 			unload_chan_fail(spare, -ECONNRESET);
@@ -709,14 +712,14 @@ static void unload_chans_reap(struct work_struct *work)
 	list_for_each_entry(chan, &unload_chans, node) {
 		if (!idle)
 			break;
-		spin_lock(&chan->lock);
+		spin_lock_bh(&chan->lock);
 		if (chan->state == UNLOAD_CHAN_UP && !chan->retiring && !chan->out_reqs &&
 		    !chan->in_reqs && time_after(jiffies, READ_ONCE(chan->last_used) + idle)) {
 			WRITE_ONCE(chan->retiring, true);
 			kref_get(&chan->ref);
 			list_add_tail(&chan->sweep, &gone);
 		}
-		spin_unlock(&chan->lock);
+		spin_unlock_bh(&chan->lock);
 	}
 	mutex_unlock(&unload_chans_lock);
 

@@ -55,11 +55,11 @@ int unload_chan_state(struct unload_chan *chan, int *err)
 {
 	int state;
 
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	state = chan->state;
 	if (err)
 		*err = chan->err;
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 	return state;
 }
 
@@ -75,10 +75,10 @@ static bool __unload_chan_fail(struct unload_chan *chan, int err, bool only_conn
 	struct unload_chan_req *req, *tmp;
 	LIST_HEAD(gone);
 
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	if (chan->state == UNLOAD_CHAN_DOWN ||
 	    (only_connecting && chan->state != UNLOAD_CHAN_CONNECTING)) {
-		spin_unlock(&chan->lock);
+		spin_unlock_bh(&chan->lock);
 		return false;
 	}
 	chan->state = UNLOAD_CHAN_DOWN;
@@ -90,7 +90,7 @@ static bool __unload_chan_fail(struct unload_chan *chan, int err, bool only_conn
 	}
 	chan->out_reqs = 0;
 	chan->out_bytes = 0;
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 
 	/* armed is settled: a poster arms only a request not done */
 	list_for_each_entry_safe(req, tmp, &gone, node) {
@@ -166,7 +166,7 @@ void unload_chan_return_credits(struct unload_chan *chan)
 	struct unload_chan_buf *slot = &chan->tx[UNLOAD_CHAN_RING];
 	u16 n = 0;
 
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	if (chan->state == UNLOAD_CHAN_UP && !chan->credit_busy && chan->credits &&
 	    chan->to_return >= UNLOAD_CHAN_CREDIT_BATCH) {
 		chan->credit_busy = true;
@@ -174,7 +174,7 @@ void unload_chan_return_credits(struct unload_chan *chan)
 		n = chan->to_return;
 		chan->to_return = 0;
 	}
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 	if (!n)
 		return;
 	unload_chan_hdr_fill(slot->data, UNLOAD_CHAN_CREDIT, n, 0, 0, 0, 0, 0);
@@ -206,12 +206,12 @@ void unload_chan_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct unload_chan *chan = b->chan;
 	bool credit_slot = b == &chan->tx[UNLOAD_CHAN_RING];
 
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	if (credit_slot)
 		chan->credit_busy = false;
 	else
 		unload_chan_slots_done(chan, b);
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 	if (wc->status != IB_WC_SUCCESS) {
 		if (wc->status != IB_WC_WR_FLUSH_ERR)
 			unload_chan_fail(chan, -ECONNRESET);
@@ -231,7 +231,7 @@ static int unload_chan_take_slot(struct unload_chan *chan, struct unload_chan_bu
 {
 	int ret = -EAGAIN;
 
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	if (chan->state == UNLOAD_CHAN_DOWN) {
 		ret = chan->err;
 	} else if (chan->state == UNLOAD_CHAN_UP && chan->credits > 1 &&
@@ -249,7 +249,7 @@ static int unload_chan_take_slot(struct unload_chan *chan, struct unload_chan_bu
 		chan->to_return = 0;
 		ret = 0;
 	}
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 	return ret;
 }
 
@@ -261,10 +261,10 @@ static int unload_chan_post_slot(struct unload_chan *chan, struct unload_chan_bu
 
 	if (ret) {
 		/* The slots before it wait for the flush. */
-		spin_lock(&chan->lock);
+		spin_lock_bh(&chan->lock);
 		slot->on_wire = false;
 		list_move(&slot->link, &chan->tx_free);
-		spin_unlock(&chan->lock);
+		spin_unlock_bh(&chan->lock);
 	}
 	return ret;
 }
@@ -273,10 +273,10 @@ void unload_chan_share_return(struct unload_chan *chan, struct unload_chan_share
 {
 	if (!share->held)
 		return;
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	chan->in_reqs--;
 	chan->in_bytes -= share->bytes;
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 	share->held = false;
 }
 
@@ -421,10 +421,10 @@ int unload_chan_send_auth(struct unload_chan *chan, const u8 *proof)
 	ret = unload_chan_post_send(chan, slot, UNLOAD_CHAN_HDR_LEN + UNLOAD_CHAN_PROOF_LEN,
 				    signaled);
 	if (ret) {
-		spin_lock(&chan->lock);
+		spin_lock_bh(&chan->lock);
 		slot->on_wire = false;
 		list_move(&slot->link, &chan->tx_free);
-		spin_unlock(&chan->lock);
+		spin_unlock_bh(&chan->lock);
 	}
 	return ret;
 }
@@ -434,7 +434,7 @@ static int unload_chan_admit(struct unload_chan *chan, struct unload_chan_req *r
 {
 	int ret = -EAGAIN;
 
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	if (chan->state != UNLOAD_CHAN_UP) {
 		ret = chan->err ?: -ENOTCONN;
 	} else if (chan->retiring) {
@@ -447,7 +447,7 @@ static int unload_chan_admit(struct unload_chan *chan, struct unload_chan_req *r
 		chan->out_bytes += req->len;
 		ret = 0;
 	}
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 	return ret;
 }
 
@@ -456,7 +456,7 @@ static void unload_chan_forget(struct unload_chan *chan, struct unload_chan_req 
 {
 	bool unlisted = false;
 
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	if (!req->done) {
 		req->done = true;
 		req->status = err;
@@ -465,7 +465,7 @@ static void unload_chan_forget(struct unload_chan *chan, struct unload_chan_req 
 		chan->out_bytes -= req->len;
 		unlisted = true;
 	}
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 	if (unlisted)
 		unload_chan_req_put(req);
 }
@@ -578,7 +578,7 @@ void unload_chan_expire_work(struct work_struct *work)
 	bool overdue = false, counted = false, any = false;
 	struct unload_chan_req *req;
 
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	list_for_each_entry(req, &chan->reqs, node) {
 		if (!req->armed || chan->state != UNLOAD_CHAN_UP)
 			continue;
@@ -594,7 +594,7 @@ void unload_chan_expire_work(struct work_struct *work)
 	}
 	if (!overdue && any)
 		unload_chan_expire_by(chan, next);
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 	if (!overdue)
 		return;
 	if (counted)
@@ -619,7 +619,7 @@ int unload_chan_post_req(struct unload_chan *chan, struct unload_chan_req *req, 
 	ret = unload_chan_send_req(chan, req, type, payload, nonblock, segments);
 	if (ret)
 		return ret;
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	req->sent = jiffies;
 	req->quiet = msecs_to_jiffies(min_t(unsigned int, ack_ms, UNLOAD_CHAN_WAIT_MS));
 	if (req->done) {
@@ -629,7 +629,7 @@ int unload_chan_post_req(struct unload_chan *chan, struct unload_chan_req *req, 
 		if (chan->state == UNLOAD_CHAN_UP)
 			unload_chan_expire_by(chan, req->sent + req->quiet);
 	}
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 	if (report)
 		req->done_fn(req);
 	return 0;
@@ -702,13 +702,13 @@ int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32
 			unload_chan_count(UNLOAD_CHAN_STAT_EXPIRED, 1);
 		unload_chan_fail(chan, -ETIMEDOUT);
 	}
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	ret = unload_chan_req_answer(req);
 	if (!ret) {
 		*resp = req->resp;
 		req->resp = NULL;
 	}
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 out_put:
 	unload_chan_req_put(req);
 	return ret;
@@ -732,12 +732,12 @@ void unload_chan_mark_up(struct unload_chan *chan)
 {
 	bool up = false;
 
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	if (chan->state == UNLOAD_CHAN_CONNECTING) {
 		chan->state = UNLOAD_CHAN_UP;
 		up = true;
 	}
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 	if (!up)
 		return;
 	unload_chan_count(UNLOAD_CHAN_STAT_OPENED, 1);

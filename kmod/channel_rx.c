@@ -82,12 +82,12 @@ static int unload_chan_take_credits(struct unload_chan *chan, u32 n)
 
 	if (!n)
 		return 0;
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	if (n > UNLOAD_CHAN_RING - chan->credits)
 		ret = -EBADMSG;
 	else
 		chan->credits += n;
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 	if (!ret)
 		wake_up_all(&chan->wq);
 	return ret;
@@ -101,10 +101,10 @@ static void unload_chan_rx_reset(struct unload_chan *chan)
 		unload_chan_req_put(rxm->req);
 	if (unload_chan_is_request(rxm->type) && rxm->active) {
 		kvfree(rxm->buf);
-		spin_lock(&chan->lock);
+		spin_lock_bh(&chan->lock);
 		chan->in_reqs--;
 		chan->in_bytes -= rxm->total;
-		spin_unlock(&chan->lock);
+		spin_unlock_bh(&chan->lock);
 	}
 	memset(rxm, 0, sizeof(*rxm));
 }
@@ -116,7 +116,7 @@ static int unload_chan_rx_start(struct unload_chan *chan, u8 type, u64 id, u32 t
 	struct unload_chan_req *req = NULL, *r;
 	int ret = 0;
 
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	if (unload_chan_is_request(type)) {
 		/* What an honest peer never exceeds: it waits for our acks first. */
 		if (chan->in_reqs >= UNLOAD_CHAN_MAX_REQS || total > UNLOAD_CHAN_MAX_BYTES - chan->in_bytes)
@@ -138,7 +138,7 @@ static int unload_chan_rx_start(struct unload_chan *chan, u8 type, u64 id, u32 t
 		else
 			refcount_inc(&req->ref);
 	}
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 	if (ret)
 		return ret;
 	rxm->active = true;
@@ -168,11 +168,11 @@ static void unload_chan_rx_release(struct unload_chan *chan)
 }
 
 /*
- * The peer's request, whole. A remote write is placed here, in the receive completion
- * (the CQ's work, process context), and its ack sent at once when the send side is free:
- * no worker stands between a write's arrival and its answer. An ack that would have to
- * wait (another sender, no slot or credit, which come back through this very work) goes
- * to a job, as does an echo. The goodbye waits for every request whose share we hold
+ * The peer's request, whole, in rx_work (process context: a placement may sleep). A
+ * remote write is placed here and its ack sent at once when the send side is free, so one
+ * work item stands between a write's arrival and its answer. An ack that would have to
+ * wait (another sender, no slot or credit, which come back through the receive
+ * completion and this work) goes to a job, as does an echo. The goodbye waits for every request whose share we hold
  * (unload_chan_say_goodbye), so no ack can follow it; one completed after
  * unload_chan_stop_serving is dropped unanswered, which the goodbye tells the peer.
  */
@@ -191,9 +191,9 @@ static int unload_chan_serve(struct unload_chan *chan)
 	job = kzalloc(sizeof(*job), GFP_KERNEL);
 	if (!job)
 		return -ENOMEM;
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	closing = chan->closing;
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 	if (closing) {
 		kfree(job);
 		unload_chan_rx_reset(chan);	/* dropped unanswered: the peer knows */
@@ -248,7 +248,7 @@ static int unload_chan_rx_finish(struct unload_chan *chan)
 
 	if (unload_chan_is_request(rxm->type))
 		return unload_chan_serve(chan);
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	if (!req->done) {
 		req->done = true;
 		req->status = rxm->status;
@@ -259,7 +259,7 @@ static int unload_chan_rx_finish(struct unload_chan *chan)
 		unlisted = true;
 		report = req->armed;
 	}
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 	wake_up_all(&chan->wq);
 	if (report)
 		req->done_fn(req);
@@ -358,34 +358,21 @@ static int unload_chan_receive(struct unload_chan *chan, const void *data, u32 l
 		memcpy(rxm->buf + rxm->got, data + UNLOAD_CHAN_HDR_LEN, seg);
 	} else if (seg) {
 		/* Under the lock: a request completed by a teardown is its waiter's again. */
-		spin_lock(&chan->lock);
+		spin_lock_bh(&chan->lock);
 		if (!rxm->req->done)
 			memcpy(rxm->req->resp + rxm->got, data + UNLOAD_CHAN_HDR_LEN, seg);
-		spin_unlock(&chan->lock);
+		spin_unlock_bh(&chan->lock);
 	}
 	rxm->got += seg;
 	return rxm->got == rxm->total ? unload_chan_rx_finish(chan) : 0;
 }
 
-static void unload_chan_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+/* One received message acted on, its buffer posted again and the credit counted. */
+static void unload_chan_consume(struct unload_chan *chan, struct unload_chan_buf *b)
 {
-	struct unload_chan_buf *b = container_of(wc->wr_cqe, struct unload_chan_buf, cqe);
-	struct unload_chan *chan = b->chan;
 	int ret;
 
-	if (wc->status != IB_WC_SUCCESS) {
-		if (wc->status != IB_WC_WR_FLUSH_ERR)
-			unload_chan_fail(chan, -ECONNRESET);
-		return;
-	}
-	if (unload_chan_state(chan, NULL) == UNLOAD_CHAN_DOWN)
-		return;
-	ib_dma_sync_single_for_cpu(chan->dev, b->dma, UNLOAD_CHAN_BUF, DMA_FROM_DEVICE);
-	WRITE_ONCE(chan->last_used, jiffies);
-	unload_chan_count(UNLOAD_CHAN_STAT_MSGS_RX, 1);
-	unload_chan_count(UNLOAD_CHAN_STAT_BYTES_RX, wc->byte_len);
-	ret = wc->wc_flags & IB_WC_WITH_IMM ? -EBADMSG :
-		unload_chan_receive(chan, b->data, wc->byte_len);
+	ret = b->with_imm ? -EBADMSG : unload_chan_receive(chan, b->data, b->byte_len);
 	if (ret == -EBADMSG) {
 		unload_chan_count(UNLOAD_CHAN_STAT_BAD_MSGS, 1);
 		pr_notice_ratelimited("unload: channel %llu: a malformed message from the peer; closing it\n",
@@ -398,10 +385,92 @@ static void unload_chan_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		unload_chan_fail(chan, ret);
 		return;
 	}
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	chan->to_return++;
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 	unload_chan_return_credits(chan);
+}
+
+/*
+ * Whether a received message needs process context: a request of the peer's (its
+ * placement may sleep, its reassembly allocates, its ack waits on tx_mutex), a segment
+ * or credit between a request's segments, and anything before the channel is up (the
+ * proof's check). Acks, credits and the goodbye are acted on where they arrive. Under
+ * chan->lock, from the receive completion, which alone reads rxm while not deferring.
+ */
+static bool unload_chan_needs_process(struct unload_chan *chan, const struct unload_chan_buf *b)
+{
+	const struct unload_chan_hdr *h = b->data;
+
+	lockdep_assert_held(&chan->lock);
+	if (chan->state != UNLOAD_CHAN_UP || b->byte_len < UNLOAD_CHAN_HDR_LEN || b->with_imm)
+		return chan->state != UNLOAD_CHAN_UP;
+	return unload_chan_is_request(h->type) || h->type == UNLOAD_CHAN_AUTH ||
+	       (chan->rxm.active && unload_chan_is_request(chan->rxm.type));
+}
+
+/*
+ * The channel's receive completion, in softirq (the CQ is IB_POLL_SOFTIRQ): an ack
+ * reaches its waiter, or its callback, with no worker between (on a one-CPU host that
+ * worker's wake-up was 35-55 us of a remote write's). A message that needs process
+ * context goes to rx_work, and so does every message after it until rx_work has caught
+ * up, so the receive side acts on them in the order they came.
+ */
+static void unload_chan_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct unload_chan_buf *b = container_of(wc->wr_cqe, struct unload_chan_buf, cqe);
+	struct unload_chan *chan = b->chan;
+	bool defer;
+
+	if (wc->status != IB_WC_SUCCESS) {
+		if (wc->status != IB_WC_WR_FLUSH_ERR)
+			unload_chan_fail(chan, -ECONNRESET);
+		return;
+	}
+	if (unload_chan_state(chan, NULL) == UNLOAD_CHAN_DOWN)
+		return;
+	ib_dma_sync_single_for_cpu(chan->dev, b->dma, UNLOAD_CHAN_BUF, DMA_FROM_DEVICE);
+	WRITE_ONCE(chan->last_used, jiffies);
+	unload_chan_count(UNLOAD_CHAN_STAT_MSGS_RX, 1);
+	unload_chan_count(UNLOAD_CHAN_STAT_BYTES_RX, wc->byte_len);
+	b->byte_len = wc->byte_len;
+	b->with_imm = wc->wc_flags & IB_WC_WITH_IMM;
+	spin_lock_bh(&chan->lock);
+	defer = chan->rx_deferring || unload_chan_needs_process(chan, b);
+	if (defer) {
+		chan->rx_deferring = true;
+		list_add_tail(&b->link, &chan->rx_backlog);
+	}
+	spin_unlock_bh(&chan->lock);
+	if (defer)
+		queue_work(unload_chan_wq, &chan->rx_work);
+	else
+		unload_chan_consume(chan, b);
+}
+
+/*
+ * The receives that need process context, in order, until none is left; then the
+ * receive completion acts on messages itself again. The teardown cancels it after the CQ
+ * is freed, so nothing is added to the backlog while it goes.
+ */
+void unload_chan_rx_work(struct work_struct *work)
+{
+	struct unload_chan *chan = container_of(work, struct unload_chan, rx_work);
+	struct unload_chan_buf *b;
+
+	for (;;) {
+		spin_lock_bh(&chan->lock);
+		b = list_first_entry_or_null(&chan->rx_backlog, struct unload_chan_buf, link);
+		if (b)
+			list_del_init(&b->link);
+		else
+			chan->rx_deferring = false;
+		spin_unlock_bh(&chan->lock);
+		if (!b)
+			return;
+		if (unload_chan_state(chan, NULL) != UNLOAD_CHAN_DOWN)
+			unload_chan_consume(chan, b);
+	}
 }
 
 /*
@@ -434,9 +503,9 @@ static u32 unload_chan_write_place(struct unload_chan *chan, const u8 *buf, u32 
  */
 void unload_chan_stop_serving(struct unload_chan *chan)
 {
-	spin_lock(&chan->lock);
+	spin_lock_bh(&chan->lock);
 	chan->closing = true;
-	spin_unlock(&chan->lock);
+	spin_unlock_bh(&chan->lock);
 }
 
 /* Answer one of the peer's requests, or send a placed write's ack (unload_chan_serve). */
@@ -505,6 +574,7 @@ void unload_chan_ring_destroy(struct unload_chan *chan)
 		unload_chan_buf_unmap(chan, &chan->tx[i], DMA_TO_DEVICE);
 	INIT_LIST_HEAD(&chan->tx_free);
 	INIT_LIST_HEAD(&chan->tx_posted);
+	INIT_LIST_HEAD(&chan->rx_backlog);
 	kfree(chan->rx);
 	kfree(chan->tx);
 	chan->rx = NULL;

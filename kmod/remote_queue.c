@@ -25,7 +25,8 @@
 struct unload_rq {
 	struct unload_session *sess;	/* which outlives it: freed at the session's close */
 	struct work_struct work;	/* posts the queue's writes when that may wait */
-	spinlock_t lock;		/* guards jobs, running, failed and failed_epoch */
+	spinlock_t lock;		/* guards jobs, running, failed and failed_epoch; _bh:
+					 * a verdict comes from the channel's softirq */
 	struct list_head jobs;		/* struct unload_rq_job.node, oldest first */
 	bool running;			/* someone owns the head: posting it, its verdict
 					 * awaited, or the work queued; a new job waits */
@@ -131,13 +132,13 @@ static void unload_rq_answered(struct unload_remote_msg *m, u32 deny, int result
 
 	if (deny)
 		atomic64_inc(&unload_remote_denied);
-	spin_lock(&q->lock);
+	spin_lock_bh(&q->lock);
 	unload_rq_failed(q, job, result);
 	if (list_empty(&q->jobs))
 		q->running = false;
 	else
 		queue_work(unload_rq_wq, &q->work);
-	spin_unlock(&q->lock);
+	spin_unlock_bh(&q->lock);
 	unload_rq_complete(sess, job, result);
 }
 
@@ -157,18 +158,18 @@ static void unload_rq_next(struct unload_rq *q, bool may_wait)
 	int result, ret;
 
 	for (;;) {
-		spin_lock(&q->lock);
+		spin_lock_bh(&q->lock);
 		job = list_first_entry_or_null(&q->jobs, struct unload_rq_job, node);
 		if (!job) {
 			q->running = false;
-			spin_unlock(&q->lock);
+			spin_unlock_bh(&q->lock);
 			return;
 		}
 		list_del(&job->node);
 		cancel = q->failed && q->failed_epoch == job->epoch;
 		if (!cancel)
 			q->failed = false;
-		spin_unlock(&q->lock);
+		spin_unlock_bh(&q->lock);
 
 		result = job->result;
 		if (!cancel && job->msg.msg &&
@@ -185,18 +186,18 @@ static void unload_rq_next(struct unload_rq *q, bool may_wait)
 			if (!ret)
 				return;		/* in flight: unload_rq_answered goes on */
 			if (ret == -EAGAIN && !may_wait) {
-				spin_lock(&q->lock);
+				spin_lock_bh(&q->lock);
 				list_add(&job->node, &q->jobs);
 				queue_work(unload_rq_wq, &q->work);
-				spin_unlock(&q->lock);
+				spin_unlock_bh(&q->lock);
 				return;
 			}
 			atomic64_inc(&unload_remote_denied);	/* not sent: the NIC's */
 		}
-		spin_lock(&q->lock);
+		spin_lock_bh(&q->lock);
 		if (!cancel)
 			unload_rq_failed(q, job, result);
-		spin_unlock(&q->lock);
+		spin_unlock_bh(&q->lock);
 		unload_rq_complete(q->sess, job, result);
 	}
 }
@@ -234,11 +235,11 @@ static void unload_rq_queue(struct unload_rq *q, struct unload_rq_job *job)
 {
 	bool start;
 
-	spin_lock(&q->lock);
+	spin_lock_bh(&q->lock);
 	list_add_tail(&job->node, &q->jobs);
 	start = !q->running;
 	q->running = true;
-	spin_unlock(&q->lock);
+	spin_unlock_bh(&q->lock);
 	if (start)
 		unload_rq_next(q, false);
 }

@@ -54,8 +54,11 @@ struct unload_chan_buf {
 	struct unload_chan *chan;
 	void *data;			/* UNLOAD_CHAN_BUF bytes */
 	u64 dma;
-	struct list_head link;		/* a send slot: in chan->tx_free or chan->tx_posted */
+	struct list_head link;		/* a send slot: in chan->tx_free or chan->tx_posted;
+					 * a receive: in chan->rx_backlog */
 	bool on_wire;			/* in chan->tx_posted */
+	u32 byte_len;			/* a receive's, as completed */
+	bool with_imm;
 };
 
 /*
@@ -135,6 +138,8 @@ struct unload_chan {
 	struct unload_chan_buf *rx;	/* UNLOAD_CHAN_RING receives */
 	struct unload_chan_buf *tx;	/* UNLOAD_CHAN_RING + 1 send slots (the last for credits) */
 	struct work_struct teardown;
+	struct work_struct rx_work;	/* the receives that need process context
+					 * (channel_rx.c), in order */
 	struct delayed_work expire;	/* fails the channel when the peer leaves an armed
 					 * request unanswered too long (unload_chan_post_req) */
 	wait_queue_head_t wq;		/* state, credits, send slots, acks */
@@ -152,7 +157,8 @@ struct unload_chan {
 	/* jiffies of the last message either way (the idle reaper's; read locklessly) */
 	unsigned long last_used;
 
-	spinlock_t lock;		/* guards everything below */
+	spinlock_t lock;		/* guards everything below; the receive completion
+					 * runs in softirq, so taken with _bh elsewhere */
 	int state;			/* UNLOAD_CHAN_* */
 	int err;			/* why it went down */
 	u32 credits;			/* sends the peer has receive buffers for */
@@ -168,6 +174,8 @@ struct unload_chan {
 	u32 out_reqs, out_bytes;	/* our requests outstanding */
 	u32 in_reqs, in_bytes;		/* the peer's requests we hold */
 	unsigned long expire_at;	/* jiffies the expiry is queued for, while pending */
+	struct list_head rx_backlog;	/* receives rx_work has yet to act on */
+	bool rx_deferring;		/* rx_work acts on every receive until it has none */
 
 	struct unload_chan_rx rxm;
 };
@@ -247,6 +255,7 @@ int unload_chan_call(struct unload_chan *chan, u8 type, const void *payload, u32
 
 /* channel_rx.c: the receive side. */
 int unload_chan_ring_create(struct unload_chan *chan);	/* map and post the receives */
+void unload_chan_rx_work(struct work_struct *work);
 void unload_chan_ring_destroy(struct unload_chan *chan);	/* after the CQ is freed */
 
 /* channel.c: connections. */
