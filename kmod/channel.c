@@ -149,6 +149,11 @@ static void unload_chan_release(struct unload_chan *chan, bool drain)
 	if (chan->qp) {
 		if (drain)
 			ib_drain_qp(chan->qp);
+		/*
+		 * Drained, no receive is deferred any more (the rest complete flushed); one
+		 * deferred before may still be posting again on the QP: done before it goes.
+		 */
+		cancel_work_sync(&chan->rx_work);
 		rdma_destroy_qp(chan->cm_id);
 		chan->qp = NULL;
 	}
@@ -156,7 +161,6 @@ static void unload_chan_release(struct unload_chan *chan, bool drain)
 		ib_free_cq(chan->cq);	/* no completion handler runs after this */
 		chan->cq = NULL;
 	}
-	cancel_work_sync(&chan->rx_work);	/* nor the receives it left behind */
 	unload_chan_ring_destroy(chan);
 	if (chan->pd) {
 		ib_dealloc_pd(chan->pd);
