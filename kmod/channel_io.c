@@ -341,9 +341,10 @@ int unload_chan_send_msg(struct unload_chan *chan, u8 type, u64 id, int status,
 
 /*
  * A message of one segment sent now, or -EAGAIN if it would wait: another sender holds
- * the send side, or no slot or credit is free. For the channel's completion handling,
- * which must not wait: the slots and credits come back through it. As unload_chan_send_msg
- * otherwise (a failed post takes the channel down).
+ * the send side, or no slot or credit is free. For the receive work, which must not wait
+ * (the slots and credits come back through the receive side), and a submitter's issue;
+ * process context (tx_mutex), never the softirq. As unload_chan_send_msg otherwise (a
+ * failed post takes the channel down).
  */
 int unload_chan_send_now(struct unload_chan *chan, u8 type, u64 id, const void *payload,
 			 u32 len, struct unload_chan_share *share)
