@@ -258,16 +258,6 @@ out_put_src:
 	return deny;
 }
 
-/* Send a prepared message and wait for its verdict; frees it. As unload_remote_send. */
-u32 unload_remote_deliver(struct unload_remote_msg *m, int *result)
-{
-	u32 deny = unload_remote_send(m, result);
-
-	kvfree(m->msg);
-	m->msg = NULL;
-	return deny;
-}
-
 /* Check, send and wait for one remote request: the synchronous submission's. */
 u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_req *req,
 		      const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
@@ -279,5 +269,7 @@ u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_re
 	deny = unload_remote_prepare(sess, req, list, inl, seg, &m, result);
 	if (deny)
 		return deny;
-	return unload_remote_deliver(&m, result);
+	deny = unload_remote_send(&m, result);
+	kvfree(m.msg);
+	return deny;
 }

@@ -251,7 +251,6 @@ struct unload_remote_msg {
 u32 unload_remote_prepare(struct unload_session *sess, const struct unload_direct_req *req,
 			  const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
 			  struct unload_remote_msg *m, int *result);
-u32 unload_remote_deliver(struct unload_remote_msg *m, int *result);
 int unload_remote_post(struct unload_remote_msg *m, bool nonblock);
 u32 unload_remote_one(struct unload_session *sess, const struct unload_direct_req *req,
 		      const struct unload_iov *list, const u8 *inl, struct unload_seg *seg,
