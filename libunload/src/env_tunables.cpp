@@ -74,6 +74,12 @@ EnvTunables env_tunables_read() {
   return e;
 }
 
+bool env_tunables_disable(const EnvTunables& env) {
+  for (unsigned i = 0; i < std::size(kVars); ++i)
+    if (kVars[i].field == &Tunables::enabled) return (env.set >> i & 1) && env.values.enabled == 0;
+  return false;
+}
+
 Tunables env_tunables_narrow(const Tunables& page, const EnvTunables& env) {
   Tunables t = page;
   for (unsigned i = 0; i < std::size(kVars); ++i) {

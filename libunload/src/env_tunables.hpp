@@ -20,6 +20,10 @@ struct EnvTunables {
 // prints one line naming the variable and keeps the default.
 EnvTunables env_tunables_read();
 
+// UNLOAD_ENABLED=0: every write on the NIC, whatever the page says (a process may lower
+// `enabled`, and nothing raises it again).
+bool env_tunables_disable(const EnvTunables& env);
+
 // With the module: the page's tunables, each narrowing variable's value where it is lower.
 policy::Tunables env_tunables_narrow(const policy::Tunables& page, const EnvTunables& env);
 

@@ -207,7 +207,7 @@ CapsAsk caps_ask(const ContextRec* c, const Attr* attr) {
 template <class Attr, class Create>
 ibv_qp* create_recorded(ContextRec* c, Attr* attr, Create&& create) {
   const bool rc_uc = attr->qp_type == IBV_QPT_RC || attr->qp_type == IBV_QPT_UC;
-  if (!c || !rc_uc || !tunables().enabled) {
+  if (!c || !rc_uc || !tunables().enabled || offload_pinned()) {
     ibv_qp* qp = create();
     if (qp && c)
       (void)qp_register(c, qp, attr->cap, CapsShown{attr->cap, attr->cap, attr->cap}, false,

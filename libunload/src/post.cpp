@@ -446,6 +446,20 @@ static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   return post_slow(q->qp, q, wr, bad);
 }
 
+// ops.post_send of a process pinned to the NIC (offload_pinned): the provider's post, then
+// the writes it took counted. No record is looked up: nothing of the QP's changes while
+// every request goes as built, its QP was made as asked (no room beyond it to refuse), and
+// the program's polls go to the provider unwrapped.
+extern "C" int unload_qp_post_send_pinned(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  const int rc = context_find(qp->context)->provider.post_send(qp, wr, bad);
+  if (__builtin_expect(rc == 0 && !wr->next, 1)) {  // a lone request taken: most posts
+    if (is_write(wr->opcode)) count_writes(Path::offload, 1, wr_length(*wr));
+    return 0;
+  }
+  count_offloaded(wr, rc, bad);
+  return rc;
+}
+
 // ops.post_send. The program's list is never written: the provider gets copies.
 extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   QpRec* q = qp_find(qp);

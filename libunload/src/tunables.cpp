@@ -29,6 +29,7 @@ uint32_t g_forced_mode = 0;
 bool g_path_forced = false;  // UNLOAD_PATH set
 Path g_forced_path = Path::offload;
 EnvTunables g_env{};  // the UNLOAD_* tunable variables: with the kmod, they narrow the page's
+bool g_offload_pinned = false;  // the environment keeps every write on the NIC (offload_pinned)
 
 bool parse_mode(const char* s, uint32_t& out) {
   static const char* const names[] = {"offload", "unload", "threshold", "adaptive"};
@@ -117,6 +118,10 @@ const Tunables& tunables_slow() {
   }
   return t_tunables;
 }
+extern "C" int unload_mode_offload_pinned(void) {
+  return g_offload_pinned;
+}
+
 uint32_t tunables_seq() {
   return t_seq;
 }
@@ -141,6 +146,10 @@ bool all_offload(const Tunables& t) {
   return !t.enabled || t.mode == static_cast<uint32_t>(policy::Mode::offload);
 }
 
+bool offload_pinned() {
+  return g_offload_pinned;
+}
+
 bool offload_now_slow() {
   return all_offload(tunables_slow());
 }
@@ -159,6 +168,11 @@ void tunables_init() {
   g_mode_forced = mode_ok;
   g_forced_mode = t.mode;
   g_path_forced = env_path();
+  // What all_offload() answers whatever the control page holds: the page can neither raise
+  // a process's UNLOAD_ENABLED=0 nor override UNLOAD_MODE or UNLOAD_PATH.
+  g_offload_pinned = env_tunables_disable(g_env) ||
+                     (g_path_forced ? g_forced_path == Path::offload
+                                    : g_mode_forced && g_forced_mode == static_cast<uint32_t>(policy::Mode::offload));
   if (const char* why = kmod_open()) {
     g_have_kmod.store(false, std::memory_order_relaxed);
     std::fprintf(stderr,

@@ -93,9 +93,14 @@ void ops_install_context(ibv_context* ctx) {
   saved->poll_cq = ctx->ops.poll_cq;
   saved->req_notify_cq = ctx->ops.req_notify_cq;
   saved->bind_mw = ctx->ops.bind_mw;
-  ctx->ops.post_send = kContextOps.post_send;
-  ctx->ops.poll_cq = kContextOps.poll_cq;
-  if (saved->req_notify_cq) ctx->ops.req_notify_cq = kContextOps.req_notify_cq;
+  if (unload_mode_offload_pinned()) {
+    // Nothing of the shim's can reach a CQ: the provider's polls as they are.
+    ctx->ops.post_send = unload_qp_post_send_pinned;
+  } else {
+    ctx->ops.post_send = kContextOps.post_send;
+    ctx->ops.poll_cq = kContextOps.poll_cq;
+    if (saved->req_notify_cq) ctx->ops.req_notify_cq = kContextOps.req_notify_cq;
+  }
   if (ctx->ops.alloc_mw && ctx->ops.dealloc_mw) {  // windows: recorded (NIC only)
     saved->alloc_mw = ctx->ops.alloc_mw;
     saved->dealloc_mw = ctx->ops.dealloc_mw;

@@ -89,6 +89,14 @@ int unload_cq_get_event(struct ibv_comp_channel* ch, struct ibv_cq** cq, void** 
  */
 struct unload_provider_ops* unload_context_provider(struct ibv_context* ctx);
 int unload_qp_post_send(struct ibv_qp* qp, struct ibv_send_wr* wr, struct ibv_send_wr** bad);
+/*
+ * A process whose environment keeps every write on the NIC for its life (UNLOAD_MODE=offload,
+ * UNLOAD_PATH=offload, UNLOAD_ENABLED=0; nonzero): the shim installs
+ * unload_qp_post_send_pinned, which counts the writes the provider took, and leaves
+ * ibv_poll_cq and ibv_req_notify_cq to the provider.
+ */
+int unload_mode_offload_pinned(void);
+int unload_qp_post_send_pinned(struct ibv_qp* qp, struct ibv_send_wr* wr, struct ibv_send_wr** bad);
 int unload_cq_poll(struct ibv_cq* cq, int n, struct ibv_wc* wc);
 int unload_qp_bind_mw(struct ibv_qp* qp, struct ibv_mw* mw, struct ibv_mw_bind* bind);
 int unload_cq_req_notify(struct ibv_cq* cq, int solicited_only);

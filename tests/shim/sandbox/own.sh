@@ -39,6 +39,38 @@ same_outcome adaptive int_adaptive integrity 8000 7
 show_stats int_adaptive
 same_outcome adaptive ord_adaptive order 2500 3
 
+# A process whose environment keeps every write on the NIC polls and arms its CQs with the
+# provider's own entry points (nothing of the shim's can reach them) and posts through the
+# shim, which counts; any other mode keeps the shim's poll.
+ops_of() {
+	local name=$1
+	shift
+	env "$@" LD_PRELOAD="$SHIM" timeout 60 "$BIN/shim_ops_owner" >"$WORK/ops_$name.out" 2>"$WORK/ops_$name.err"
+}
+# The library an op of run NAME named: "shim", or "provider" (a library, not the shim's).
+ops_owner() {
+	local lib
+	lib=$(awk -v op="$2" '$1 == op { print $2 }' "$WORK/ops_$1.out")
+	case $lib in
+	libunload_shim.so) echo shim ;;
+	"" | none) echo none ;;
+	*) echo provider ;;
+	esac
+}
+ops_are() { # NAME POST POLL NOTIFY
+	[ "$(ops_owner "$1" post_send) $(ops_owner "$1" poll_cq) $(ops_owner "$1" req_notify_cq)" = "$2 $3 $4" ]
+}
+for pin in mode:UNLOAD_MODE=offload path:UNLOAD_PATH=offload disabled:UNLOAD_ENABLED=0; do
+	ops_of "${pin%%:*}" "${pin#*:}"
+	check "${pin#*:}: ibv_poll_cq and ibv_req_notify_cq are the provider's, ibv_post_send the shim's" \
+		ops_are "${pin%%:*}" shim provider provider
+done
+ops_of unload UNLOAD_MODE=unload
+ops_of inline UNLOAD_MODE=offload UNLOAD_PATH=inline
+for m in unload inline; do
+	check "ops under $m (not pinned to the NIC): post, poll and arming the shim's" ops_are $m shim shim shim
+done
+
 check "no-module notice printed once" [ "$(grep -c 'kernel module not available' "$WORK/dl_unload.err")" -eq 1 ]
 UNLOAD_INLINE_MAX=abc under unload badenv "$BIN/sem_mt_post" 1 1 10
 check "bad UNLOAD_INLINE_MAX: one error line naming it" [ "$(grep -c 'UNLOAD_INLINE_MAX' "$WORK/badenv.err")" -eq 1 ]
