@@ -446,18 +446,26 @@ static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   return post_slow(q->qp, q, wr, bad);
 }
 
+// A pinned post the provider refused (some or all of it): what it took counted, its answer
+// returned. Out of line, so that the post keeps no register for it.
+[[gnu::noinline]] static int post_pinned_failed(const ibv_send_wr* wr, int rc, ibv_send_wr** bad) {
+  count_offloaded(wr, rc, bad);
+  return rc;
+}
+
 // ops.post_send of a process pinned to the NIC (offload_pinned): the provider's post, then
 // the writes it took counted. No record is looked up: nothing of the QP's changes while
 // every request goes as built, its QP was made as asked (no room beyond it to refuse), and
 // the program's polls go to the provider unwrapped.
 extern "C" int unload_qp_post_send_pinned(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   const int rc = context_find(qp->context)->provider.post_send(qp, wr, bad);
-  if (__builtin_expect(rc == 0 && !wr->next, 1)) {  // a lone request taken: most posts
-    if (is_write(wr->opcode)) count_writes(Path::offload, 1, wr_length(*wr));
-    return 0;
+  if (__builtin_expect(rc != 0, 0)) return post_pinned_failed(wr, rc, bad);
+  if (__builtin_expect(wr->next != nullptr, 0)) {
+    count_offloaded(wr, 0, bad);
+  } else if (is_write(wr->opcode)) {  // a lone request: most posts
+    count_writes(Path::offload, 1, wr->num_sge == 1 ? wr->sg_list[0].length : wr_length(*wr));
   }
-  count_offloaded(wr, rc, bad);
-  return rc;
+  return 0;
 }
 
 // ops.post_send. The program's list is never written: the provider gets copies.
