@@ -29,7 +29,8 @@ uint32_t g_forced_mode = 0;
 bool g_path_forced = false;  // UNLOAD_PATH set
 Path g_forced_path = Path::offload;
 EnvTunables g_env{};  // the UNLOAD_* tunable variables: with the kmod, they narrow the page's
-bool g_offload_pinned = false;  // the environment keeps every write on the NIC (offload_pinned)
+// The environment keeps every write on the NIC (offload_pinned).
+bool g_offload_pinned = false;
 
 bool parse_mode(const char* s, uint32_t& out) {
   static const char* const names[] = {"offload", "unload", "threshold", "adaptive"};
@@ -170,9 +171,9 @@ void tunables_init() {
   g_path_forced = env_path();
   // What all_offload() answers whatever the control page holds: the page can neither raise
   // a process's UNLOAD_ENABLED=0 nor override UNLOAD_MODE or UNLOAD_PATH.
-  g_offload_pinned = env_tunables_disable(g_env) ||
-                     (g_path_forced ? g_forced_path == Path::offload
-                                    : g_mode_forced && g_forced_mode == static_cast<uint32_t>(policy::Mode::offload));
+  const bool mode_offload = g_mode_forced && g_forced_mode == static_cast<uint32_t>(policy::Mode::offload);
+  g_offload_pinned =
+      env_tunables_disable(g_env) || (g_path_forced ? g_forced_path == Path::offload : mode_offload);
   if (const char* why = kmod_open()) {
     g_have_kmod.store(false, std::memory_order_relaxed);
     std::fprintf(stderr,

@@ -35,7 +35,8 @@ inline const Tunables& tunables() {
 bool all_offload(const Tunables& t);
 // all_offload() for the life of the process, whatever the control page says (UNLOAD_MODE=
 // offload, UNLOAD_PATH=offload or UNLOAD_ENABLED=0 in its environment): nothing of the
-// shim's ever reaches a CQ, so the shim leaves the polls to the provider (post.cpp, unload_qp_post_send_pinned).
+// shim's ever reaches a CQ, so the shim leaves the polls to the provider
+// (unload_qp_post_send_pinned, post.cpp).
 bool offload_pinned();
 // all_offload(tunables()), as the post that passes straight through asks it: a load and a
 // compare while the control page is unchanged (t_offload is taken with t_tunables).
