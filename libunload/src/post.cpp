@@ -463,7 +463,7 @@ extern "C" int unload_qp_post_send_pinned(ibv_qp* qp, ibv_send_wr* wr, ibv_send_
   if (__builtin_expect(wr->next != nullptr, 0)) {
     count_offloaded(wr, 0, bad);
   } else if (is_write(wr->opcode)) {  // a lone request: most posts
-    count_writes(Path::offload, 1, wr->num_sge == 1 ? wr->sg_list[0].length : wr_length(*wr));
+    count_writes(Path::offload, 1, wr_length(*wr));
   }
   return 0;
 }
