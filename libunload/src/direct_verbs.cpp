@@ -13,7 +13,7 @@ namespace {
 // Posts of `q` pass through from now on, and no wake-up marker goes on it.
 void untrack_qp(QpRec* q) {
   if (!q->tracked) return;
-  q->scq->send_qps.remove(q);
+  sender_detach(q);
   q->tracked = false;
 }
 

@@ -35,7 +35,7 @@ inline policy::WriteFeatures features_of(const QpRec* q, uint32_t length, uint32
                                .now_ns = 0,
                                .eligible = eligible,
                                .peer_local = q->peer.local,
-                               .nic_outstanding = nic_in_flight(q->sq) != 0};
+                               .nic_outstanding = nic_outstanding(q->sq)};
 }
 
 // A sample a thread without a policy left in q's box (learn()): pol learns it.

@@ -19,7 +19,7 @@ void nic_lane_arm(QpRec* q, const ibv_send_wr& w, const Route& rt, Why direct_wh
   x.stage_ok = stage_usable(q->sq.stage);
   x.registered = q->peer.registered;
   x.on_this_host = q->peer.on_this_host();
-  x.nic_outstanding = nic_in_flight(q->sq) != 0;
+  x.nic_outstanding = nic_outstanding(q->sq);
   x.path = rt.path;
   x.preferred = rt.preferred;
   x.why = rt.why;
@@ -43,8 +43,8 @@ bool nic_lane_take(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct
   if (!x.inline_data && !source_holds(x.source, sg)) return false;
   if (tunables_seq() != x.tunables_seq || g_windows.load(std::memory_order_relaxed) != 0 ||
       q->peer.registered != x.registered || q->peer.on_this_host() != x.on_this_host ||
-      (nic_in_flight(q->sq) != 0) != x.nic_outstanding || stage_usable(q->sq.stage) != x.stage_ok ||
-      !plain_clear(q) || direct_why != x.direct_why)
+      nic_outstanding(q->sq) != x.nic_outstanding || stage_usable(q->sq.stage) != x.stage_ok ||
+      !lane_clear(q) || direct_why != x.direct_why)
     return false;
   WriteRequest& r = rt->req;  // classify()'s answer for the shape
   r.is_write = true;

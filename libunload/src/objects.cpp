@@ -19,6 +19,7 @@
 #include <mutex>
 #include <new>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace unload::rt {
@@ -92,6 +93,26 @@ void SendQpList::remove(QpRec* q) {
   list.store(a, std::memory_order_release);
 }
 
+// A tracked QP q listed on its send CQ (held from its first tracked request), and counted
+// on its receive CQ `rcq`, when another, for its life: its errors are merged there.
+// 0 or -ENOMEM, nothing changed.
+int sender_attach(QpRec* q, CqRec* rcq) {
+  if (const int rc = q->scq->send_qps.add(q)) return rc;
+  q->sq.epoch_seen = q->scq->through_epoch.load(std::memory_order_relaxed);
+  if (rcq && rcq != q->scq && !q->rcq_held) {
+    q->rcq_held = rcq;
+    rcq->holders.fetch_add(1, std::memory_order_seq_cst);
+  }
+  return 0;
+}
+
+// Off its send CQ's list; held on neither CQ.
+void sender_detach(QpRec* q) {
+  q->scq->send_qps.remove(q);
+  cq_release(q);
+  if (CqRec* r = std::exchange(q->rcq_held, nullptr)) r->holders.fetch_sub(1, std::memory_order_release);
+}
+
 SendQpList::~SendQpList() {
   for (Array* a = list.load(std::memory_order_relaxed); a;) {
     Array* older = a->older;
@@ -136,7 +157,7 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, const CapsShow
   // An extended send CQ must also be able to hand over the completions the shim keeps for
   // it (a timestamp CQ cannot: its QPs are the NIC's alone).
   // Neither may have been reached through vendor direct verbs, nor the context (DEVX).
-  const CqRec* rcq = q->recv_cq ? g_cqs.find(key_of(q->recv_cq)) : nullptr;
+  CqRec* rcq = q->recv_cq ? g_cqs.find(key_of(q->recv_cq)) : nullptr;
   const bool cqs_recorded = q->scq && (!q->scq->cqx || cqx_flags_synthesisable(q->scq->wc_flags)) &&
                             (!q->recv_cq || rcq) && !q->scq->dv.load() && !(rcq && rcq->dv.load()) &&
                             !c->dv.load();
@@ -148,7 +169,7 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, const CapsShow
   if (q->tracked) parts_qp_track(q);
   int rc = g_qps.insert(key_of(qp), q);
   if (!rc) rc = g_qps_by_num.insert(qpn_key(c, qp->qp_num), q);
-  if (!rc && q->tracked) rc = q->scq->send_qps.add(q);
+  if (!rc && q->tracked) rc = sender_attach(q, rcq);
   if (rc) {
     g_qps.remove_if(key_of(qp), q);
     g_qps_by_num.remove_if(qpn_key(c, qp->qp_num), q);
@@ -463,7 +484,7 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
       q->sq.ring.clear();
     }
     q->sq.stage.head.store(q->sq.stage.tail, std::memory_order_release);
-    passing_end(q->sq);
+    passing_end(q);
     q->sq.untracked.store(false, std::memory_order_relaxed);
     q->sq.plain_done.store(q->sq.plain_posted.load(std::memory_order_relaxed), std::memory_order_release);
     q->peer.stuck_below = 0;
@@ -508,9 +529,9 @@ int unload_qp_destroy(ibv_qp* qp) {
     q->peer.registered = false;
   // Out of its CQ's list before the QP goes: a wake-up (ibv_req_notify_cq on another
   // thread) walks the list under its lock and posts a marker on a QP of it.
-  if (q && q->tracked) q->scq->send_qps.remove(q);
+  if (q && q->tracked) sender_detach(q);
   const int rc = g_real.destroy_qp(qp);
-  if (rc && q && q->tracked && q->scq->send_qps.add(q) != 0) q->tracked = false;  // still there
+  if (rc && q && q->tracked && sender_attach(q, nullptr) != 0) q->tracked = false;  // still there
   if (rc || !q) return rc;
   g_qps.remove_if(key_of(qp), q);
   if (CqRec* scq = q->scq) {

@@ -49,6 +49,22 @@ int poll_merge(CqRec* c, int n, ibv_wc* wc) {
   return got;
 }
 
+// Inside c's gate, after a merge, no QP holding c (each send QP on it settled on the NIC,
+// nothing of the shim's in its ring): with nothing queued, polls pass through again until
+// a tracked request is posted. Cleared, then looked at again: a QP that holds c counts
+// itself before it looks at `tracked` (mark_tracked), so either the second look sees its
+// count or its look sees the clear and sets `tracked` again (all seq_cst). Out of line: a
+// poll of a held CQ pays only the test of `holders`.
+[[gnu::noinline]] void cq_go_through(CqRec* c) {
+  if (c->cqx || !c->pending.idle()) return;
+  c->through_epoch.fetch_add(1, std::memory_order_seq_cst);  // first: cq_hold's look
+  c->tracked.store(false, std::memory_order_seq_cst);
+  if (c->holders.load(std::memory_order_seq_cst) != 0 || !c->pending.idle())
+    c->tracked.store(true, std::memory_order_seq_cst);
+  else
+    ++thread_stats().cq_through;
+}
+
 }  // namespace
 
 }  // namespace unload::rt
@@ -61,10 +77,11 @@ extern "C" int unload_cq_poll(ibv_cq* cq, int n, ibv_wc* wc) {
   if (__builtin_expect(!c, 0)) return context_find(cq->context)->provider.poll_cq(cq, n, wc);
   remote_progress();  // before the gate: it may give a failed remote write to the NIC
   GateScope g(c->gate);
-  if (__builtin_expect(!c->tracked.load(std::memory_order_acquire), 0)) {
-    // Nothing of the shim's reached this CQ yet (offload from the start): the provider's
-    // completions are the program's as they are. Looked at again after the poll: a request
-    // the shim tracked may have been posted meanwhile and its completion polled here.
+  if (!c->tracked.load(std::memory_order_acquire)) {
+    // Nothing of the shim's can reach this CQ (offload from the start, or every QP on it
+    // settled on the NIC): the provider's completions are the program's as they are.
+    // Looked at again after the poll: a request the shim tracked may have been posted
+    // meanwhile and its completion polled here.
     int got = c->c->provider.poll_cq(cq, n, wc);
     if (got > 0 && c->tracked.load(std::memory_order_acquire)) {
       got = merge_polled(c, wc, n, 0, got);
@@ -74,6 +91,7 @@ extern "C" int unload_cq_poll(ibv_cq* cq, int n, ibv_wc* wc) {
   }
   const int got = poll_merge(c, n, wc);
   note_poll(got);
+  if (__builtin_expect(c->holders.load(std::memory_order_relaxed) == 0, 0)) cq_go_through(c);
   return got;
 }
 

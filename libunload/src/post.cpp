@@ -75,7 +75,7 @@ void count_offloaded(const ibv_send_wr* wr, int rc, ibv_send_wr* const* bad) {
   if (!q->sq.passing.load(std::memory_order_relaxed)) {
     GateScope g(q->sq.gate);
     if (q->sq.untracked.load(std::memory_order_relaxed) && !remote_pending(q)) {
-      q->sq.settled.store(false, std::memory_order_relaxed);  // its plain counts would be moot
+      q->sq.settled.store(false, std::memory_order_relaxed);  // passing instead
       q->sq.passing.store(true, std::memory_order_relaxed);
     }
   }
@@ -91,12 +91,12 @@ bool inline_too_long(const QpRec* q, const ibv_send_wr* w) {
 
 // Whether the lone request w, routed rt, may go to the NIC as a plain write: a signaled
 // write the route sent to the NIC, as built or inline, untimed (no sample waits for its
-// cost), on a QP with nothing around the ring and a ring whose newest entry reports its
-// own completion (so that every entry retires through the ring's completions), whose send
-// CQ the shim polls through the merger that counts plain completions (not an extended one).
+// cost), on a QP clear for it (lane_clear: nothing around the ring, or all of it with
+// it when settled, behind a ring whose entries retire), whose send CQ the shim polls
+// through the merger that counts plain completions (not an extended one).
 bool plain_fits(const QpRec* q, const ibv_send_wr& w, const Route& rt) {
   return (rt.path == Path::offload || rt.path == Path::unload_inline) && rt.t0 == 0 && rt.req.is_write &&
-         rt.req.signaled && !w.next && plain_clear(q);
+         rt.req.signaled && !w.next && lane_clear(q);
 }
 
 // A copy of w, into *copy, that asks the provider for IBV_SEND_INLINE (the inline path's
@@ -112,14 +112,17 @@ ibv_send_wr* asking_inline(const ibv_send_wr& w, ibv_send_wr* copy) {
 // and a later CPU-path write's fence waits for that count instead of a marker. What a
 // tracked request spends on its entry and its tag's merge (about 225 instructions on a
 // write, callgrind) is for the writes the policy times and the stage path's, whose arena
-// the completion frees. 0 or the provider's errno with *bad = w.
+// the completion frees. On a QP whose requests go around the ring (`untracked`: the lane's
+// writes on a QP settled on the NIC) it goes around it, uncounted: the marker stands for
+// it. 0 or the provider's errno with *bad = w.
 int give_plain(QpRec* q, ibv_send_wr* w, bool as_inline, ibv_send_wr** bad) {
   remote_settle_if_pending(q);  // remote writes posted before it are placed first
   SendQueue& sq = q->sq;
   ibv_send_wr copy;
   ibv_send_wr* given = as_inline ? asking_inline(*w, &copy) : w;
+  const bool counted = !sq.untracked.load(std::memory_order_relaxed);
   const uint64_t posted = sq.plain_posted.load(std::memory_order_relaxed);
-  sq.plain_posted.store(posted + 1, std::memory_order_relaxed);  // first: it may complete at once
+  if (counted) sq.plain_posted.store(posted + 1, std::memory_order_relaxed);  // first: it may complete at once
   busy_raise(q);
   ibv_send_wr* refused = nullptr;
   if (const int rc = q->c->provider.post_send(q->qp, given, &refused)) {
@@ -128,7 +131,7 @@ int give_plain(QpRec* q, ibv_send_wr* w, bool as_inline, ibv_send_wr** bad) {
     *bad = w;
     return rc;
   }
-  if (is_ordering(w->opcode)) sq.plain_ordering = posted + 1;  // a fenced copy waits for it
+  if (counted && is_ordering(w->opcode)) sq.plain_ordering = posted + 1;  // a fenced copy waits for it
   return 0;
 }
 
@@ -311,16 +314,23 @@ constexpr uint32_t kSettledAfter = 16;
 // once the thread's lane took kSettledAfter in a row, q is settled on the NIC
 // (SendQueue::settled). Counted a thread, not a QP: a program that spreads its writes over
 // many QPs gives each too few in a row, and each QP is settled only by a write of its own
-// that adaptive's reused decision sent to the NIC. Not on a QP whose requests go around
-// the ring (`untracked`) or with remote writes in flight: `plain_clear` held for the write
-// just posted, and nothing but a tracked post, which clears `settled` first, changes it.
+// that adaptive's reused decision sent to the NIC. Not with remote writes in flight or a
+// request failed. Settled, its requests go around the ring (`untracked`, the busy byte
+// raised for them), and once its ring is empty its send CQ is held for it no more
+// (settled_release): with every QP on it settled, polls pass through.
 void settle_after_lane(QpRec* q, const Route& rt) {
   if (rt.path != Path::offload && rt.path != Path::unload_inline) return;
   if (t_lane_streak < kSettledAfter) ++t_lane_streak;
-  if (t_lane_streak < kSettledAfter || remote_pending(q)) return;
-  q->sq.settled_why = route_why(rt, rt.path, Why::none);
-  q->sq.settled_path = rt.path;
-  q->sq.settled.store(true, std::memory_order_relaxed);
+  if (t_lane_streak < kSettledAfter || remote_pending(q) || q->failed.load(std::memory_order_relaxed)) return;
+  SendQueue& sq = q->sq;
+  sq.settled_why = route_why(rt, rt.path, Why::none);
+  sq.settled_path = rt.path;
+  if (!sq.untracked.load(std::memory_order_relaxed)) {
+    sq.untracked.store(true, std::memory_order_relaxed);
+    busy_raise(q);  // a poller may have lowered it since the lane's write
+  }
+  sq.settled.store(true, std::memory_order_relaxed);
+  settled_release(q);
 }
 
 // Whether the lone request w, on a QP settled on the inline path, goes inline as the lane's
@@ -399,15 +409,13 @@ static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
 }
 
 // A post on a QP settled on the NIC (SendQueue::settled): the list walked once, then,
-// inside the gate, counted as plain requests and given to the provider as built (a lone
-// write as the inline lane's was, settled_inline). Any request a plain one could not be,
-// or `settled` gone meanwhile, takes the full way.
+// inside the gate (a fence's marker is posted under it), given to the provider as built
+// (a lone write as the inline lane's was, settled_inline), around the ring, and counted.
+// Any request a plain one could not be, or `settled` gone meanwhile, takes the full way.
 [[gnu::noinline]] static int post_settled(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
-  uint64_t n = 0, writes = 0, bytes = 0, ordering = 0;
+  uint64_t writes = 0, bytes = 0;
   for (const ibv_send_wr* w = wr; w; w = w->next) {
     if (!plain_kind(q, *w)) return post_slow(q->qp, q, wr, bad);
-    ++n;
-    if (is_ordering(w->opcode)) ordering = n;
     if (is_write(w->opcode)) {
       ++writes;
       bytes += wr_length(*w);
@@ -417,9 +425,7 @@ static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     GateScope g(q->sq.gate);
     SendQueue& sq = q->sq;
     if (sq.settled.load(std::memory_order_relaxed)) {
-      const uint64_t posted = sq.plain_posted.load(std::memory_order_relaxed);
-      sq.plain_posted.store(posted + n, std::memory_order_relaxed);  // first: they may complete at once
-      busy_raise(q);
+      if (__builtin_expect(sq.holds, 0)) settled_release(q);
       ibv_send_wr copy;
       const bool as_inline = sq.settled_path == Path::unload_inline && settled_inline(q, *wr);
       ibv_send_wr* given = as_inline ? asking_inline(*wr, &copy) : wr;
@@ -427,14 +433,8 @@ static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
       const int rc = q->c->provider.post_send(q->qp, given, bad);
       if (__builtin_expect(rc != 0, 0)) {
         if (as_inline) *bad = wr;
-        uint64_t took = 0;  // the requests before *bad went
-        for (const ibv_send_wr* w = wr; w && w != *bad; w = w->next) ++took;
         writes = writes_before(wr, *bad, &bytes);
-        sq.plain_posted.store(posted + took, std::memory_order_relaxed);
-        busy_settle(q);
-        ordering = ordering <= took ? ordering : 0;
       }
-      if (ordering) sq.plain_ordering = posted + ordering;
       if (writes) {
         count_why(sq.settled_why, writes);  // before its writes, as Batch::give counts
         count_writes(path, writes, bytes);

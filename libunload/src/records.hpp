@@ -72,12 +72,13 @@ struct SendQueue {
   // post (mark_tracked) and before `untracked` is.
   std::atomic<bool> passing{false};
   // In the default mode, a QP the NIC lane took a write of when its thread's lane had taken
-  // kSettledAfter writes in a row (post.cpp, post_settled): its posts of signaled requests
-  // pass straight to the provider, inside the gate, counted as plain requests (the merger,
-  // the fence and the busy byte see them as they see plain ones), the policy consulted
-  // once in kSettledConsultEvery posts of a thread. Set under the gate with `plain_clear`
-  // holding; cleared with `passing`. `settled_why`: the reason the lane counted for its writes; `settled_path`:
-  // the lane's path, offload or inline (its lone writes from the lane's source posted inline).
+  // kSettledAfter writes in a row (post.cpp, post_settled):
+  // its posts of signaled requests pass straight to the provider, inside the gate, around
+  // the ring (`untracked` set when it settles, so a CPU-path write's fence posts a marker
+  // for them), the policy consulted once in kSettledConsultEvery posts of a thread. Set
+  // under the gate; cleared with `passing`. `settled_why`: the reason the lane counted for
+  // its writes; `settled_path`: the lane's path, offload or inline (its lone writes from
+  // the lane's source posted inline).
   std::atomic<bool> settled{false};
   Why settled_why = Why::none;
   Path settled_path = Path::offload;
@@ -92,6 +93,10 @@ struct SendQueue {
   uint64_t plain_ordering = 0;  // plain_posted after the newest plain READ or atomic
   uint64_t last_ordering = 0;  // ring seq + 1 of the newest READ or atomic
   uint64_t last_completing = 0;  // ring seq of the newest entry that yields a completion
+  // Counted in the send CQ's `holders` (cq_hold): from its first tracked request until it
+  // settles. `epoch_seen`: the CQ's through_epoch when it last held nothing. Post gate.
+  bool holds = false;
+  uint32_t epoch_seen = 0;
 };
 
 // Plain writes of q whose completions the merger has not passed yet.
@@ -267,6 +272,7 @@ struct QpRec {
   // completion of this QP (merge_entry). Consumer side: the send CQ's gate.
   ibv_wc_status carried = IBV_WC_SUCCESS;
   SendQueue sq;
+  CqRec* rcq_held = nullptr;  // its receive CQ, when another than its send CQ: held for its life
   PeerLink peer;
   SampleBox sample;
   struct QpxState* qpx = nullptr;  // the wr_* API's state (ibv_qp_ex QPs only)
@@ -327,6 +333,12 @@ struct CqRec {
   LastFound<QpRec> last_by_num;
   // Reached through vendor direct verbs: no QP on it is tracked (direct_verbs.hpp).
   std::atomic<bool> dv{false};
+  // The QPs whose completions here need the merger: each send QP on it from its first
+  // tracked request until it settles on the NIC (SendQueue::holds), and each tracked QP
+  // whose receive CQ it is and whose send CQ is another. At 0, with nothing queued, polls
+  // pass through again (poll.cpp, cq_go_through), and `through_epoch` moves first.
+  std::atomic<uint32_t> holders{0};
+  std::atomic<uint32_t> through_epoch{0};
 };
 
 struct MrRec {
@@ -353,19 +365,63 @@ inline bool plain_clear(const QpRec* q) {
          (q->sq.ring.in_flight() == 0 || q->sq.ring.last_signaled());
 }
 
-// What `passing` or `settled` stood on is about to change (a tracked post, `untracked` cleared).
-inline void passing_end(SendQueue& sq) {
-  if (sq.passing.load(std::memory_order_relaxed)) sq.passing.store(false, std::memory_order_relaxed);
-  if (sq.settled.load(std::memory_order_relaxed)) sq.settled.store(false, std::memory_order_relaxed);
+// q's completions on its send CQ need the merger: counted before the CQ's `tracked` is
+// looked at (mark_tracked), so that a poller that clears `tracked` either sees the count
+// on its second look or has its clear seen there (poll.cpp, cq_go_through). Polls that
+// passed through while q held nothing may have passed a receive's error of q unmerged (its
+// `failed` unset): its next CPU-path write's fence posts a marker, which would find it.
+// Post gate.
+inline void cq_hold(QpRec* q) {
+  if (q->sq.holds) return;
+  q->sq.holds = true;
+  CqRec* c = q->scq;
+  c->holders.fetch_add(1, std::memory_order_seq_cst);
+  if (c->through_epoch.load(std::memory_order_seq_cst) != q->sq.epoch_seen &&
+      !q->sq.untracked.load(std::memory_order_relaxed))
+    q->sq.untracked.store(true, std::memory_order_relaxed);
+}
+// q's completions need the merger no more (settled, or leaving the CQ's list).
+inline void cq_release(QpRec* q) {
+  if (!q->sq.holds) return;
+  q->sq.holds = false;
+  q->sq.epoch_seen = q->scq->through_epoch.load(std::memory_order_relaxed);
+  q->scq->holders.fetch_sub(1, std::memory_order_release);
 }
 
-// Before a tracked request of q: its send CQ goes through the merger from now on (relaxed is
-// enough: the provider releases the request after it, and the poller acquires the
-// completion before it looks), and q's posts stop passing straight through.
+// A settled QP's send CQ is held for it no more once its ring is empty: only a tracked
+// post adds to the ring, and it holds the CQ first (mark_tracked). Post gate.
+inline void settled_release(QpRec* q) {
+  if (q->sq.ring.in_flight() == 0) cq_release(q);
+}
+
+// What `passing` or `settled` stood on is about to change (a tracked post, `untracked` cleared).
+inline void passing_end(QpRec* q) {
+  if (q->sq.passing.load(std::memory_order_relaxed)) q->sq.passing.store(false, std::memory_order_relaxed);
+  if (q->sq.settled.load(std::memory_order_relaxed)) q->sq.settled.store(false, std::memory_order_relaxed);
+}
+
+// Before a tracked request of q: its send CQ goes through the merger from now on (relaxed
+// would do against the completion: the provider releases the request after it, and the
+// poller acquires the completion before it looks; seq_cst against a poller's clear,
+// cq_hold), and q's posts stop passing straight through.
 inline void mark_tracked(QpRec* q) {
-  passing_end(q->sq);
-  if (q->scq && !q->scq->tracked.load(std::memory_order_relaxed))
-    q->scq->tracked.store(true, std::memory_order_relaxed);
+  passing_end(q);
+  if (!q->scq) return;
+  cq_hold(q);
+  if (!q->scq->tracked.load(std::memory_order_seq_cst)) q->scq->tracked.store(true, std::memory_order_seq_cst);
+}
+
+// Whether q's NIC write may be one the lane gives as built: plain (plain_clear), or, on a
+// QP whose requests go around the ring (`untracked`: settled on the NIC), around it too,
+// behind a ring whose entries retire through their own completions or a marker's.
+inline bool lane_clear(const QpRec* q) {
+  if (!q->sq.untracked.load(std::memory_order_relaxed)) return plain_clear(q);
+  return q->scq && !q->scq->cqx && (q->sq.ring.in_flight() == 0 || q->sq.ring.last_signaled());
+}
+
+// The policy's feature: a NIC request of q may be in flight (counted, or around the ring).
+inline bool nic_outstanding(const SendQueue& sq) {
+  return nic_in_flight(sq) != 0 || sq.untracked.load(std::memory_order_relaxed);
 }
 
 // Scope of a gate: entered for the object's lifetime.

@@ -20,6 +20,11 @@ extern std::atomic<uint32_t> g_windows;  // how many g_mws holds: 0, no write lo
 
 ContextRec* context_find(const ibv_context* ctx);
 
+// A tracked QP listed on its send CQ and counted in its CQs' holders, and out again
+// (objects.cpp).
+int sender_attach(QpRec* q, CqRec* rcq);
+void sender_detach(QpRec* q);
+
 // The post and poll wrappers' lookups, through the thread's last one (tables.hpp).
 UNLOAD_TLS_HOT extern constinit thread_local LastFound<QpRec> t_last_qp;
 UNLOAD_TLS_HOT extern constinit thread_local LastFound<CqRec> t_last_cq;

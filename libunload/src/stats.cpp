@@ -103,6 +103,7 @@ Totals stats_totals() {
     t.express += __atomic_load_n(&s->express, __ATOMIC_RELAXED);
     t.nic_lane += __atomic_load_n(&s->nic_lane, __ATOMIC_RELAXED);
     t.nic_settled += __atomic_load_n(&s->nic_settled, __ATOMIC_RELAXED);
+    t.cq_through += __atomic_load_n(&s->cq_through, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
       t.why_not[i] += __atomic_load_n(&s->why_not[i], __ATOMIC_RELAXED);
     t.samples += __atomic_load_n(&s->samples, __ATOMIC_RELAXED);
@@ -125,6 +126,7 @@ void stats_after_fork() {
     s->express = 0;
     s->nic_lane = 0;
     s->nic_settled = 0;
+    s->cq_through = 0;
     std::memset(s->why_not, 0, sizeof s->why_not);
     std::memset(s->sent_why_not, 0, sizeof s->sent_why_not);
     std::memset(s->sent_writes, 0, sizeof s->sent_writes);

@@ -27,6 +27,7 @@ struct ThreadStats {
   uint64_t express;  // of writes[mapped], the ones the express lane took (express.hpp)
   uint64_t nic_lane;  // writes the NIC lane took (nic_lane.hpp)
   uint64_t nic_settled;  // writes passed straight through on a QP settled on the NIC (post.cpp)
+  uint64_t cq_through;   // times a CQ's polls went back to passing through (poll.cpp)
   uint64_t why_not[UNLOAD_WHY_COUNT];
   uint64_t unsent;  // writes counted since the last batch
   bool why_unsent;  // a why_not moved since the last batch
@@ -102,6 +103,7 @@ struct Totals {
   uint64_t express;
   uint64_t nic_lane;
   uint64_t nic_settled;
+  uint64_t cq_through;
   uint64_t why_not[UNLOAD_WHY_COUNT];
   uint64_t samples;
   uint64_t samples_at_wake;

@@ -151,6 +151,7 @@ if [ "$PART" = all ] || [ "$PART" = 1 ]; then
 sem wr_untouched
 sem fence_read 4
 sem error_flush
+sem settled_cq
 # Which status rxe gives the bad-lkey write (LOC_QP_OP_ERR or LOC_PROT_ERR on 6.1) depends
 # on its timing: a round may flip, shim or not (design.md section 8).
 TRIES=3 REF_RACED='LOC_PROT_ERR' sem error_flush race 30
@@ -254,6 +255,12 @@ if [[ " $PATHS " == *" nic "* ]]; then
 		[ -r "$f" ] && settled=$((settled + $(stat "$f" writes_nic_settled)))
 	done
 	expect "nic: QPs settled on the NIC passed writes in this part's programs" "$([ "$settled" -gt 0 ] && echo 1)" "$settled writes"
+	# A CQ whose QPs all settled passes its polls through again (poll.cpp, cq_go_through):
+	# settled_cq's, whose one sender settles (part 1).
+	if { [ "$PART" = all ] || [ "$PART" = 1 ]; } && { [ -z "$ONLY" ] || [[ " $ONLY " == *" settled_cq "* ]]; }; then
+		through=$(stat "$WORK/settled_cq.nic.stats" cq_through)
+		expect "settled_cq nic: its CQ passed polls through again" "$([ "$through" -gt 0 ] && echo 1)" "$through times"
+	fi
 fi
 [ "$SKIPS" -eq 0 ] || echo "$SKIPS run(s) skipped"
 finish
