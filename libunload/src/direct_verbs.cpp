@@ -13,7 +13,7 @@ namespace {
 // Posts of `q` pass through from now on, and no wake-up marker goes on it.
 void untrack_qp(QpRec* q) {
   if (!q->tracked) return;
-  sender_detach(q);
+  sender_detach(q);  // its CQ stays held: requests it tracked may still complete there
   q->tracked = false;
 }
 

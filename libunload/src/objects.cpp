@@ -106,10 +106,10 @@ int sender_attach(QpRec* q, CqRec* rcq) {
   return 0;
 }
 
-// Off its send CQ's list; held on neither CQ.
+// Off its send CQ's list, and its receive CQ no longer held for it. Its send CQ is
+// still held (cq_release, once its completions there are mapped).
 void sender_detach(QpRec* q) {
   q->scq->send_qps.remove(q);
-  cq_release(q);
   if (CqRec* r = std::exchange(q->rcq_held, nullptr)) r->holders.fetch_sub(1, std::memory_order_release);
 }
 
@@ -531,7 +531,9 @@ int unload_qp_destroy(ibv_qp* qp) {
   // thread) walks the list under its lock and posts a marker on a QP of it.
   if (q && q->tracked) sender_detach(q);
   const int rc = g_real.destroy_qp(qp);
-  if (rc && q && q->tracked && sender_attach(q, nullptr) != 0) q->tracked = false;  // still there
+  if (rc && q && q->tracked &&
+      sender_attach(q, q->recv_cq ? g_cqs.find(key_of(q->recv_cq)) : nullptr) != 0)  // still there
+    q->tracked = false;
   if (rc || !q) return rc;
   g_qps.remove_if(key_of(qp), q);
   if (CqRec* scq = q->scq) {
@@ -541,6 +543,9 @@ int unload_qp_destroy(ibv_qp* qp) {
     purge_qp_completions(scq, q);
     release_hidden(q, q->sq.ring.head());
     g_qps_by_num.remove_if(qpn_key(q->c, q->qp_num), q);
+    // Only now, its tagged completions mapped: a poll that found the CQ unheld before
+    // would have passed them through.
+    if (q->tracked) cq_release(q);
   } else {
     g_qps_by_num.remove_if(qpn_key(q->c, q->qp_num), q);
   }

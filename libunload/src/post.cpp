@@ -356,17 +356,24 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   const Tunables& t = tunables();
   if (all_offload(t) && !list_inline_too_long(q, wr)) return post_untracked(q, wr, bad);
   GateScope g(q->sq.gate);
-  mark_tracked(q);
-  if (plain_other_fits(q, *wr)) return give_plain(q, wr, false, bad);
-  if (q->express.armed) {
-    Route rt;
-    switch (express_post(q, *wr, t, &rt)) {
-      case Express::placed:
-        return 0;
-      case Express::routed:
-        return post_tracked(q, wr, bad, t, &rt);
-      case Express::declined:
-        break;
+  // A settled QP's consult (SendQueue::settled): the NIC lane, which asks the policy to
+  // vouch for its decision, takes the write around the ring as the settled posts went, and
+  // the QP stays settled, holding its CQ for nothing; only a write the lane declines is
+  // tracked. (Settled implies `untracked`: no plain request of it is counted.)
+  const bool consult = q->sq.settled.load(std::memory_order_relaxed) && q->nic_lane.armed && !q->express.armed;
+  if (!consult) {
+    mark_tracked(q);
+    if (plain_other_fits(q, *wr)) return give_plain(q, wr, false, bad);
+    if (q->express.armed) {
+      Route rt;
+      switch (express_post(q, *wr, t, &rt)) {
+        case Express::placed:
+          return 0;
+        case Express::routed:
+          return post_tracked(q, wr, bad, t, &rt);
+        case Express::declined:
+          break;
+      }
     }
   }
   if (q->nic_lane.armed) {
@@ -381,6 +388,7 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
       }
       return rc;
     }
+    if (consult) mark_tracked(q);
     return post_tracked(q, wr, bad, t, nullptr, &direct_why);
   }
   return post_tracked(q, wr, bad, t);
@@ -389,7 +397,7 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
 // An offload post on a QP whose requests pass straight through (SendQueue::passing): the
 // list walked once (the shim's inline limit held, its writes counted), then the provider's
 // post. A list the provider cuts short is counted again, up to where it stopped.
-static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+[[gnu::noinline]] static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   uint64_t writes = 0, bytes = 0;
   for (const ibv_send_wr* w = wr; w; w = w->next) {
     const uint64_t len = wr_length(*w);
@@ -412,7 +420,7 @@ static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
 // inside the gate (a fence's marker is posted under it), given to the provider as built
 // (a lone write as the inline lane's was, settled_inline), around the ring, and counted.
 // Any request a plain one could not be, or `settled` gone meanwhile, takes the full way.
-[[gnu::noinline]] static int post_settled(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+[[gnu::always_inline]] static inline int post_settled(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   uint64_t writes = 0, bytes = 0;
   for (const ibv_send_wr* w = wr; w; w = w->next) {
     if (!plain_kind(q, *w)) return post_slow(q->qp, q, wr, bad);
