@@ -60,7 +60,7 @@ void write_block(const char* path, const Totals& t) {
   if (t.express) b.line("writes_mapped_express", "", t.express);  // of writes_mapped, the express lane's
   if (t.nic_lane) b.line("writes_nic_lane", "", t.nic_lane);  // writes the NIC lane took
   if (t.nic_settled) b.line("writes_nic_settled", "", t.nic_settled);  // passed straight through, settled
-  if (t.cq_through) b.line("cq_through", "", t.cq_through);  // a CQ's polls passing through again
+  if (t.cq_through) b.line("cq_through", "", t.cq_through);            // a CQ's polls passing through again
   for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)  // the reasons that occurred
     if (t.why_not[i]) b.line("why_not_", why_name(static_cast<Why>(i)), t.why_not[i]);
   if (t.samples) b.line("samples", "", t.samples);  // timed writes the policies learnt

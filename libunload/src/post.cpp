@@ -122,7 +122,8 @@ int give_plain(QpRec* q, ibv_send_wr* w, bool as_inline, ibv_send_wr** bad) {
   ibv_send_wr* given = as_inline ? asking_inline(*w, &copy) : w;
   const bool counted = !sq.untracked.load(std::memory_order_relaxed);
   const uint64_t posted = sq.plain_posted.load(std::memory_order_relaxed);
-  if (counted) sq.plain_posted.store(posted + 1, std::memory_order_relaxed);  // first: it may complete at once
+  if (counted)
+    sq.plain_posted.store(posted + 1, std::memory_order_relaxed);  // first: it may complete at once
   busy_raise(q);
   ibv_send_wr* refused = nullptr;
   if (const int rc = q->c->provider.post_send(q->qp, given, &refused)) {
@@ -360,7 +361,8 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   // vouch for its decision, takes the write around the ring as the settled posts went, and
   // the QP stays settled, holding its CQ for nothing; only a write the lane declines is
   // tracked. (Settled implies `untracked`: no plain request of it is counted.)
-  const bool consult = q->sq.settled.load(std::memory_order_relaxed) && q->nic_lane.armed && !q->express.armed;
+  const bool consult =
+      q->sq.settled.load(std::memory_order_relaxed) && q->nic_lane.armed && !q->express.armed;
   if (!consult) {
     mark_tracked(q);
     if (plain_other_fits(q, *wr)) return give_plain(q, wr, false, bad);

@@ -408,7 +408,8 @@ inline void mark_tracked(QpRec* q) {
   passing_end(q);
   if (!q->scq) return;
   cq_hold(q);
-  if (!q->scq->tracked.load(std::memory_order_seq_cst)) q->scq->tracked.store(true, std::memory_order_seq_cst);
+  if (!q->scq->tracked.load(std::memory_order_seq_cst))
+    q->scq->tracked.store(true, std::memory_order_seq_cst);
 }
 
 // Whether q's NIC write may be one the lane gives as built: plain (plain_clear), or, on a

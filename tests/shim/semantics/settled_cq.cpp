@@ -54,8 +54,8 @@ int main(int argc, char** argv) {
 
   // A bad rkey, polled; then three writes posted at once, which the NIC flushes.
   const uint64_t bad_id = writes + 70;
-  if (post_write(p.s, bad_id, p.src, 8, p.smr->lkey, reinterpret_cast<uintptr_t>(p.dst), p.dmr->rkey ^ 0x5a5a00,
-                 IBV_SEND_SIGNALED))
+  if (post_write(p.s, bad_id, p.src, 8, p.smr->lkey, reinterpret_cast<uintptr_t>(p.dst),
+                 p.dmr->rkey ^ 0x5a5a00, IBV_SEND_SIGNALED))
     die("ibv_post_send (bad rkey)");
   std::vector<ibv_wc> got;
   collect(scq, got, 1, 20000);
