@@ -62,8 +62,9 @@ struct SendQueue {
   uint32_t max_sge = 0;
   uint32_t max_wr = 0;  // the send queue's depth as the program knows it
   bool sig_all = false;
-  // Requests were posted around the ring (all_offload): some may still be in flight, and
-  // no completion of the ring would say when they are done. The next fence posts a marker.
+  // Requests were posted around the ring (all_offload, or settled on the NIC), or polls
+  // passed this QP's completions through (cq_hold): some may still be in flight, or an
+  // error unseen, and no completion of the ring would say. The next fence posts a marker.
   std::atomic<bool> untracked{false};
   // In offload mode, a post passes straight to the provider (post.cpp, post_passing): its
   // requests go around the ring with `untracked` already set, the busy byte already raised
