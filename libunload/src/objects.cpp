@@ -94,10 +94,11 @@ void SendQpList::remove(QpRec* q) {
 }
 
 // A tracked QP q listed on its send CQ (held from its first tracked request), and counted
-// on its receive CQ `rcq`, when another, for its life: its errors are merged there.
+// on its receive CQ, when another, for its life: its errors are merged there.
 // 0 or -ENOMEM, nothing changed.
-int sender_attach(QpRec* q, CqRec* rcq) {
+int sender_attach(QpRec* q) {
   if (const int rc = q->scq->send_qps.add(q)) return rc;
+  CqRec* rcq = q->recv_cq ? g_cqs.find(key_of(q->recv_cq)) : nullptr;
   q->sq.epoch_seen = q->scq->through_epoch.load(std::memory_order_relaxed);
   if (rcq && rcq != q->scq && !q->rcq_held) {
     q->rcq_held = rcq;
@@ -157,7 +158,7 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, const CapsShow
   // An extended send CQ must also be able to hand over the completions the shim keeps for
   // it (a timestamp CQ cannot: its QPs are the NIC's alone).
   // Neither may have been reached through vendor direct verbs, nor the context (DEVX).
-  CqRec* rcq = q->recv_cq ? g_cqs.find(key_of(q->recv_cq)) : nullptr;
+  const CqRec* rcq = q->recv_cq ? g_cqs.find(key_of(q->recv_cq)) : nullptr;
   const bool cqs_recorded = q->scq && (!q->scq->cqx || cqx_flags_synthesisable(q->scq->wc_flags)) &&
                             (!q->recv_cq || rcq) && !q->scq->dv.load() && !(rcq && rcq->dv.load()) &&
                             !c->dv.load();
@@ -169,7 +170,7 @@ int qp_register(ContextRec* c, ibv_qp* qp, const ibv_qp_cap& cap, const CapsShow
   if (q->tracked) parts_qp_track(q);
   int rc = g_qps.insert(key_of(qp), q);
   if (!rc) rc = g_qps_by_num.insert(qpn_key(c, qp->qp_num), q);
-  if (!rc && q->tracked) rc = sender_attach(q, rcq);
+  if (!rc && q->tracked) rc = sender_attach(q);
   if (rc) {
     g_qps.remove_if(key_of(qp), q);
     g_qps_by_num.remove_if(qpn_key(c, qp->qp_num), q);
@@ -531,9 +532,7 @@ int unload_qp_destroy(ibv_qp* qp) {
   // thread) walks the list under its lock and posts a marker on a QP of it.
   if (q && q->tracked) sender_detach(q);
   const int rc = g_real.destroy_qp(qp);
-  if (rc && q && q->tracked &&
-      sender_attach(q, q->recv_cq ? g_cqs.find(key_of(q->recv_cq)) : nullptr) != 0)  // still there
-    q->tracked = false;
+  if (rc && q && q->tracked && sender_attach(q) != 0) q->tracked = false;  // still there
   if (rc || !q) return rc;
   g_qps.remove_if(key_of(qp), q);
   if (CqRec* scq = q->scq) {

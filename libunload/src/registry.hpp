@@ -22,7 +22,7 @@ ContextRec* context_find(const ibv_context* ctx);
 
 // A tracked QP listed on its send CQ and counted in its CQs' holders, and out again
 // (objects.cpp).
-int sender_attach(QpRec* q, CqRec* rcq);
+int sender_attach(QpRec* q);
 void sender_detach(QpRec* q);
 
 // The post and poll wrappers' lookups, through the thread's last one (tables.hpp).
