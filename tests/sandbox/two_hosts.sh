@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# scripts/sandbox --hosts 2, one behaviour per case: the link and both statuses, a warning on either host, a boot fault, a stalled link, a panic.
+# scripts/sandbox --hosts 2, one behaviour per case: the link and both statuses, a warning on either host, a boot fault, a stalled link, a silent link, a panic.
 #
-#   two_hosts.sh FLAVOUR link|warning|boot_fault|link_stall|panic
+#   two_hosts.sh FLAVOUR link|warning|boot_fault|link_stall|link_silent|panic
 #
 # Each case is its own ctest test: four two-guest boots in one test left too little of
 # its time limit for a machine busy with other sandbox tests. Every sandbox run here has
@@ -11,7 +11,7 @@ here=$(dirname "$0")
 # shellcheck source=tests/support/check.sh
 . "$here/../support/check.sh"
 flavour=${1:?kernel flavour}
-case=${2:?case: link, warning, boot_fault, link_stall or panic}
+case=${2:?case: link, warning, boot_fault, link_stall, link_silent or panic}
 sandbox=$here/../../scripts/sandbox
 # Two boots (a boot fault's retry) of two guests on a host loaded by others' sandboxes
 # (load 8 on two cores) take minutes: the limit only ends a hang, so it is generous.
@@ -76,6 +76,28 @@ link_stall)
 	expect "the sandbox named the stall and the retry" \
 		"$(grep -q "the link stalled: host A's virtio transmit queue timed out" <<<"$out" &&
 			grep -q 'booting both again (attempt 2 of 5)' <<<"$out" && echo 1)" "both lines on stderr"
+	after=$(sed -n '/booting both again/,$p' <<<"$out")
+	expect "both commands ran after the retry" \
+		"$(grep -q '^A| ran-A' <<<"$after" && grep -q '^B| ran-B' <<<"$after" && echo 1)" "ran-A and ran-B after it"
+	[ "$rc" -eq 0 ] || report
+	;;
+link_silent)
+	# A link that carries nothing, its transmit queue never full: A's link-watch hears
+	# nothing from B for 15 s (B answers no ping in the first attempt, and A's command waits
+	# as one on a dead link would), and both boot again. In the second, B finishes first and
+	# A's command runs on for 45 s: a peer that finished is silent for a reason of its own,
+	# and no third attempt follows.
+	once=$(mktemp -d)
+	trap 'rm -rf "$once"' EXIT
+	mute="[ -e $once/b ] || { : >$once/b; sysctl -qw net.ipv4.icmp_echo_ignore_all=1; sleep 600; }; echo ran-B"
+	wait_a="[ -e $once/a ] || { : >$once/a; sleep 600; }; sleep 45; echo ran-A"
+	out=$(UNLOAD_SANDBOX_LINK_SILENT=15 pair --share "$once" -- sh -c "$wait_a" :: sh -c "$mute" 2>&1)
+	rc=$?
+	expect "a silent link -> both again, sandbox exit 0" "$([ "$rc" -eq 0 ] && echo 1)" "exit $rc"
+	expect "the sandbox named the silence and the retry, once" \
+		"$(grep -q "the link stalled: host A heard nothing from 192.0.2.2 for" <<<"$out" &&
+			grep -q 'booting both again (attempt 2 of 5)' <<<"$out" &&
+			! grep -q 'attempt 3 of 5' <<<"$out" && echo 1)" "the stall and one retry on stderr"
 	after=$(sed -n '/booting both again/,$p' <<<"$out")
 	expect "both commands ran after the retry" \
 		"$(grep -q '^A| ran-A' <<<"$after" && grep -q '^B| ran-B' <<<"$after" && echo 1)" "ran-A and ran-B after it"
