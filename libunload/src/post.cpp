@@ -165,9 +165,11 @@ bool plain_kind(const QpRec* q, const ibv_send_wr& w) {
 }
 
 // Whether the lone request w, no write, may go to the NIC as a plain request, the QP
-// clear as for a plain write. No CPU path could take it, so nothing is routed.
+// clear as for a plain write (lane_clear: on a QP whose requests go around the ring, it
+// goes around too, as the lane's writes do). No CPU path could take it, so nothing is
+// routed.
 bool plain_other_fits(const QpRec* q, const ibv_send_wr& w) {
-  return !w.next && !is_write(w.opcode) && plain_kind(q, w) && plain_clear(q);
+  return !w.next && !is_write(w.opcode) && plain_kind(q, w) && lane_clear(q);
 }
 
 // Whether the list fits the send queue's room as the program knows it (its max_send_wr,
@@ -363,6 +365,12 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   // tracked. (Settled implies `untracked`: no plain request of it is counted.)
   const bool consult =
       q->sq.settled.load(std::memory_order_relaxed) && q->nic_lane.armed && !q->express.armed;
+  if (consult && plain_other_fits(q, *wr)) {
+    // No write, nothing to ask the policy: around the ring as a settled post, and the
+    // consult moves to the thread's next post.
+    t_settled_left = 1;
+    return give_plain(q, wr, false, bad);
+  }
   if (!consult) {
     mark_tracked(q);
     if (plain_other_fits(q, *wr)) return give_plain(q, wr, false, bad);
