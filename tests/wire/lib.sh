@@ -60,7 +60,8 @@ show_log() {
 # runs under the shim too, with that environment.
 # On host A returns 0 when both sides exited 0 (logs in $WORK/NAME.{srv,cli}); a run
 # that failed only because perftest could not measure the clock runs again (twice at
-# most). On host B always returns 0.
+# most; STEP_RUNS says how many times it ran, for a check that counts what each run does).
+# On host B always returns 0.
 step() {
 	local name=$1 srv_host=$2 shimenv=$3
 	shift 3
@@ -86,6 +87,8 @@ step() {
 	if [ "$ME" = "$srv_host" ]; then role=srv cmd=("${srv[@]}"); else role=cli cmd=("${cli[@]}"); fi
 	# Builtins and subshells where a step passes: under TCG every exec costs 50-150 ms.
 	for attempt in 1 2 3; do
+		# shellcheck disable=SC2034  # read by the caller
+		STEP_RUNS=$attempt
 		local k=$P/$name.$attempt
 		: >"$WORK/$name.stats"
 		if [ $role = srv ]; then

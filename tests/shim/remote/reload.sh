@@ -18,8 +18,9 @@ if [ "$ME" = A ]; then
 	check "reload: B's module was reloaded twice" [ "$(grep -o 'reload [12]: done' "$WORK/reload.srv" | wc -l)" -eq 2 ]
 	check "reload: every write tried remote, refused there, placed by the NIC ($(stat "$f" why_not_refused) refused)" \
 		[ "$(stat "$f" writes_remote)" -eq 0 -a "$(stat "$f" why_not_refused)" -gt 0 ]
-	check "reload: B said goodbye at each removal (channel/goodbyes +$(($(cat "$S/channel/goodbyes") - g0)))" \
-		[ $(($(cat "$S/channel/goodbyes") - g0)) -eq 2 ]
+	# Two removals a run; perftest's clock may have made the step run again (STEP_RUNS).
+	check "reload: B said goodbye at each removal (channel/goodbyes +$(($(cat "$S/channel/goodbyes") - g0)), $STEP_RUNS run(s))" \
+		[ $(($(cat "$S/channel/goodbyes") - g0)) -eq $((2 * STEP_RUNS)) ]
 	e=$(($(cat "$S/channel/expired") - e0))
 	check "reload: no write waited out its QP's ACK timeout while B was up (channel/expired +$e)" [ "$e" -eq 0 ]
 	check "reload: A's sessions and pinned pages back to 0" \
