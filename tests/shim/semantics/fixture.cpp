@@ -88,11 +88,11 @@ Pair make_pair(Env& e, ibv_cq* scq, ibv_cq* rcq, size_t src_len, size_t dst_len,
 }
 
 int post_write(ibv_qp* qp, uint64_t wr_id, const void* src, uint32_t len, uint32_t lkey, uint64_t raddr,
-               uint32_t rkey, unsigned flags) {
+               uint32_t rkey, unsigned flags, ibv_wr_opcode op) {
   ibv_sge sg{reinterpret_cast<uintptr_t>(src), len, lkey};
   ibv_send_wr wr{}, *bad = nullptr;
   wr.wr_id = wr_id;
-  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.opcode = op;
   wr.sg_list = &sg;
   wr.num_sge = 1;
   wr.send_flags = flags;

@@ -87,9 +87,10 @@ struct Pair {
 Pair make_pair(Env& e, ibv_cq* scq, ibv_cq* rcq, size_t src_len, size_t dst_len, const QpCaps& caps = {},
                ibv_qp* sender = nullptr, ibv_mtu mtu = IBV_MTU_1024);
 
-// One RDMA WRITE (opcode IBV_WR_RDMA_WRITE unless given); returns ibv_post_send's value.
+// One request of one SGE, an RDMA WRITE unless `op` says otherwise (a send, a READ: the
+// remote address and rkey then as that opcode reads them); returns ibv_post_send's value.
 int post_write(ibv_qp* qp, uint64_t wr_id, const void* src, uint32_t len, uint32_t lkey, uint64_t raddr,
-               uint32_t rkey, unsigned flags);
+               uint32_t rkey, unsigned flags, ibv_wr_opcode op = IBV_WR_RDMA_WRITE);
 
 // Polls `cq` until `want` completions were collected in `got` or `timeout_ms` passed;
 // returns how many it collected. `max_per_poll` bounds the array handed to ibv_poll_cq.

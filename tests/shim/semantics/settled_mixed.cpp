@@ -31,20 +31,6 @@ struct Bufs {
   ibv_mr* rbuf_mr;
 };
 
-int post_one(ibv_qp* qp, uint64_t id, ibv_wr_opcode op, const void* local, uint32_t len, uint32_t lkey,
-             uint64_t raddr = 0, uint32_t rkey = 0) {
-  ibv_sge sg{reinterpret_cast<uintptr_t>(local), len, lkey};
-  ibv_send_wr wr{}, *bad = nullptr;
-  wr.wr_id = id;
-  wr.opcode = op;
-  wr.sg_list = &sg;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = raddr;
-  wr.wr.rdma.rkey = rkey;
-  return ibv_post_send(qp, &wr, &bad);
-}
-
 void post_recv(ibv_qp* qp, uint64_t id, Bufs& b) {
   ibv_sge sg{reinterpret_cast<uintptr_t>(b.rbuf), kMsg, b.rbuf_mr->lkey};
   ibv_recv_wr wr{}, *bad = nullptr;
@@ -88,15 +74,16 @@ int main(int argc, char** argv) {
     const uint32_t rd = i % kSlots, wr = (i + 1) % kSlots;
     post_recv(p.r, 1000000u + i, b);
     fill(b.msg, kMsg, i);
-    if (post_one(p.s, 3u * i, IBV_WR_SEND, b.msg, kMsg, b.msg_mr->lkey)) die("ibv_post_send (send)");
+    if (post_write(p.s, 3u * i, b.msg, kMsg, b.msg_mr->lkey, 0, 0, IBV_SEND_SIGNALED, IBV_WR_SEND))
+      die("ibv_post_send (send)");
     std::string f = one(scq, 3u * i);
     if (fault[0].empty()) fault[0] = f;
     std::vector<ibv_wc> rw;
     if (collect(rcq, rw, 1, 20000) == 1 && rw[0].wr_id == 1000000u + i && rw[0].status == IBV_WC_SUCCESS &&
         rw[0].byte_len == kMsg && fnv(b.rbuf, kMsg) == fnv(b.msg, kMsg))
       ++received;
-    if (post_one(p.s, 3u * i + 1, IBV_WR_RDMA_READ, b.back + size_t{rd} * kSlot, kSlot, b.back_mr->lkey,
-                 dst + size_t{rd} * kSlot, p.dmr->rkey))
+    if (post_write(p.s, 3u * i + 1, b.back + size_t{rd} * kSlot, kSlot, b.back_mr->lkey,
+                   dst + size_t{rd} * kSlot, p.dmr->rkey, IBV_SEND_SIGNALED, IBV_WR_RDMA_READ))
       die("ibv_post_send (READ)");
     f = one(scq, 3u * i + 1);
     if (fault[1].empty()) fault[1] = f;
@@ -116,15 +103,17 @@ int main(int argc, char** argv) {
 
   // A READ with a bad rkey, polled; then a send, a write and a READ posted at once.
   const uint64_t bad_id = 3u * rounds;
-  if (post_one(p.s, bad_id, IBV_WR_RDMA_READ, b.back, kSlot, b.back_mr->lkey, dst, p.dmr->rkey ^ 0x5a5a00))
+  if (post_write(p.s, bad_id, b.back, kSlot, b.back_mr->lkey, dst, p.dmr->rkey ^ 0x5a5a00, IBV_SEND_SIGNALED,
+                 IBV_WR_RDMA_READ))
     die("ibv_post_send (bad rkey)");
   std::vector<ibv_wc> got;
   collect(scq, got, 1, 20000);
   out("bad rkey: %s", describe(got).c_str());
   got.clear();
-  int rc[3] = {post_one(p.s, bad_id + 1, IBV_WR_SEND, b.msg, kMsg, b.msg_mr->lkey),
+  int rc[3] = {post_write(p.s, bad_id + 1, b.msg, kMsg, b.msg_mr->lkey, 0, 0, IBV_SEND_SIGNALED, IBV_WR_SEND),
                post_write(p.s, bad_id + 2, p.src, kSlot, p.smr->lkey, dst, p.dmr->rkey, IBV_SEND_SIGNALED),
-               post_one(p.s, bad_id + 3, IBV_WR_RDMA_READ, b.back, kSlot, b.back_mr->lkey, dst, p.dmr->rkey)};
+               post_write(p.s, bad_id + 3, b.back, kSlot, b.back_mr->lkey, dst, p.dmr->rkey,
+                          IBV_SEND_SIGNALED, IBV_WR_RDMA_READ)};
   for (int k = 0; k < 3; ++k)
     if (rc[k]) out("post %llu: %d", static_cast<unsigned long long>(bad_id + 1 + k), rc[k]);
   collect(scq, got, 3, 20000);
