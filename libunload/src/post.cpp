@@ -6,6 +6,7 @@
 #include "busy.hpp"
 #include "direct.hpp"
 #include "express.hpp"
+#include "learn.hpp"
 #include "nic_lane.hpp"
 #include "registry.hpp"
 #include "remote.hpp"
@@ -323,6 +324,14 @@ constexpr uint32_t kSettledAfter = 16;
 // (settled_release): with every QP on it settled, polls pass through.
 void settle_after_lane(QpRec* q, const Route& rt) {
   if (rt.path != Path::offload && rt.path != Path::unload_inline) return;
+  // An inline decision that draws on the CPU budget: each write must reach the policy to
+  // be charged, which a settled QP's posts do not (one in 64 consults). A settled QP whose
+  // consult found the decision charging is tracked again.
+  if (rt.path == Path::unload_inline && t_policy && t_policy->settled_charges()) [[unlikely]] {
+    t_lane_streak = 0;
+    if (q->sq.settled.load(std::memory_order_relaxed)) mark_tracked(q);
+    return;
+  }
   if (t_lane_streak < kSettledAfter) ++t_lane_streak;
   if (t_lane_streak < kSettledAfter || remote_pending(q) || q->failed.load(std::memory_order_relaxed)) return;
   SendQueue& sq = q->sq;

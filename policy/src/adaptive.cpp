@@ -57,7 +57,7 @@ Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot
   if (eligible == PathSet(Path::offload)) {
     steady_ = true;
     steady_every_ = kSteadySampleEvery;
-    if (reuse_ == Reuse::on) settle(f, t, hot, false, Path::offload, 0, steady_every_);
+    if (reuse_ == Reuse::on) settle(f, t, hot, false, Path::offload, 0, 0, steady_every_);
     return Path::offload;
   }
 
@@ -80,12 +80,21 @@ Path Policy::decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot
   if (!sampled_ && usual_ns != 0) charge_cpu(wc, p, usual_ns);
 
   // Steady: what a reuse of this decision would be, so Reuse::off samples as Reuse::on does.
-  uint64_t waived_ns = 0;
-  if (!settled || !waives_all(wc, p, budget_enforced_, waived_ns)) return p;
+  if (!settled) return p;
+  uint64_t waived_ns = 0, charged_ns = 0;
+  settled_charge(wc, p, budget_enforced_, waived_ns, charged_ns);
   steady_ = true;
-  steady_every_ = steady_every(wc, p, eligible);
-  if (reuse_ == Reuse::on) settle(f, t, hot, true, p, waived_ns, steady_every_);
+  steady_every_ = sample_every_of(wc, p, eligible, charged_ns);
+  if (reuse_ == Reuse::on) settle(f, t, hot, true, p, waived_ns, charged_ns, steady_every_);
   return p;
+}
+
+// How many writes apart a steady decision for `p` samples: one that draws on a capped
+// budget (`charged_ns`) as an unsteady one, every kSampleEvery (its samples' measured CPU
+// keeps the budget's share: at 32 a 10 % budget let 11.1 % through, sim_cpu_budget_test);
+// else steady_every().
+uint16_t Policy::sample_every_of(const WriteClass& wc, Path p, PathSet eligible, uint64_t charged_ns) {
+  return charged_ns != 0 ? kSampleEvery : steady_every(wc, p, eligible);
 }
 
 // How many writes apart a steady decision for `p` samples (kWideSampleEvery): the
@@ -158,8 +167,13 @@ bool Policy::settled_still_holds(Settled& s) {
   const Path chosen = eligible.contains(wc.chosen) ? wc.chosen : best;
   if (chosen != s.path) return false;
   if (trial_due(wc, chosen, explorable)) return false;
-  if (steady_every(wc, chosen, eligible) != s.sample_every) return false;  // a full decision samples anew
-  return waives_all(wc, chosen, t.cpu_budget_pct < 100, s.waived_ns);
+  uint64_t waived_ns = 0, charged_ns = 0;
+  settled_charge(wc, chosen, t.cpu_budget_pct < 100, waived_ns, charged_ns);
+  if (sample_every_of(wc, chosen, eligible, charged_ns) != s.sample_every)
+    return false;  // a full decision samples anew
+  s.waived_ns = waived_ns;
+  s.charged_ns = charged_ns;
+  return true;
 }
 
 // Whether the class's trial takes this write instead of `chosen`.
@@ -167,20 +181,23 @@ bool Policy::trial_due(const WriteClass& wc, Path chosen, PathSet explorable) {
   return wc.trial_left != 0 && wc.trial_path != chosen && explorable.contains(wc.trial_path);
 }
 
-// A decision is reused only while it draws nothing from a capped budget (the wait waives
-// all of its usual cost): then the balance only grows, and every later decision would see
-// it positive too. `waived_ns`: what each unsampled reuse adds to budget_waived_ns.
-bool Policy::waives_all(const WriteClass& wc, Path p, bool budget_capped, uint64_t& waived_ns) {
+// What each unsampled write of a settled decision for `p` adds to budget_waived_ns and
+// charges a capped budget, as charge_cpu() splits its usual CPU time. A decision that
+// draws on the budget is reused while the balance stays positive (arm_reuse()), and a
+// settled one that finds it spent makes way for a whole decision (settled_budget_spent()):
+// a whole decision for every such write cost a program that computes between its writes,
+// or rping's inline writes (their charge the noise between two equal posts), about two
+// thousand instructions a write.
+void Policy::settled_charge(const WriteClass& wc, Path p, bool budget_capped, uint64_t& waived_ns,
+                            uint64_t& charged_ns) const {
   const uint64_t usual_ns = usual_cpu_ns(wc, p);
-  waived_ns = 0;
-  if (!budget_capped || usual_ns == 0) return true;
-  if (usual_ns > wc.nic_wait.settled_ns()) return false;
-  waived_ns = usual_ns;
-  return true;
+  waived_ns = charged_ns = 0;
+  if (!budget_capped || usual_ns == 0) return;
+  charged_ns = charge_of(wc, p, usual_ns, waived_ns);
 }
 
 void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool explores, Path p,
-                    uint64_t waived_ns, uint16_t sample_every) {
+                    uint64_t waived_ns, uint64_t charged_ns, uint16_t sample_every) {
   Settled& s = settled_;
   s.t = t;
   s.page = f.remote_addr >> kTargetPageShift;
@@ -196,6 +213,7 @@ void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool ex
   s.explores = explores;
   s.path = p;
   s.waived_ns = waived_ns;
+  s.charged_ns = charged_ns;
   s.sample_every = sample_every;
   s.live = true;
 }
@@ -228,11 +246,16 @@ Path Policy::decide_settled_elsewhere(const WriteFeatures& f, const Tunables& t)
     return decide_in_class(f, t, hot);
   if (settled_.explores && explore_left_ == 1) [[unlikely]]
     return decide_in_class(f, t, hot);
+  if (settled_budget_spent(f.now_ns, t)) [[unlikely]]
+    return decide_in_class(f, t, hot);
   if (settled_.explores) {
     --explore_left_;
     if (f.now_ns != 0) budget_.refill(f.now_ns, t.cpu_budget_pct);
   }
-  if (!sampled_) stats_.budget_waived_ns += settled_.waived_ns;
+  if (!sampled_) {
+    stats_.budget_waived_ns += settled_.waived_ns;
+    if (settled_.charged_ns != 0) charge_settled();
+  }
   ++stats_.reused;
   retarget(f, hot, key);
   return settled_.path;
@@ -451,7 +474,10 @@ Path Policy::decide_settled_draw(const WriteFeatures& f, const Tunables& t) {
     steady_ = false;
     return p;
   }
-  if (!sampled_) stats_.budget_waived_ns += settled_.waived_ns;
+  if (!sampled_) {
+    stats_.budget_waived_ns += settled_.waived_ns;
+    if (settled_.charged_ns != 0) charge_settled();
+  }
   ++stats_.reused;
   retarget(f, hot, settled_.key);
   return p;

@@ -106,17 +106,25 @@ void Policy::learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t
 // now and then (6.12, -l 8).
 void Policy::charge_cpu(WriteClass& wc, Path path, uint64_t cpu_ns) {
   if (!budget_enforced_ || cpu_ns == 0) return;
+  uint64_t waived = 0;
+  const uint64_t charged = charge_of(wc, path, cpu_ns, waived);
+  stats_.budget_waived_ns += waived;
+  stats_.budget_charged_ns += charged;
+  if (charged != 0) {
+    budget_.charge(charged);
+    parked_.live = false;  // it was steady with the budget as it was
+  }
+}
+
+// cpu_ns of a write of `path` in `wc`, capped as above, split into what the class's wait
+// waives (*waived_ns) and what the budget is charged (returned).
+uint64_t Policy::charge_of(const WriteClass& wc, Path path, uint64_t cpu_ns, uint64_t& waived_ns) const {
   const CostEstimate& e = wc.estimate[index_of(path)];
   const uint64_t most = e.warm() ? 2 * uint64_t{e.settled_ns()} : budget_.burst_tokens_ns() / CostEstimate::kWindow;
   if (cpu_ns > most) cpu_ns = most;
   const uint64_t wait_ns = wc.nic_wait.settled_ns();
-  const uint64_t waived = cpu_ns < wait_ns ? cpu_ns : wait_ns;
-  stats_.budget_waived_ns += waived;
-  stats_.budget_charged_ns += cpu_ns - waived;
-  if (cpu_ns > waived) {
-    budget_.charge(cpu_ns - waived);
-    parked_.live = false;  // it was steady with the budget as it was
-  }
+  waived_ns = cpu_ns < wait_ns ? cpu_ns : wait_ns;
+  return cpu_ns - waived_ns;
 }
 
 unsigned Policy::class_index(const WriteFeatures& f, bool hot) {

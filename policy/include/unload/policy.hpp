@@ -108,10 +108,10 @@ class Policy {
   // has a clock.
   //
   // A settled decision is reused: when an adaptive decision kept its class's chosen path
-  // with nothing pending (no warm-up, trial or exploration, a CPU budget it does not
-  // draw on), the next write with the same features, target page and tunables takes the
-  // same path after counting what the full decision counts (hotness, the sample and
-  // exploration countdowns, statistics) and skipping what cannot have changed (the
+  // with nothing pending (no warm-up, trial or exploration), the next write with the
+  // same features, target page and tunables takes the same path after counting what the
+  // full decision counts (hotness, its charge on a capped budget while the balance lasts,
+  // the sample and exploration countdowns, statistics) and skipping what cannot have changed (the
   // class's lookup, the estimate scans, the switch test). Only observe() changes a
   // class's estimates; the reuse survives a sample that leaves the choice standing.
   // Decisions, samples and statistics are exactly those of Reuse::off
@@ -156,6 +156,9 @@ class Policy {
   // was made whole and nothing observed (either changes the generation) a write with the
   // same features and tunables beside the target matches it too.
   uint64_t settled_gen() const { return settled_gen_; }
+  // Whether the settled decision (the one a reuse just took) draws on a capped CPU budget:
+  // a runtime that would stop asking for such writes must not, or they go uncharged.
+  bool settled_charges() const { return settled_.charged_ns != 0; }
   // decide_reused() for a write the caller vouches is, beside its target page, what the
   // write reused at settled_gen() == gen was: the target page compared, and the
   // countdowns'; that write's path taken.
@@ -274,6 +277,7 @@ class Policy {
     bool hot = false;           // its page's hotness when it was decided: its class's
     uint32_t touches_left = 0;  // reuses whose hotness is known without the sketch
     uint64_t waived_ns = 0;     // what an unsampled decision adds to budget_waived_ns
+    uint64_t charged_ns = 0;    // ... and charges the budget (charge_cpu())
     uint16_t sample_every = kSteadySampleEvery;  // its steady sampling interval
   };
 
@@ -329,8 +333,25 @@ class Policy {
     if (explore_left_ == 0 && settled_.explores) [[unlikely]]
       pass_draw();
     stats_.budget_waived_ns += settled_.waived_ns;
+    if (settled_.charged_ns != 0) [[unlikely]]
+      charge_settled();
     sampled_ = false;
     p = settled_.path;
+  }
+  // An unsampled write of a settled decision that draws on the budget: charged as
+  // charge_cpu() charged the decision.
+  void charge_settled() {
+    budget_.charge(settled_.charged_ns);
+    stats_.budget_charged_ns += settled_.charged_ns;
+    parked_.live = false;
+  }
+  // Whether a settled decision that draws on a capped budget must make way for a whole
+  // one: the balance, refilled at `now_ns` when the write read the clock, is spent, and a
+  // whole decision would deny the CPU path.
+  bool settled_budget_spent(uint64_t now_ns, const Tunables& t) {
+    if (settled_.charged_ns == 0) return false;
+    if (now_ns != 0) budget_.refill(now_ns, t.cpu_budget_pct);
+    return !budget_.allows_cpu(t.cpu_budget_pct);
   }
 
   // After a slow decision: how many of the next settled_matches() writes decide_reused()
@@ -343,6 +364,15 @@ class Policy {
     if (settled_.touches_left < n) n = settled_.touches_left;
     // A draw within the reuse that explores nothing is passed (pass_draw()).
     if (settled_.explores && explore_left_ - 1 < n && settled_draw_explores() != settled_.path) n = explore_left_ - 1;
+    // A decision that draws on the budget: as many as leave the balance positive before
+    // each, as a whole decision would find it.
+    if (settled_.charged_ns != 0) {
+      const uint64_t c =
+          settled_.charged_ns < CpuBudget::kMaxChargeNs ? settled_.charged_ns : CpuBudget::kMaxChargeNs;
+      const int64_t tokens = budget_.tokens_ns();
+      const uint64_t k = tokens > 0 ? (static_cast<uint64_t>(tokens) + c - 1) / c : 0;
+      if (k < n) n = k;
+    }
     reuse_left_ = static_cast<uint32_t>(n);
   }
   // A write settled_matches(): count what a full decision counts, and take the settled
@@ -361,13 +391,20 @@ class Policy {
     }
     if (settled_.explores && explore_left_ == 1) [[unlikely]]
       return decide_settled_draw(f, t);
+    if (settled_budget_spent(f.now_ns, t)) [[unlikely]] {
+      pay_touches();
+      return decide_in_class(f, t, touch_target(settled_.peer_local, settled_.key));
+    }
     --settled_.touches_left;
     ++touches_owed_;
     if (settled_.explores) {
       --explore_left_;
       if (f.now_ns != 0) budget_.refill(f.now_ns, t.cpu_budget_pct);
     }
-    if (!sampled_) stats_.budget_waived_ns += settled_.waived_ns;
+    if (!sampled_) {
+      stats_.budget_waived_ns += settled_.waived_ns;
+      if (settled_.charged_ns != 0) charge_settled();
+    }
     ++stats_.reused;
     return settled_.path;
   }
@@ -394,11 +431,14 @@ class Policy {
   bool settled_still_holds(Settled& s);
   bool unpark(const WriteFeatures& f, const Tunables& t, bool hot);
   static bool trial_due(const WriteClass& wc, Path chosen, PathSet explorable);
-  static bool waives_all(const WriteClass& wc, Path p, bool budget_capped, uint64_t& waived_ns);
+  uint64_t charge_of(const WriteClass& wc, Path path, uint64_t cpu_ns, uint64_t& waived_ns) const;
+  void settled_charge(const WriteClass& wc, Path p, bool budget_capped, uint64_t& waived_ns,
+                      uint64_t& charged_ns) const;
   static uint16_t steady_every(const WriteClass& wc, Path p, PathSet eligible);
+  static uint16_t sample_every_of(const WriteClass& wc, Path p, PathSet eligible, uint64_t charged_ns);
   void learn(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns, uint64_t nic_wait_ns);
   void settle(const WriteFeatures& f, const Tunables& t, bool hot, bool explores, Path p, uint64_t waived_ns,
-              uint16_t sample_every);
+              uint64_t charged_ns, uint16_t sample_every);
   void retarget(const WriteFeatures& f, bool hot, uint64_t key);
   void charge_cpu(WriteClass& wc, Path path, uint64_t cpu_ns);
   void pay_touches() const {

@@ -40,9 +40,10 @@ class CpuBudget {
 
   bool allows_cpu(uint32_t budget_pct) const { return budget_pct >= 100 || tokens_ns_ > 0; }
 
+  static constexpr uint64_t kMaxChargeNs =
+      1'000'000'000;  // one absurd sample cannot lock out CPU paths for years
   void charge(uint64_t cpu_ns) {
-    constexpr uint64_t kMaxCharge = 1'000'000'000;  // one absurd sample cannot lock out CPU paths for years
-    tokens_ns_ -= static_cast<int64_t>(cpu_ns < kMaxCharge ? cpu_ns : kMaxCharge);
+    tokens_ns_ -= static_cast<int64_t>(cpu_ns < kMaxChargeNs ? cpu_ns : kMaxChargeNs);
   }
 
   int64_t tokens_ns() const { return tokens_ns_; }
