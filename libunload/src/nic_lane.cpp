@@ -1,6 +1,7 @@
 // The NIC lane: the memo, its checks, and the route it stands for.
 #include "nic_lane.hpp"
 
+#include "learn.hpp"
 #include "registry.hpp"
 #include "stage.hpp"
 #include "stats.hpp"
@@ -65,6 +66,10 @@ bool nic_lane_take(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct
   rt->eligible = x.eligible;
   rt->reused = true;
   return true;
+}
+
+bool nic_lane_may_settle(const Route& rt) {
+  return rt.path != Path::unload_inline || !t_policy || !t_policy->settled_charges();
 }
 
 }  // namespace unload::rt

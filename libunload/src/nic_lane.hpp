@@ -24,4 +24,10 @@ void nic_lane_arm(QpRec* q, const ibv_send_wr& w, const Route& rt, Why direct_wh
 // policy's decision taken, and the caller posts it plain. Post gate.
 bool nic_lane_take(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct_why, Route* rt);
 
+// Whether a write the lane took, routed `rt`, counts toward settling its QP on the NIC
+// (post.cpp): not an inline one whose decision draws on the thread's capped CPU budget,
+// since each such write must reach the policy to be charged, and a settled QP's posts do
+// not (one in 64 consults).
+bool nic_lane_may_settle(const Route& rt);
+
 }  // namespace unload::rt

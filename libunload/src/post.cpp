@@ -6,7 +6,6 @@
 #include "busy.hpp"
 #include "direct.hpp"
 #include "express.hpp"
-#include "learn.hpp"
 #include "nic_lane.hpp"
 #include "registry.hpp"
 #include "remote.hpp"
@@ -324,10 +323,8 @@ constexpr uint32_t kSettledAfter = 16;
 // (settled_release): with every QP on it settled, polls pass through.
 void settle_after_lane(QpRec* q, const Route& rt) {
   if (rt.path != Path::offload && rt.path != Path::unload_inline) return;
-  // An inline decision that draws on the CPU budget: each write must reach the policy to
-  // be charged, which a settled QP's posts do not (one in 64 consults). A settled QP whose
-  // consult found the decision charging is tracked again.
-  if (rt.path == Path::unload_inline && t_policy && t_policy->settled_charges()) [[unlikely]] {
+  // A settled QP whose consult found the decision charging the budget is tracked again.
+  if (!nic_lane_may_settle(rt)) [[unlikely]] {
     t_lane_streak = 0;
     if (q->sq.settled.load(std::memory_order_relaxed)) mark_tracked(q);
     return;

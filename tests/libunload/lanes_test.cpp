@@ -1,9 +1,12 @@
 // The two lanes' memos stand for the policy's settled decision: when adaptive settles a
 // QP's writes on the NIC, the express lane a mapped write armed earlier must not take them
-// first (it would route each in full and keep the NIC lane and the QP's settling away).
+// first (it would route each in full and keep the NIC lane and the QP's settling away); and
+// a lane write whose decision charges the CPU budget never settles its QP.
 #include "nic_lane.hpp"
 
 #include <gtest/gtest.h>
+
+#include "learn.hpp"
 
 namespace unload::rt {
 namespace {
@@ -51,6 +54,47 @@ TEST(Lanes, ANicWriteTheTimingPolicyDidNotSettleLeavesTheExpressLane) {
   nic_lane_arm(&q, w.wr, nic_route(false), Why::none);
   EXPECT_FALSE(q.nic_lane.armed);
   EXPECT_TRUE(q.express.armed);
+}
+
+// A policy settled on inline for a 64 B write: inline costs 1000 ns, all of it CPU, the
+// NIC 5000 ns, which a program that computes meanwhile does not wait for (its inline
+// writes are charged to the budget) and one that waits for each does (they are not).
+void settle_on_inline(policy::Policy& pol, bool computes) {
+  policy::Tunables t = policy::kDefaultTunables;
+  t.mode = static_cast<uint32_t>(policy::Mode::adaptive);
+  policy::WriteFeatures f{};
+  f.length = 64;
+  f.sge_count = 1;
+  f.rkey = 7;
+  f.remote_addr = 0x10000;
+  f.eligible = policy::PathSet(Path::unload_inline);
+  uint64_t now = 1;
+  // Until a write after the first 4000 reuses the settled decision for inline.
+  for (int i = 0; i < 8000; ++i) {
+    f.now_ns = pol.wants_clock() ? now : 0;
+    Path p;
+    const bool reused = pol.decide_reused(f, t, p);
+    if (reused && i >= 4000 && p == Path::unload_inline) return;
+    if (!reused) p = pol.decide_unreused(f, t);
+    const bool nic = p == Path::offload;
+    if (pol.sampled()) pol.observe(p, f, nic ? 5000 : 1000, nic ? 0 : 1000, nic && !computes ? 5000 : 0);
+    now += (nic ? 5000 : 1000) + (computes ? 10'000 : 0);
+  }
+  ADD_FAILURE() << "no write reused a settled inline decision";
+}
+
+TEST(Lanes, AnInlineWriteThatDrawsOnTheBudgetDoesNotSettleItsQp) {
+  Route inline_rt = nic_route(true);
+  inline_rt.path = Path::unload_inline;
+  for (const bool computes : {true, false}) {
+    policy::Policy pol;
+    settle_on_inline(pol, computes);
+    t_policy = &pol;
+    EXPECT_EQ(nic_lane_may_settle(inline_rt), !computes) << (computes ? "charged" : "waived");
+    EXPECT_TRUE(nic_lane_may_settle(nic_route(true)));  // the NIC's writes are never charged
+    t_policy = nullptr;
+  }
+  EXPECT_TRUE(nic_lane_may_settle(inline_rt));  // no policy yet: nothing decided, nothing charged
 }
 
 }  // namespace
