@@ -252,10 +252,7 @@ Path Policy::decide_settled_elsewhere(const WriteFeatures& f, const Tunables& t)
     --explore_left_;
     if (f.now_ns != 0) budget_.refill(f.now_ns, t.cpu_budget_pct);
   }
-  if (!sampled_) {
-    stats_.budget_waived_ns += settled_.waived_ns;
-    if (settled_.charged_ns != 0) charge_settled();
-  }
+  if (!sampled_) count_unsampled_settled();
   ++stats_.reused;
   retarget(f, hot, key);
   return settled_.path;
@@ -474,10 +471,7 @@ Path Policy::decide_settled_draw(const WriteFeatures& f, const Tunables& t) {
     steady_ = false;
     return p;
   }
-  if (!sampled_) {
-    stats_.budget_waived_ns += settled_.waived_ns;
-    if (settled_.charged_ns != 0) charge_settled();
-  }
+  if (!sampled_) count_unsampled_settled();
   ++stats_.reused;
   retarget(f, hot, settled_.key);
   return p;

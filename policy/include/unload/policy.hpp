@@ -332,18 +332,19 @@ class Policy {
     explore_left_ -= settled_.explores;
     if (explore_left_ == 0 && settled_.explores) [[unlikely]]
       pass_draw();
-    stats_.budget_waived_ns += settled_.waived_ns;
-    if (settled_.charged_ns != 0) [[unlikely]]
-      charge_settled();
+    count_unsampled_settled();
     sampled_ = false;
     p = settled_.path;
   }
-  // An unsampled write of a settled decision that draws on the budget: charged as
-  // charge_cpu() charged the decision.
-  void charge_settled() {
-    budget_.charge(settled_.charged_ns);
-    stats_.budget_charged_ns += settled_.charged_ns;
-    parked_.live = false;
+  // An unsampled write of the settled decision: what its usual CPU time waives and, when
+  // the decision draws on the budget, charges, as charge_cpu() split it for the decision.
+  void count_unsampled_settled() {
+    stats_.budget_waived_ns += settled_.waived_ns;
+    if (settled_.charged_ns != 0) [[unlikely]] {
+      budget_.charge(settled_.charged_ns);
+      stats_.budget_charged_ns += settled_.charged_ns;
+      parked_.live = false;
+    }
   }
   // Whether a settled decision that draws on a capped budget must make way for a whole
   // one: the balance, refilled at `now_ns` when the write read the clock, is spent, and a
@@ -401,10 +402,7 @@ class Policy {
       --explore_left_;
       if (f.now_ns != 0) budget_.refill(f.now_ns, t.cpu_budget_pct);
     }
-    if (!sampled_) {
-      stats_.budget_waived_ns += settled_.waived_ns;
-      if (settled_.charged_ns != 0) charge_settled();
-    }
+    if (!sampled_) count_unsampled_settled();
     ++stats_.reused;
     return settled_.path;
   }
