@@ -44,6 +44,24 @@ bool Gate::biased_allowed() {
   return g_biased.load(std::memory_order_relaxed);
 }
 
+// The first thread claims the gate (once per gate); a joiner, or the owner of a gate
+// turned shared, takes the lock. Until a joiner saw the owner out, the lock does not
+// exclude it: whoever comes first with the hand-over not done joins too (several may,
+// during the hand-over only).
+bool Gate::enter_slow(uint32_t me) {
+  uint32_t o = owner_.load(std::memory_order_relaxed);
+  if (o == 0 && biased_allowed() && owner_.compare_exchange_strong(o, me, std::memory_order_relaxed)) o = me;
+  if (o == me && !shared_.load(std::memory_order_relaxed)) {
+    owner_in_.store(true, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the joiner's membarrier does the rest
+    if (!shared_.load(std::memory_order_acquire)) return kBiased;
+    owner_in_.store(false, std::memory_order_release);
+  }
+  if (!handed_.load(std::memory_order_acquire)) join();
+  lock();
+  return kLocked;
+}
+
 void Gate::join() {
   shared_.store(true, std::memory_order_seq_cst);
   // Only fails if registration did; then no gate was ever biased (owner_ stays 0).

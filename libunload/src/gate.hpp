@@ -31,24 +31,20 @@ bool gate_init();
 
 class Gate {
  public:
-  // Enters the gate as `me`; returns how to leave it.
-  [[gnu::always_inline]] bool enter(uint32_t me) {
-    uint32_t o = owner_.load(std::memory_order_relaxed);
-    if (__builtin_expect(o == 0, 0) && biased_allowed()) {
-      // The first thread claims the gate (once per gate).
-      if (owner_.compare_exchange_strong(o, me, std::memory_order_relaxed)) o = me;
-    }
-    if (o == me && !shared_.load(std::memory_order_relaxed)) {
-      owner_in_.store(true, std::memory_order_relaxed);
-      std::atomic_signal_fence(std::memory_order_seq_cst);  // the joiner's membarrier does the rest
-      if (__builtin_expect(!shared_.load(std::memory_order_acquire), 1)) return kBiased;
-      owner_in_.store(false, std::memory_order_release);
-    }
-    // Until a joiner saw the owner out, the lock does not exclude it: whoever comes first
-    // with the hand-over not done joins too (several may, during the hand-over only).
-    if (!handed_.load(std::memory_order_acquire)) join();
-    lock();
-    return kLocked;
+  // Enters the gate as `me`; returns how to leave it. Inline only the owner's way in: the
+  // rest, out of line, keeps the registers of every poll and post that enters a gate.
+  [[gnu::always_inline]] bool enter(uint32_t me) { return try_enter_biased(me) ? kBiased : enter_slow(me); }
+  // The owner's way in alone: false, the gate not entered, for anybody else or once shared.
+  // Its caller leaves with leave(kBiased).
+  [[gnu::always_inline]] bool try_enter_biased(uint32_t me) {
+    if (__builtin_expect(
+            owner_.load(std::memory_order_relaxed) != me || shared_.load(std::memory_order_relaxed), 0))
+      return false;
+    owner_in_.store(true, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the joiner's membarrier does the rest
+    if (__builtin_expect(!shared_.load(std::memory_order_acquire), 1)) return true;
+    owner_in_.store(false, std::memory_order_release);
+    return false;
   }
   [[gnu::always_inline]] void leave(bool how) {
     if (how == kBiased)
@@ -65,6 +61,7 @@ class Gate {
 
  private:
   static bool biased_allowed();
+  bool enter_slow(uint32_t me);
   void join();
   void lock() {
     if (__builtin_expect(mu_.test_and_set(std::memory_order_acquire), 0)) lock_contended();

@@ -71,28 +71,74 @@ int poll_merge(CqRec* c, int n, ibv_wc* wc) {
 
 using namespace unload::rt;
 
-// ops.poll_cq. Polling is serialised per CQ by its gate (free for the usual single poller).
-extern "C" int unload_cq_poll(ibv_cq* cq, int n, ibv_wc* wc) {
-  CqRec* c = cq_find(cq);
-  if (__builtin_expect(!c, 0)) return context_find(cq->context)->provider.poll_cq(cq, n, wc);
-  remote_progress();  // before the gate: it may give a failed remote write to the NIC
+// A pass-through poll whose completions include one of a request the shim tracked, posted
+// after the poll looked at `tracked`: merged as a tracked poll would have, in the gate.
+[[gnu::noinline]] static int poll_through_merge(CqRec* c, int n, ibv_wc* wc, int got) {
+  got = merge_polled(c, wc, n, 0, got);
+  if (!c->pending.empty()) got += c->pending.pop(wc + got, n - got);
+  return got;
+}
+
+// A poll of a CQ nothing of the shim's can reach (offload from the start, or every QP on
+// it settled on the NIC): the provider's completions are the program's as they are.
+// `tracked` is looked at again after the poll: a request the shim tracked may have been
+// posted meanwhile and its completion polled here.
+[[gnu::noinline]] static int poll_through_locked(ibv_cq* cq, CqRec* c, int n, ibv_wc* wc) {
   GateScope g(c->gate);
-  if (!c->tracked.load(std::memory_order_acquire)) {
-    // Nothing of the shim's can reach this CQ (offload from the start, or every QP on it
-    // settled on the NIC): the provider's completions are the program's as they are.
-    // Looked at again after the poll: a request the shim tracked may have been posted
-    // meanwhile and its completion polled here.
-    int got = c->c->provider.poll_cq(cq, n, wc);
-    if (got > 0 && c->tracked.load(std::memory_order_acquire)) {
-      got = merge_polled(c, wc, n, 0, got);
-      if (!c->pending.empty()) got += c->pending.pop(wc + got, n - got);
-    }
-    return got;
-  }
+  const int got = c->c->provider.poll_cq(cq, n, wc);
+  if (__builtin_expect(got > 0 && c->tracked.load(std::memory_order_acquire), 0))
+    return poll_through_merge(c, n, wc, got);
+  return got;
+}
+// As poll_through_locked, for the gate's owner: entered its way, or else handed on, so that
+// nothing is called before the provider's poll and only the CQ, the count and the array
+// are kept across it.
+[[gnu::always_inline]] static inline int poll_through_owned(ibv_cq* cq, CqRec* c, int n, ibv_wc* wc) {
+  if (__builtin_expect(t_tid == 0 || !c->gate.try_enter_biased(t_tid), 0))
+    return poll_through_locked(cq, c, n, wc);
+  int got = c->c->provider.poll_cq(cq, n, wc);
+  if (__builtin_expect(got > 0 && c->tracked.load(std::memory_order_acquire), 0))
+    got = poll_through_merge(c, n, wc, got);
+  c->gate.leave(Gate::kBiased);
+  return got;
+}
+[[gnu::noinline]] static int poll_through(ibv_cq* cq, CqRec* c, int n, ibv_wc* wc) {
+  return poll_through_owned(cq, c, n, wc);
+}
+
+// A poll with remote writes outstanding (progressed first), or of a CQ the shim tracks:
+// through the merger, inside the gate.
+[[gnu::noinline]] static int poll_tracked(ibv_cq* cq, CqRec* c, int n, ibv_wc* wc) {
+  remote_progress();  // before the gate: it may give a failed remote write to the NIC
+  if (!c->tracked.load(std::memory_order_acquire)) return poll_through(cq, c, n, wc);
+  GateScope g(c->gate);
   const int got = poll_merge(c, n, wc);
   note_poll(got);
   if (__builtin_expect(c->holders.load(std::memory_order_relaxed) == 0, 0)) cq_go_through(c);
   return got;
+}
+
+[[gnu::always_inline]] static inline bool passes_through(const CqRec* c) {
+  return !c->tracked.load(std::memory_order_acquire) && !remote_outstanding();
+}
+
+// The poll's way in when the thread's memo holds another CQ (a program that polls two in
+// turn): the lookup in full, then as the front.
+[[gnu::noinline]] static int poll_front_slow(ibv_cq* cq, int n, ibv_wc* wc) {
+  CqRec* c = cq_find(cq);
+  if (__builtin_expect(!c, 0)) return context_find(cq->context)->provider.poll_cq(cq, n, wc);
+  if (passes_through(c)) return poll_through(cq, c, n, wc);
+  return poll_tracked(cq, c, n, wc);
+}
+
+// ops.poll_cq. Polling is serialised per CQ by its gate (free for the usual single
+// poller). Its front calls nothing but the provider's poll and, in a tail, the others, so
+// that it saves only what it keeps across that poll.
+extern "C" int unload_cq_poll(ibv_cq* cq, int n, ibv_wc* wc) {
+  CqRec* c = cq_find_memo(cq);
+  if (__builtin_expect(!c, 0)) return poll_front_slow(cq, n, wc);
+  if (__builtin_expect(!passes_through(c), 0)) return poll_tracked(cq, c, n, wc);
+  return poll_through_owned(cq, c, n, wc);
 }
 
 // `armed` is set only once the provider armed the CQ, so a marker posted after the direct

@@ -84,9 +84,11 @@ void count_offloaded(const ibv_send_wr* wr, int rc, ibv_send_wr* const* bad) {
 
 // Does w carry more inline data than the program's QP takes? The real QP may take more
 // (the inline path asks for room): the provider would accept what the program's own QP
-// refuses, so the shim refuses it, where the provider would, with EINVAL.
-bool inline_too_long(const QpRec* q, const ibv_send_wr* w) {
-  return (w->send_flags & IBV_SEND_INLINE) && q->roomy && wr_length(*w) > q->shown.max_inline_data;
+// refuses, so the shim refuses it, where the provider would, with EINVAL. Inline, as
+// plain_kind: the length is summed only for an inline request.
+[[gnu::always_inline]] inline bool inline_too_long(const QpRec* q, const ibv_send_wr* w) {
+  return __builtin_expect((w->send_flags & IBV_SEND_INLINE) && q->roomy, 0) &&
+         wr_length(*w) > q->shown.max_inline_data;
 }
 
 // Whether the lone request w, routed rt, may go to the NIC as a plain write: a signaled
@@ -146,8 +148,8 @@ int post_plain(QpRec* q, ibv_send_wr* w, const Route& rt, ibv_send_wr** bad) {
 
 // Whether request w may be a plain one as far as it goes: signaled (a completion counts
 // it), a write, send, READ or atomic (whose order the plain counts keep), within the
-// program's inline cap.
-bool plain_kind(const QpRec* q, const ibv_send_wr& w) {
+// program's inline cap. Inline: a settled post asks it of every request.
+[[gnu::always_inline]] inline bool plain_kind(const QpRec* q, const ibv_send_wr& w) {
   switch (w.opcode) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -436,10 +438,10 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
 // inside the gate (a fence's marker is posted under it), given to the provider as built
 // (a lone write as the inline lane's was, settled_inline), around the ring, and counted.
 // Any request a plain one could not be, or `settled` gone meanwhile, takes the full way.
-[[gnu::always_inline]] static inline int post_settled(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+[[gnu::noinline]] static int post_settled_list(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   uint64_t writes = 0, bytes = 0;
   for (const ibv_send_wr* w = wr; w; w = w->next) {
-    if (!plain_kind(q, *w)) return post_slow(q->qp, q, wr, bad);
+    if (__builtin_expect(!plain_kind(q, *w), 0)) return post_slow(q->qp, q, wr, bad);
     if (is_write(w->opcode)) {
       ++writes;
       bytes += wr_length(*w);
@@ -448,26 +450,63 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   {
     GateScope g(q->sq.gate);
     SendQueue& sq = q->sq;
-    if (sq.settled.load(std::memory_order_relaxed)) {
+    if (__builtin_expect(sq.settled.load(std::memory_order_relaxed), 1)) {
       if (__builtin_expect(sq.holds, 0)) settled_release(q);
       ibv_send_wr copy;
       const bool as_inline = sq.settled_path == Path::unload_inline && settled_inline(q, *wr);
       ibv_send_wr* given = as_inline ? asking_inline(*wr, &copy) : wr;
-      const Path path = as_inline ? Path::unload_inline : Path::offload;
       const int rc = q->c->provider.post_send(q->qp, given, bad);
       if (__builtin_expect(rc != 0, 0)) {
         if (as_inline) *bad = wr;
         writes = writes_before(wr, *bad, &bytes);
       }
-      if (writes) {
-        count_why(sq.settled_why, writes);  // before its writes, as Batch::give counts
-        count_writes(path, writes, bytes);
-        thread_stats().nic_settled += writes;
-      }
+      // The reason before its writes, as Batch::give counts.
+      if (writes)
+        count_settled(as_inline ? Path::unload_inline : Path::offload, sq.settled_why, writes, bytes);
       return rc;
     }
   }
   return post_slow(q->qp, q, wr, bad);
+}
+
+// post_settled for a QP whose lane gave its lone writes from the lane's source inline
+// (settled_inline): those asked as inline in a copy; the rest as built.
+[[gnu::noinline]] static int post_settled_inline(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  SendQueue& sq = q->sq;
+  ibv_send_wr copy;
+  const bool as_inline = settled_inline(q, *wr);
+  const int rc = q->c->provider.post_send(q->qp, as_inline ? asking_inline(*wr, &copy) : wr, bad);
+  const Why why = sq.settled_why;
+  sq.gate.leave(Gate::kBiased);
+  if (__builtin_expect(rc != 0, 0)) {
+    *bad = wr;
+    return rc;
+  }
+  if (is_write(wr->opcode))
+    count_settled(as_inline ? Path::unload_inline : Path::offload, why, 1, wr_length(*wr));
+  return 0;
+}
+
+// post_settled_list for the usual post, a lone request given by the gate's owner: out of
+// line, as post_passing, and handing every other case on, so that only the QP and the
+// request are kept across the provider's post. A lone request refused is not posted at
+// all: nothing to count.
+[[gnu::noinline]] static int post_settled(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  SendQueue& sq = q->sq;
+  if (__builtin_expect(wr->next != nullptr || t_tid == 0, 0)) return post_settled_list(q, wr, bad);
+  if (__builtin_expect(!plain_kind(q, *wr), 0)) return post_slow(q->qp, q, wr, bad);
+  if (__builtin_expect(!sq.gate.try_enter_biased(t_tid), 0)) return post_settled_list(q, wr, bad);
+  if (__builtin_expect(!sq.settled.load(std::memory_order_relaxed) || sq.holds, 0)) {
+    sq.gate.leave(Gate::kBiased);
+    return post_settled_list(q, wr, bad);
+  }
+  if (sq.settled_path == Path::unload_inline) return post_settled_inline(q, wr, bad);  // in the gate
+  const int rc = q->c->provider.post_send(q->qp, wr, bad);
+  const Why why = sq.settled_why;
+  sq.gate.leave(Gate::kBiased);
+  if (__builtin_expect(rc == 0, 1) && is_write(wr->opcode))
+    count_settled(Path::offload, why, 1, wr_length(*wr));
+  return rc;
 }
 
 // A pinned post the provider refused (some or all of it): what it took counted, its answer
@@ -492,11 +531,29 @@ extern "C" int unload_qp_post_send_pinned(ibv_qp* qp, ibv_send_wr* wr, ibv_send_
   return 0;
 }
 
-// ops.post_send. The program's list is never written: the provider gets copies.
-extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+// ops.post_send's way in when its front cannot tell (no memo of the QP, the tunables moved,
+// a consult due): the same choice, asked in full.
+[[gnu::noinline]] static int post_front_slow(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   QpRec* q = qp_find(qp);
-  if (__builtin_expect(q && q->sq.passing.load(std::memory_order_relaxed) && offload_now(), 1))
-    return post_passing(q, wr, bad);
+  if (q && q->sq.passing.load(std::memory_order_relaxed) && offload_now()) return post_passing(q, wr, bad);
   if (q && q->sq.settled.load(std::memory_order_relaxed) && settled_now()) return post_settled(q, wr, bad);
   return post_slow(qp, q, wr, bad);
+}
+
+// ops.post_send. The program's list is never written: the provider gets copies. Its front
+// decides, from the thread's memo of the QP and its fresh tunables, between a post that
+// passes straight through and one on a QP settled on the NIC, and calls nothing else, so
+// that it saves no register; any other case asks post_front_slow.
+extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  QpRec* q = qp_find_memo(qp);
+  if (__builtin_expect(q != nullptr && tunables_fresh(), 1)) {
+    if (__builtin_expect(q->sq.passing.load(std::memory_order_relaxed) && t_offload, 1))
+      return post_passing(q, wr, bad);
+    if (q->sq.settled.load(std::memory_order_relaxed) && !t_offload) {  // settled_now()
+      if (__builtin_expect(--t_settled_left != 0, 1)) return post_settled(q, wr, bad);
+      t_settled_left = kSettledConsultEvery;
+    }
+    return post_slow(qp, q, wr, bad);
+  }
+  return post_front_slow(qp, wr, bad);
 }

@@ -31,8 +31,16 @@ UNLOAD_TLS_HOT extern constinit thread_local LastFound<CqRec> t_last_cq;
 inline QpRec* qp_find(const ibv_qp* qp) {
   return find_through(g_qps, t_last_qp, key_of(qp));
 }
+// qp_find's memo alone: the post's front, which leaves every other case to qp_find.
+inline QpRec* qp_find_memo(const ibv_qp* qp) {
+  return find_memo(g_qps, t_last_qp, key_of(qp));
+}
 inline CqRec* cq_find(const ibv_cq* cq) {
   return find_through(g_cqs, t_last_cq, key_of(cq));
+}
+// cq_find's memo alone: the poll's front.
+inline CqRec* cq_find_memo(const ibv_cq* cq) {
+  return find_memo(g_cqs, t_last_cq, key_of(cq));
 }
 
 inline uint64_t qpn_key(const ContextRec* c, uint32_t qpn) {

@@ -54,8 +54,11 @@ inline void remote_settle_if_failed(QpRec* q) {
 // writes to the NIC when its post gate is free. A load and a branch without remote writes.
 extern std::atomic<uint64_t> g_remote_outstanding;
 void remote_progress_slow();
+inline bool remote_outstanding() {
+  return g_remote_outstanding.load(std::memory_order_relaxed) != 0;
+}
 inline void remote_progress() {
-  if (g_remote_outstanding.load(std::memory_order_relaxed) != 0) remote_progress_slow();
+  if (remote_outstanding()) remote_progress_slow();
 }
 
 // At q's destruction, its writes settled: frees its queue.

@@ -54,12 +54,13 @@ void kmod_flush(ThreadStats& s) {
     s.sent_writes[i] += w;
     s.sent_bytes[i] += b;
   }
-  if (__atomic_exchange_n(&s.why_unsent, false, __ATOMIC_RELAXED))
-    for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i)
-      if (const uint64_t n = __atomic_load_n(&s.why_not[i], __ATOMIC_RELAXED) - s.sent_why_not[i]) {
-        kmod_count_why(i, n);
-        s.sent_why_not[i] += n;
-      }
+  for (uint32_t m = __atomic_exchange_n(&s.why_unsent, 0, __ATOMIC_RELAXED); m; m &= m - 1) {
+    const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
+    if (const uint64_t n = __atomic_load_n(&s.why_not[i], __ATOMIC_RELAXED) - s.sent_why_not[i]) {
+      kmod_count_why(i, n);
+      s.sent_why_not[i] += n;
+    }
+  }
   s.sending.clear(std::memory_order_release);
 }
 
@@ -131,7 +132,7 @@ void stats_after_fork() {
     std::memset(s->sent_why_not, 0, sizeof s->sent_why_not);
     std::memset(s->sent_writes, 0, sizeof s->sent_writes);
     std::memset(s->sent_bytes, 0, sizeof s->sent_bytes);
-    s->why_unsent = false;
+    s->why_unsent = 0;
     s->unsent = 0;
     s->sending.clear();
     s->samples = 0;

@@ -30,7 +30,7 @@ struct ThreadStats {
   uint64_t cq_through;   // times a CQ's polls went back to passing through (poll.cpp)
   uint64_t why_not[UNLOAD_WHY_COUNT];
   uint64_t unsent;  // writes counted since the last batch
-  bool why_unsent;  // a why_not moved since the last batch
+  uint32_t why_unsent;       // the why_not entries that moved since the last batch, a bit each
   std::atomic_flag sending;  // a batch is being made (its thread's, or the exit's)
   uint64_t sent_writes[policy::kPathCount];  // what the counters page has of writes...
   uint64_t sent_bytes[policy::kPathCount];
@@ -75,7 +75,28 @@ inline void count_why(Why w, uint64_t n = 1) {
   if (i >= UNLOAD_WHY_COUNT) return;
   ThreadStats& s = thread_stats();
   s.why_not[i] += n;
-  s.why_unsent = true;  // sent with the next batch of writes
+  // Sent with the next batch of writes, which looks only at the entries marked. Atomic:
+  // the exit's batch may take the marks meanwhile (a mark it took again sends nothing).
+  __atomic_store_n(&s.why_unsent, __atomic_load_n(&s.why_unsent, __ATOMIC_RELAXED) | 1u << i,
+                   __ATOMIC_RELAXED);
+}
+static_assert(UNLOAD_WHY_COUNT <= 32, "why_unsent has a bit for each reason");
+
+// Counts n writes that a QP settled on the NIC passed straight through (post.cpp,
+// post_settled) on path p, for reason `w`: count_why and count_writes in one look at the
+// thread's block.
+inline void count_settled(Path p, Why w, uint64_t n, uint64_t bytes) {
+  ThreadStats& s = thread_stats();
+  s.nic_settled += n;
+  if (const unsigned k = static_cast<unsigned>(w); k < UNLOAD_WHY_COUNT) {
+    s.why_not[k] += n;
+    __atomic_store_n(&s.why_unsent, __atomic_load_n(&s.why_unsent, __ATOMIC_RELAXED) | 1u << k,
+                     __ATOMIC_RELAXED);
+  }
+  const unsigned i = policy::index_of(p);
+  s.writes[i] += n;
+  s.bytes[i] += bytes;
+  if ((s.unsent += n) >= kKmodBatch) count_flush(s);
 }
 
 // What adaptive did, in the statistics file: one list, which stats_totals() sums over the

@@ -117,4 +117,12 @@ inline V* find_through(const PtrTable<V, kBits>& t, LastFound<V>& last, uint64_t
   return v;
 }
 
+// The memo's answer alone, no probe: null when the thread's last lookup was of another key
+// or the table changed since (find_through then probes).
+template <class V, unsigned kBits>
+[[gnu::always_inline]] inline V* find_memo(const PtrTable<V, kBits>& t, const LastFound<V>& last,
+                                           uint64_t key) {
+  return last.key == key && last.changes == t.changes() ? last.val : nullptr;
+}
+
 }  // namespace unload::rt

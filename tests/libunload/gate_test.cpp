@@ -88,6 +88,57 @@ TEST(Gate, MutualExclusionAcrossTheHandOver) {
   }
 }
 
+TEST(Gate, OnlyTheOwnerEntersItsWayAndOnlyUntilShared) {
+  if (!gate_init()) GTEST_SKIP() << "membarrier(PRIVATE_EXPEDITED) unavailable: every gate locks";
+  Gate g;
+  const uint32_t me = this_tid();
+  EXPECT_FALSE(g.try_enter_biased(me)) << "a gate nobody claimed has no owner's way in";
+  g.leave(g.enter(me));  // claims it
+  ASSERT_TRUE(g.try_enter_biased(me));
+  g.leave(Gate::kBiased);
+  EXPECT_FALSE(g.try_enter_biased(me + 1)) << "another thread entered the owner's way";
+  EXPECT_FALSE(g.try_enter_biased(0)) << "a thread whose id is not yet known entered the owner's way";
+  std::thread([&g] { g.leave(g.enter(this_tid())); }).join();
+  EXPECT_FALSE(g.try_enter_biased(me)) << "the owner entered its way after the gate was shared";
+}
+
+// The fronts' pattern (poll.cpp, post.cpp): the owner tries its way first and, refused,
+// takes the full way in; others always take the full way.
+TEST(Gate, OwnersWayAndFullWayExcludeEachOther) {
+  gate_init();
+  constexpr int kThreads = 3;
+  constexpr int kRounds = 200000;
+  for (int trial = 0; trial < 5; ++trial) {
+    Gate g;
+    uint64_t counter = 0;
+    std::atomic<int> inside{0};
+    std::atomic<bool> overlap{false};
+    std::atomic<int> ready{0};
+    auto body = [&](bool tries_first) {
+      const uint32_t me = this_tid();
+      if (tries_first) g.leave(g.enter(me));  // the owner
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) {
+      }
+      for (int i = 0; i < kRounds; ++i) {
+        const bool how = tries_first && g.try_enter_biased(me) ? Gate::kBiased : g.enter(me);
+        if (inside.fetch_add(1, std::memory_order_relaxed) != 0) overlap = true;
+        counter = counter + 1;
+        inside.fetch_sub(1, std::memory_order_relaxed);
+        g.leave(how);
+      }
+    };
+    std::vector<std::thread> ts;
+    ts.emplace_back(body, true);
+    while (ready.load() < 1) {
+    }
+    for (int t = 1; t < kThreads; ++t) ts.emplace_back(body, false);
+    for (std::thread& t : ts) t.join();
+    EXPECT_FALSE(overlap.load());
+    EXPECT_EQ(counter, static_cast<uint64_t>(kThreads) * kRounds);
+  }
+}
+
 TEST(Gate, ThreadIdIsCachedAndReal) {
   EXPECT_EQ(this_tid(), static_cast<uint32_t>(gettid()));
   uint32_t other = 0;
