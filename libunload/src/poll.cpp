@@ -106,16 +106,21 @@ using namespace unload::rt;
   return poll_through_owned(cq, c, n, wc);
 }
 
-// A poll with remote writes outstanding (progressed first), or of a CQ the shim tracks:
-// through the merger, inside the gate.
-[[gnu::noinline]] static int poll_tracked(ibv_cq* cq, CqRec* c, int n, ibv_wc* wc) {
-  remote_progress();  // before the gate: it may give a failed remote write to the NIC
-  if (!c->tracked.load(std::memory_order_acquire)) return poll_through(cq, c, n, wc);
+// A poll of a CQ the shim tracks: through the merger, inside the gate.
+[[gnu::noinline]] static int poll_merging(CqRec* c, int n, ibv_wc* wc) {
   GateScope g(c->gate);
   const int got = poll_merge(c, n, wc);
   note_poll(got);
   if (__builtin_expect(c->holders.load(std::memory_order_relaxed) == 0, 0)) cq_go_through(c);
   return got;
+}
+
+// A poll with remote writes outstanding: progressed first (before the gate: it may give a
+// failed remote write to the NIC), then as any other.
+[[gnu::noinline]] static int poll_tracked(ibv_cq* cq, CqRec* c, int n, ibv_wc* wc) {
+  remote_progress();
+  if (!c->tracked.load(std::memory_order_acquire)) return poll_through(cq, c, n, wc);
+  return poll_merging(c, n, wc);
 }
 
 [[gnu::always_inline]] static inline bool passes_through(const CqRec* c) {
@@ -137,7 +142,11 @@ using namespace unload::rt;
 extern "C" int unload_cq_poll(ibv_cq* cq, int n, ibv_wc* wc) {
   CqRec* c = cq_find_memo(cq);
   if (__builtin_expect(!c, 0)) return poll_front_slow(cq, n, wc);
-  if (__builtin_expect(!passes_through(c), 0)) return poll_tracked(cq, c, n, wc);
+  if (__builtin_expect(c->tracked.load(std::memory_order_acquire), 0)) {
+    if (remote_outstanding()) return poll_tracked(cq, c, n, wc);
+    return poll_merging(c, n, wc);
+  }
+  if (__builtin_expect(remote_outstanding(), 0)) return poll_tracked(cq, c, n, wc);
   return poll_through_owned(cq, c, n, wc);
 }
 
