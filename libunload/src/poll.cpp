@@ -123,16 +123,12 @@ using namespace unload::rt;
   return poll_merging(c, n, wc);
 }
 
-[[gnu::always_inline]] static inline bool passes_through(const CqRec* c) {
-  return !c->tracked.load(std::memory_order_acquire) && !remote_outstanding();
-}
-
 // The poll's way in when the thread's memo holds another CQ (a program that polls two in
 // turn): the lookup in full, then as the front.
 [[gnu::noinline]] static int poll_front_slow(ibv_cq* cq, int n, ibv_wc* wc) {
   CqRec* c = cq_find(cq);
   if (__builtin_expect(!c, 0)) return context_find(cq->context)->provider.poll_cq(cq, n, wc);
-  if (passes_through(c)) return poll_through(cq, c, n, wc);
+  if (!c->tracked.load(std::memory_order_acquire) && !remote_outstanding()) return poll_through(cq, c, n, wc);
   return poll_tracked(cq, c, n, wc);
 }
 
@@ -142,11 +138,8 @@ using namespace unload::rt;
 extern "C" int unload_cq_poll(ibv_cq* cq, int n, ibv_wc* wc) {
   CqRec* c = cq_find_memo(cq);
   if (__builtin_expect(!c, 0)) return poll_front_slow(cq, n, wc);
-  if (__builtin_expect(c->tracked.load(std::memory_order_acquire), 0)) {
-    if (remote_outstanding()) return poll_tracked(cq, c, n, wc);
-    return poll_merging(c, n, wc);
-  }
   if (__builtin_expect(remote_outstanding(), 0)) return poll_tracked(cq, c, n, wc);
+  if (__builtin_expect(c->tracked.load(std::memory_order_acquire), 0)) return poll_merging(c, n, wc);
   return poll_through_owned(cq, c, n, wc);
 }
 
