@@ -35,7 +35,8 @@ class Gate {
   // rest, out of line, keeps the registers of every poll and post that enters a gate.
   [[gnu::always_inline]] bool enter(uint32_t me) { return try_enter_biased(me) ? kBiased : enter_slow(me); }
   // The owner's way in alone: false, the gate not entered, for anybody else or once shared.
-  // Its caller leaves with leave(kBiased).
+  // Its caller leaves with leave(kBiased). `me` is a thread's id, never 0: a gate nobody
+  // claimed has owner 0, so a caller whose id is not yet known (t_tid 0) must not ask.
   [[gnu::always_inline]] bool try_enter_biased(uint32_t me) {
     if (__builtin_expect(
             owner_.load(std::memory_order_relaxed) != me || shared_.load(std::memory_order_relaxed), 0))
