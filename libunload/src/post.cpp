@@ -549,10 +549,8 @@ extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** ba
   if (__builtin_expect(q != nullptr && tunables_fresh(), 1)) {
     if (__builtin_expect(q->sq.passing.load(std::memory_order_relaxed) && t_offload, 1))
       return post_passing(q, wr, bad);
-    if (q->sq.settled.load(std::memory_order_relaxed) && !t_offload) {  // settled_now()
-      if (__builtin_expect(--t_settled_left != 0, 1)) return post_settled(q, wr, bad);
-      t_settled_left = kSettledConsultEvery;
-    }
+    if (q->sq.settled.load(std::memory_order_relaxed) && !t_offload && settled_countdown())
+      return post_settled(q, wr, bad);  // settled_now(), the tunables looked at above
     return post_slow(qp, q, wr, bad);
   }
   return post_front_slow(qp, wr, bad);

@@ -50,11 +50,15 @@ inline bool offload_now() {
 // changed), and this thread's countdown to its next consult of the policy not run out.
 constexpr uint32_t kSettledConsultEvery = 64;
 UNLOAD_TLS_HOT extern constinit thread_local uint32_t t_settled_left;
-inline bool settled_now() {
-  if (__builtin_expect(!tunables_fresh() || t_offload, 0)) return false;
+// The countdown alone (the post's front has looked at the tunables itself).
+inline bool settled_countdown() {
   if (__builtin_expect(--t_settled_left != 0, 1)) return true;
   t_settled_left = kSettledConsultEvery;
   return false;
+}
+inline bool settled_now() {
+  if (__builtin_expect(!tunables_fresh() || t_offload, 0)) return false;
+  return settled_countdown();
 }
 // The control page's sequence this thread's tunables() copy was taken at: unchanged, so
 // are the tunables (with the kmod; a constant without it).

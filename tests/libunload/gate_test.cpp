@@ -55,17 +55,30 @@ TEST(Gate, JoinerWaitsForTheOwnerInside) {
   EXPECT_FALSE(saw_owner_inside.load()) << "the joiner entered while the owner was inside";
 }
 
+// What each thread does inside the gate: a plain (non-atomic) counter and an occupancy
+// flag, so a lost update or two threads inside at once shows up in one of them.
+struct Inside {
+  uint64_t counter = 0;
+  std::atomic<int> now{0};
+  std::atomic<bool> overlap{false};
+  void visit() {
+    if (now.fetch_add(1, std::memory_order_relaxed) != 0) overlap = true;
+    counter = counter + 1;
+    now.fetch_sub(1, std::memory_order_relaxed);
+  }
+  void expect_exclusive(uint64_t visits) const {
+    EXPECT_FALSE(overlap.load());
+    EXPECT_EQ(counter, visits);
+  }
+};
+
 TEST(Gate, MutualExclusionAcrossTheHandOver) {
   gate_init();
   constexpr int kThreads = 4;
   constexpr int kRounds = 200000;
   for (int trial = 0; trial < 5; ++trial) {
     Gate g;
-    // Plain (non-atomic) counter and an occupancy flag: a lost update or two threads inside
-    // at once shows up in one of them.
-    uint64_t counter = 0;
-    std::atomic<int> inside{0};
-    std::atomic<bool> overlap{false};
+    Inside inside;
     std::atomic<bool> go{false};
     auto body = [&] {
       const uint32_t me = this_tid();
@@ -73,9 +86,7 @@ TEST(Gate, MutualExclusionAcrossTheHandOver) {
       }
       for (int i = 0; i < kRounds; ++i) {
         const bool how = g.enter(me);
-        if (inside.fetch_add(1, std::memory_order_relaxed) != 0) overlap = true;
-        counter = counter + 1;
-        inside.fetch_sub(1, std::memory_order_relaxed);
+        inside.visit();
         g.leave(how);
       }
     };
@@ -83,8 +94,7 @@ TEST(Gate, MutualExclusionAcrossTheHandOver) {
     for (int t = 0; t < kThreads; ++t) ts.emplace_back(body);
     go = true;
     for (std::thread& t : ts) t.join();
-    EXPECT_FALSE(overlap.load());
-    EXPECT_EQ(counter, static_cast<uint64_t>(kThreads) * kRounds);
+    inside.expect_exclusive(static_cast<uint64_t>(kThreads) * kRounds);
   }
 }
 
@@ -110,9 +120,7 @@ TEST(Gate, OwnersWayAndFullWayExcludeEachOther) {
   constexpr int kRounds = 200000;
   for (int trial = 0; trial < 5; ++trial) {
     Gate g;
-    uint64_t counter = 0;
-    std::atomic<int> inside{0};
-    std::atomic<bool> overlap{false};
+    Inside inside;
     std::atomic<int> ready{0};
     auto body = [&](bool tries_first) {
       const uint32_t me = this_tid();
@@ -122,9 +130,7 @@ TEST(Gate, OwnersWayAndFullWayExcludeEachOther) {
       }
       for (int i = 0; i < kRounds; ++i) {
         const bool how = tries_first && g.try_enter_biased(me) ? Gate::kBiased : g.enter(me);
-        if (inside.fetch_add(1, std::memory_order_relaxed) != 0) overlap = true;
-        counter = counter + 1;
-        inside.fetch_sub(1, std::memory_order_relaxed);
+        inside.visit();
         g.leave(how);
       }
     };
@@ -134,8 +140,7 @@ TEST(Gate, OwnersWayAndFullWayExcludeEachOther) {
     }
     for (int t = 1; t < kThreads; ++t) ts.emplace_back(body, false);
     for (std::thread& t : ts) t.join();
-    EXPECT_FALSE(overlap.load());
-    EXPECT_EQ(counter, static_cast<uint64_t>(kThreads) * kRounds);
+    inside.expect_exclusive(static_cast<uint64_t>(kThreads) * kRounds);
   }
 }
 
