@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The sandbox boots the given kernel, shows an rxe device, returns the guest's status; on the default kernel it also fails a run on a kernel warning and retries a boot fault.
+# The sandbox boots the given kernel, shows an rxe device, returns the guest's status; on the default kernel it also fails a run on a kernel warning and retries a boot fault and a stopped CPU.
 #
 #   boot_rxe_status.sh FLAVOUR [default]
 #
-# The warning and the boot fault are the sandbox script's own logic, the same whatever the
+# The warning, the boot fault and the stopped CPU are the sandbox script's own logic, the same whatever the
 # kernel: one kernel checks them (each a boot of about half a minute under TCG).
 set -uo pipefail
 . "$(dirname "$0")/../support/check.sh"
@@ -36,6 +36,18 @@ if [ "$rc" -eq 0 ] && echo "$out" | grep -q 'booting again (attempt 2 of 3)' && 
 	ok "a fault while booting -> booted again, the command ran once, exit 0"
 else
 	fail "a fault while booting -> booted again, the command ran once, exit 0" "sandbox exit $rc"
+	echo "$out" | tail -n 10 | sed 's/^/    | /'
+fi
+
+# A guest CPU the emulator stopped, once our part has started: the sandbox sees it on the
+# console, powers the guest off and boots it again; the command runs once, in the second.
+out=$(UNLOAD_SANDBOX_SELFTEST=vcpu-stall sandbox --kernel "$flavour" -- sh -c 'echo ran' 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q 'a guest CPU stopped, the emulator.s fault: booting it again (attempt 2 of 3)' <<<"$out" &&
+	[ "$(grep -c '^ran' <<<"$out")" -eq 1 ]; then
+	ok "a stopped guest CPU -> booted again, the command ran once, exit 0"
+else
+	fail "a stopped guest CPU -> booted again, the command ran once, exit 0" "sandbox exit $rc"
 	echo "$out" | tail -n 10 | sed 's/^/    | /'
 fi
 finish
