@@ -50,7 +50,9 @@ bool Gate::biased_allowed() {
 // during the hand-over only).
 bool Gate::enter_slow(uint32_t me) {
   uint32_t o = owner_.load(std::memory_order_relaxed);
-  if (o == 0 && biased_allowed() && owner_.compare_exchange_strong(o, me, std::memory_order_relaxed)) o = me;
+  if (o == kNobody && me != 0 && biased_allowed() &&
+      owner_.compare_exchange_strong(o, me, std::memory_order_relaxed))
+    o = me;
   if (o == me && !shared_.load(std::memory_order_relaxed)) {
     owner_in_.store(true, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);  // the joiner's membarrier does the rest
@@ -64,7 +66,7 @@ bool Gate::enter_slow(uint32_t me) {
 
 void Gate::join() {
   shared_.store(true, std::memory_order_seq_cst);
-  // Only fails if registration did; then no gate was ever biased (owner_ stays 0).
+  // Only fails if registration did; then no gate was ever biased (owner_ stays kNobody).
   (void)membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
   for (int spins = 0; owner_in_.load(std::memory_order_acquire);) relax(spins);
   handed_.store(true, std::memory_order_release);
@@ -79,7 +81,9 @@ void Gate::lock_contended() {
 
 bool Gate::try_enter(uint32_t me, bool* how) {
   uint32_t o = owner_.load(std::memory_order_relaxed);
-  if (o == 0 && biased_allowed() && owner_.compare_exchange_strong(o, me, std::memory_order_relaxed)) o = me;
+  if (o == kNobody && me != 0 && biased_allowed() &&
+      owner_.compare_exchange_strong(o, me, std::memory_order_relaxed))
+    o = me;
   if (o == me && !shared_.load(std::memory_order_relaxed)) {
     owner_in_.store(true, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);

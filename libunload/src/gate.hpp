@@ -35,8 +35,8 @@ class Gate {
   // rest, out of line, keeps the registers of every poll and post that enters a gate.
   [[gnu::always_inline]] bool enter(uint32_t me) { return try_enter_biased(me) ? kBiased : enter_slow(me); }
   // The owner's way in alone: false, the gate not entered, for anybody else or once shared.
-  // Its caller leaves with leave(kBiased). `me` is a thread's id, never 0: a gate nobody
-  // claimed has owner 0, so a caller whose id is not yet known (t_tid 0) must not ask.
+  // Its caller leaves with leave(kBiased). `me` may be 0, a thread whose id is not yet known
+  // (t_hot.tid): no gate's owner is 0, so it is refused, and its caller needs no test of its own.
   [[gnu::always_inline]] bool try_enter_biased(uint32_t me) {
     if (__builtin_expect(
             owner_.load(std::memory_order_relaxed) != me || shared_.load(std::memory_order_relaxed), 0))
@@ -69,7 +69,9 @@ class Gate {
   }
   void lock_contended();
 
-  std::atomic<uint32_t> owner_{0};          // tid of the first thread in; 0 before
+  // No thread's id: gettid() is below pid_max (at most 2^22), and 0 is no thread's either.
+  static constexpr uint32_t kNobody = ~uint32_t{0};
+  std::atomic<uint32_t> owner_{kNobody};    // tid of the first thread in; kNobody before
   std::atomic<bool> shared_{false};         // a second thread came: everybody locks from now on
   std::atomic<bool> owner_in_{false};       // the owner is inside without the lock
   std::atomic<bool> handed_{false};         // shared, and the owner was seen out after that

@@ -15,6 +15,14 @@
 
 namespace unload::rt {
 
+namespace {
+constexpr unload_control no_control() {
+  unload_control c{};
+  c.seq = ~uint32_t{0};
+  return c;
+}
+}  // namespace
+constinit const unload_control kNoControl = no_control();
 Kmod g_kmod;
 std::atomic<bool> g_have_kmod{false};
 
@@ -63,7 +71,7 @@ const char* kmod_open() {
   void* busy = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, UNLOAD_MMAP_BUSY);
   g_kmod.busy = busy == MAP_FAILED ? nullptr : static_cast<uint8_t*>(busy);
   g_kmod.fd = fd;
-  g_kmod.ctl = static_cast<const unload_control*>(ctl);
+  __atomic_store_n(&g_kmod.ctl, static_cast<const unload_control*>(ctl), __ATOMIC_RELEASE);
   g_kmod.cnt = static_cast<unload_counters*>(cnt);
   g_kmod.max_iov = h.max_iov;
   g_kmod.ctl_size = h.control_size;

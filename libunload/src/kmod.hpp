@@ -18,9 +18,13 @@ struct unload_map;
 
 namespace unload::rt {
 
+// The control page until the module's is mapped (and in a forked child until it opens its
+// own session): its sequence is odd, a page being written, so no thread's copy of the
+// tunables is ever fresh against it (tunables_fresh() needs no test of the module's own).
+extern const unload_control kNoControl;
 struct Kmod {
   int fd = -1;
-  const unload_control* ctl = nullptr;
+  const unload_control* ctl = &kNoControl;  // written with release: the post's front reads it
   unload_counters* cnt = nullptr;
   const uint64_t* status = nullptr;  // the mappings' validity words (nullptr: an older module)
   uint8_t* busy = nullptr;            // this session's QPs' busy bytes (busy.hpp)

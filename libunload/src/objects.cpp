@@ -31,15 +31,13 @@ PtrTable<QpRec> g_qps_by_num;
 PtrTable<CqRec, 12> g_cqs;
 PtrTable<MrRec> g_mrs;
 PtrTable<ibv_mw> g_mws;
-UNLOAD_TLS_HOT constinit thread_local LastFound<QpRec> t_last_qp;
-UNLOAD_TLS_HOT constinit thread_local LastFound<CqRec> t_last_cq;
 std::atomic<uint64_t> g_mr_epoch{0};
 std::atomic<uint32_t> g_windows{0};
 
+ContextRec* g_contexts[kMaxContexts];
+
 namespace {
 
-constexpr unsigned kMaxContexts = 64;
-ContextRec* g_contexts[kMaxContexts];
 std::atomic<uint32_t> g_next_ctx_id{0};
 std::mutex g_ctx_mu;  // guards writers of g_contexts
 
@@ -50,8 +48,8 @@ constexpr int kCqRoom = 32;
 
 }  // namespace
 
-ContextRec* context_find(const ibv_context* ctx) {
-  for (unsigned i = 0; i < kMaxContexts; ++i) {
+ContextRec* context_find_rest(const ibv_context* ctx) {
+  for (unsigned i = 1; i < kMaxContexts; ++i) {
     ContextRec* c = __atomic_load_n(&g_contexts[i], __ATOMIC_ACQUIRE);
     if (c && c->ctx == ctx) return c;
   }

@@ -94,8 +94,7 @@ using namespace unload::rt;
 // nothing is called before the provider's poll and only the CQ, the count and the array
 // are kept across it.
 [[gnu::always_inline]] static inline int poll_through_owned(ibv_cq* cq, CqRec* c, int n, ibv_wc* wc) {
-  if (__builtin_expect(t_tid == 0 || !c->gate.try_enter_biased(t_tid), 0))
-    return poll_through_locked(cq, c, n, wc);
+  if (__builtin_expect(!c->gate.try_enter_biased(t_hot.tid), 0)) return poll_through_locked(cq, c, n, wc);
   int got = c->c->provider.poll_cq(cq, n, wc);
   if (__builtin_expect(got > 0 && c->tracked.load(std::memory_order_acquire), 0))
     got = poll_through_merge(c, n, wc, got);

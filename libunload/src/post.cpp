@@ -376,7 +376,7 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   if (consult && plain_other_fits(q, *wr)) {
     // No write, nothing to ask the policy: around the ring as a settled post, and the
     // consult moves to the thread's next post.
-    t_settled_left = 1;
+    t_hot.view.settled_left = 1;
     return give_plain(q, wr, false, bad);
   }
   if (!consult) {
@@ -487,31 +487,40 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   return 0;
 }
 
+// A refused post's answer, out of line: a return of its own keeps the post's count from
+// holding the answer across the batch's call.
+[[gnu::noinline]] static int post_refused(int rc) {
+  return rc;
+}
+
 // post_settled_list for the usual post, a lone request given by the gate's owner: out of
 // line, as post_passing, and handing every other case on, so that only the QP and the
-// request are kept across the provider's post. A lone request refused is not posted at
-// all: nothing to count.
+// write's length are kept across the provider's post. A lone request refused is not posted
+// at all: nothing to count.
 [[gnu::noinline]] static int post_settled(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   SendQueue& sq = q->sq;
-  if (__builtin_expect(wr->next != nullptr || t_tid == 0, 0)) return post_settled_list(q, wr, bad);
+  if (__builtin_expect(wr->next != nullptr, 0)) return post_settled_list(q, wr, bad);
   if (__builtin_expect(!plain_kind(q, *wr), 0)) return post_slow(q->qp, q, wr, bad);
-  if (__builtin_expect(!sq.gate.try_enter_biased(t_tid), 0)) return post_settled_list(q, wr, bad);
+  if (__builtin_expect(!sq.gate.try_enter_biased(t_hot.tid), 0)) return post_settled_list(q, wr, bad);
   if (__builtin_expect(!sq.settled.load(std::memory_order_relaxed) || sq.holds, 0)) {
     sq.gate.leave(Gate::kBiased);
     return post_settled_list(q, wr, bad);
   }
   if (sq.settled_path == Path::unload_inline) return post_settled_inline(q, wr, bad);  // in the gate
+  constexpr uint64_t kNotWrite = ~uint64_t{0};  // above any sum of 32-bit lengths
+  const uint64_t len = is_write(wr->opcode) ? wr_length(*wr) : kNotWrite;
   const int rc = q->c->provider.post_send(q->qp, wr, bad);
   const Why why = sq.settled_why;
   sq.gate.leave(Gate::kBiased);
-  if (__builtin_expect(rc == 0, 1) && is_write(wr->opcode))
-    count_settled(Path::offload, why, 1, wr_length(*wr));
-  return rc;
+  if (__builtin_expect(rc != 0, 0)) return post_refused(rc);
+  if (len != kNotWrite) count_settled(Path::offload, why, 1, len);
+  return 0;
 }
 
-// A pinned post the provider refused (some or all of it): what it took counted, its answer
-// returned. Out of line, so that the post keeps no register for it.
-[[gnu::noinline]] static int post_pinned_failed(const ibv_send_wr* wr, int rc, ibv_send_wr** bad) {
+// A pinned post of a list: the provider's post, then the writes it took counted (all, or
+// those before *bad).
+[[gnu::noinline]] static int post_pinned_list(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  const int rc = context_find(qp->context)->provider.post_send(qp, wr, bad);
   count_offloaded(wr, rc, bad);
   return rc;
 }
@@ -519,15 +528,17 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
 // ops.post_send of a process pinned to the NIC (offload_pinned): the provider's post, then
 // the writes it took counted. No record is looked up: nothing of the QP's changes while
 // every request goes as built, its QP was made as asked (no room beyond it to refuse), and
-// the program's polls go to the provider unwrapped.
+// the program's polls go to the provider unwrapped. A lone write keeps only its length
+// across the provider's post (a refused one was not posted: nothing to count); a lone
+// request of another kind is the provider's alone.
 extern "C" int unload_qp_post_send_pinned(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  const int rc = context_find(qp->context)->provider.post_send(qp, wr, bad);
-  if (__builtin_expect(rc != 0, 0)) return post_pinned_failed(wr, rc, bad);
-  if (__builtin_expect(wr->next != nullptr, 0)) {
-    count_offloaded(wr, 0, bad);
-  } else if (is_write(wr->opcode)) {  // a lone request: most posts
-    count_writes(Path::offload, 1, wr_length(*wr));
-  }
+  if (__builtin_expect(wr->next != nullptr, 0)) return post_pinned_list(qp, wr, bad);
+  const ContextRec* c = context_find(qp->context);
+  if (!is_write(wr->opcode)) return c->provider.post_send(qp, wr, bad);
+  const uint64_t len = wr_length(*wr);
+  if (const int rc = c->provider.post_send(qp, wr, bad); __builtin_expect(rc != 0, 0))
+    return post_refused(rc);
+  count_writes(Path::offload, 1, len);
   return 0;
 }
 
@@ -547,10 +558,11 @@ extern "C" int unload_qp_post_send_pinned(ibv_qp* qp, ibv_send_wr* wr, ibv_send_
 extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   QpRec* q = qp_find_memo(qp);
   if (__builtin_expect(q != nullptr && tunables_fresh(), 1)) {
-    if (__builtin_expect(q->sq.passing.load(std::memory_order_relaxed) && t_offload, 1))
-      return post_passing(q, wr, bad);
-    if (q->sq.settled.load(std::memory_order_relaxed) && !t_offload && settled_countdown())
+    if (t_hot.view.offload) {
+      if (__builtin_expect(q->sq.passing.load(std::memory_order_relaxed), 1)) return post_passing(q, wr, bad);
+    } else if (q->sq.settled.load(std::memory_order_relaxed) && settled_countdown()) {
       return post_settled(q, wr, bad);  // settled_now(), the tunables looked at above
+    }
     return post_slow(qp, q, wr, bad);
   }
   return post_front_slow(qp, wr, bad);

@@ -18,7 +18,15 @@ extern PtrTable<ibv_mw> g_mws;           // by mw_key(context, rkey) (nic_only.h
 extern std::atomic<uint64_t> g_mr_epoch;
 extern std::atomic<uint32_t> g_windows;  // how many g_mws holds: 0, no write looks
 
-ContextRec* context_find(const ibv_context* ctx);
+// The open contexts' records, each in the first free slot: most programs open one device,
+// so context_find looks at the first slot inline and at the rest out of line.
+constexpr unsigned kMaxContexts = 64;
+extern ContextRec* g_contexts[kMaxContexts];
+ContextRec* context_find_rest(const ibv_context* ctx);
+inline ContextRec* context_find(const ibv_context* ctx) {
+  ContextRec* c = __atomic_load_n(&g_contexts[0], __ATOMIC_ACQUIRE);
+  return __builtin_expect(c != nullptr && c->ctx == ctx, 1) ? c : context_find_rest(ctx);
+}
 
 // A tracked QP listed on its send CQ and counted in its CQs' holders, and out again
 // (objects.cpp).
@@ -26,21 +34,19 @@ int sender_attach(QpRec* q);
 void sender_detach(QpRec* q);
 
 // The post and poll wrappers' lookups, through the thread's last one (tables.hpp).
-UNLOAD_TLS_HOT extern constinit thread_local LastFound<QpRec> t_last_qp;
-UNLOAD_TLS_HOT extern constinit thread_local LastFound<CqRec> t_last_cq;
 inline QpRec* qp_find(const ibv_qp* qp) {
-  return find_through(g_qps, t_last_qp, key_of(qp));
+  return find_through(g_qps, t_hot.last_qp, key_of(qp));
 }
 // qp_find's memo alone: the post's front, which leaves every other case to qp_find.
 inline QpRec* qp_find_memo(const ibv_qp* qp) {
-  return find_memo(g_qps, t_last_qp, key_of(qp));
+  return find_memo(g_qps, t_hot.last_qp, key_of(qp));
 }
 inline CqRec* cq_find(const ibv_cq* cq) {
-  return find_through(g_cqs, t_last_cq, key_of(cq));
+  return find_through(g_cqs, t_hot.last_cq, key_of(cq));
 }
 // cq_find's memo alone: the poll's front.
 inline CqRec* cq_find_memo(const ibv_cq* cq) {
-  return find_memo(g_cqs, t_last_cq, key_of(cq));
+  return find_memo(g_cqs, t_hot.last_cq, key_of(cq));
 }
 
 inline uint64_t qpn_key(const ContextRec* c, uint32_t qpn) {

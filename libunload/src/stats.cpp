@@ -13,8 +13,6 @@ std::atomic<ThreadStats*> g_stats_list{nullptr};
 
 }  // namespace
 
-UNLOAD_TLS_HOT constinit thread_local ThreadStats* t_stats = nullptr;
-
 ThreadStats& thread_stats_first() {
   auto* s = static_cast<ThreadStats*>(std::calloc(1, sizeof(ThreadStats)));
   if (!s) {
@@ -28,13 +26,13 @@ ThreadStats& thread_stats_first() {
       while (!g_stats_list.compare_exchange_weak(h, &shared_block, std::memory_order_release,
                                                  std::memory_order_relaxed));
     });
-    t_stats = &shared_block;
+    t_hot.stats = &shared_block;
     return shared_block;
   }
   ThreadStats* head = g_stats_list.load(std::memory_order_relaxed);
   do s->next = head;
   while (!g_stats_list.compare_exchange_weak(head, s, std::memory_order_release, std::memory_order_relaxed));
-  t_stats = s;
+  t_hot.stats = s;
   return *s;
 }
 
@@ -137,7 +135,7 @@ void stats_after_fork() {
     s->sending.clear();
     s->samples = 0;
     s->samples_at_wake = 0;
-    if (s != t_stats) s->adaptive = nullptr;  // a thread of the parent's: no decisions here
+    if (s != t_hot.stats) s->adaptive = nullptr;  // a thread of the parent's: no decisions here
   }
 }
 

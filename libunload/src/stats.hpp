@@ -43,10 +43,9 @@ struct ThreadStats {
 constexpr uint64_t kKmodBatch = 32;
 
 // This thread's block, made at its first count. Inline, as count_writes: every write counts.
-UNLOAD_TLS_HOT extern constinit thread_local ThreadStats* t_stats;
 ThreadStats& thread_stats_first();
 inline ThreadStats& thread_stats() {
-  return __builtin_expect(t_stats != nullptr, 1) ? *t_stats : thread_stats_first();
+  return __builtin_expect(t_hot.stats != nullptr, 1) ? *t_hot.stats : thread_stats_first();
 }
 // Adds what s has not yet added to the counters page (its own thread).
 void count_flush(ThreadStats& s);

@@ -118,11 +118,16 @@ inline V* find_through(const PtrTable<V, kBits>& t, LastFound<V>& last, uint64_t
 }
 
 // The memo's answer alone, no probe: null when the thread's last lookup was of another key
-// or the table changed since (find_through then probes).
+// or the table changed since (find_through then probes). A memo is made only of a record
+// found, and a key made of an object's address is never 0, the empty memo's: so a memo that
+// answers answers with a record, and its caller's test of null is the match's alone.
 template <class V, unsigned kBits>
 [[gnu::always_inline]] inline V* find_memo(const PtrTable<V, kBits>& t, const LastFound<V>& last,
                                            uint64_t key) {
-  return last.key == key && last.changes == t.changes() ? last.val : nullptr;
+  if (last.key != key || last.changes != t.changes()) return nullptr;
+  V* v = last.val;
+  if (v == nullptr) __builtin_unreachable();
+  return v;
 }
 
 }  // namespace unload::rt

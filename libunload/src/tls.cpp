@@ -5,11 +5,11 @@
 
 namespace unload::rt {
 
-UNLOAD_TLS_HOT constinit thread_local uint32_t t_tid = 0;
+UNLOAD_TLS_HOT constinit thread_local ThreadHot t_hot;
 
 uint32_t fetch_tid() {
-  t_tid = static_cast<uint32_t>(gettid());
-  return t_tid;
+  t_hot.tid = static_cast<uint32_t>(gettid());
+  return t_hot.tid;
 }
 
 }  // namespace unload::rt

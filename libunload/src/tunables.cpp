@@ -45,9 +45,6 @@ bool parse_mode(const char* s, uint32_t& out) {
 }  // namespace
 
 UNLOAD_TLS_HOT thread_local Tunables t_tunables;
-UNLOAD_TLS_HOT constinit thread_local uint32_t t_seq = 1;  // odd: never a stable control-page sequence
-UNLOAD_TLS_HOT constinit thread_local bool t_offload = false;
-UNLOAD_TLS_HOT constinit thread_local uint32_t t_settled_left = kSettledConsultEvery;
 
 bool env_switch_on(const char* var) {
   const char* v = std::getenv(var);
@@ -110,12 +107,12 @@ const Tunables& tunables_slow() {
   if (!g_have_kmod.load(std::memory_order_acquire) &&
       (!g_kmod_pending.load(std::memory_order_relaxed) || !kmod_open_pending()))
     return g_tunables;
-  const uint32_t s = kmod_tunables(t_tunables, t_seq);
-  if (__builtin_expect(s != t_seq, 0)) {
-    t_seq = s;
+  const uint32_t s = kmod_tunables(t_tunables, t_hot.view.seq);
+  if (__builtin_expect(s != t_hot.view.seq, 0)) {
+    t_hot.view.seq = s;
     t_tunables = env_tunables_narrow(t_tunables, g_env);
     if (g_mode_forced) t_tunables.mode = g_forced_mode;
-    t_offload = all_offload(t_tunables);
+    t_hot.view.offload = all_offload(t_tunables);
   }
   return t_tunables;
 }
@@ -124,7 +121,7 @@ extern "C" int unload_mode_offload_pinned(void) {
 }
 
 uint32_t tunables_seq() {
-  return t_seq;
+  return t_hot.view.seq;
 }
 
 bool kmod_present() {

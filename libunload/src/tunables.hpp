@@ -21,11 +21,11 @@ using policy::Tunables;
 // instructions in the shim; the fast case is the copy whose sequence the page still shows.
 const Tunables& tunables_slow();
 UNLOAD_TLS_HOT extern thread_local Tunables t_tunables;
-UNLOAD_TLS_HOT extern constinit thread_local uint32_t t_seq;  // constinit: no TLS wrapper call
 // This thread's copy is the control page's current one.
 inline bool tunables_fresh() {
-  return __builtin_expect(g_have_kmod.load(std::memory_order_acquire), 1) &&
-         __atomic_load_n(&g_kmod.ctl->seq, __ATOMIC_ACQUIRE) == t_seq;
+  // Without the module the page is kNoControl, whose odd sequence no copy was taken at.
+  const unload_control* ctl = __atomic_load_n(&g_kmod.ctl, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&ctl->seq, __ATOMIC_ACQUIRE) == t_hot.view.seq;
 }
 inline const Tunables& tunables() {
   return __builtin_expect(tunables_fresh(), 1) ? t_tunables : tunables_slow();
@@ -39,25 +39,22 @@ bool all_offload(const Tunables& t);
 // (unload_qp_post_send_pinned, post.cpp).
 bool offload_pinned();
 // all_offload(tunables()), as the post that passes straight through asks it: a load and a
-// compare while the control page is unchanged (t_offload is taken with t_tunables).
-UNLOAD_TLS_HOT extern constinit thread_local bool t_offload;
+// compare while the control page is unchanged (t_hot.view.offload is taken with t_tunables).
 bool offload_now_slow();
 inline bool offload_now() {
-  return __builtin_expect(tunables_fresh(), 1) ? t_offload : offload_now_slow();
+  return __builtin_expect(tunables_fresh(), 1) ? t_hot.view.offload : offload_now_slow();
 }
 // Whether a post on a QP settled on the NIC (SendQueue::settled) may pass straight
 // through: the tunables unchanged and not all offload (else the full way sees what
 // changed), and this thread's countdown to its next consult of the policy not run out.
-constexpr uint32_t kSettledConsultEvery = 64;
-UNLOAD_TLS_HOT extern constinit thread_local uint32_t t_settled_left;
 // The countdown alone (the post's front has looked at the tunables itself).
 inline bool settled_countdown() {
-  if (__builtin_expect(--t_settled_left != 0, 1)) return true;
-  t_settled_left = kSettledConsultEvery;
+  if (__builtin_expect(--t_hot.view.settled_left != 0, 1)) return true;
+  t_hot.view.settled_left = kSettledConsultEvery;
   return false;
 }
 inline bool settled_now() {
-  if (__builtin_expect(!tunables_fresh() || t_offload, 0)) return false;
+  if (__builtin_expect(!tunables_fresh() || t_hot.view.offload, 0)) return false;
   return settled_countdown();
 }
 // The control page's sequence this thread's tunables() copy was taken at: unchanged, so

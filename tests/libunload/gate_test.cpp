@@ -103,6 +103,7 @@ TEST(Gate, OnlyTheOwnerEntersItsWayAndOnlyUntilShared) {
   Gate g;
   const uint32_t me = this_tid();
   EXPECT_FALSE(g.try_enter_biased(me)) << "a gate nobody claimed has no owner's way in";
+  EXPECT_FALSE(g.try_enter_biased(0)) << "a gate nobody claimed let a thread whose id is not yet known in";
   g.leave(g.enter(me));  // claims it
   ASSERT_TRUE(g.try_enter_biased(me));
   g.leave(Gate::kBiased);
