@@ -30,7 +30,7 @@ struct FrontView {
 
 // The thread-locals every post and poll reads, in one block: a function finds the block
 // with one load of its offset and each member at a constant from there, where each
-// thread-local apart costs a load of its own (an NIC write read four of them).
+// thread-local apart costs a load of its own (a NIC write read four of them).
 struct ThreadHot {
   uint32_t tid = 0;  // this thread's id, cached (gettid is a syscall): a gate's owner (gate.hpp)
   FrontView view;
