@@ -166,13 +166,12 @@ Why fence_why(int rc) {
                           : Why::no_room;
 }
 
-// Completions were queued on q's send CQ: the program may have armed the channel, so make
-// the event fire (a Dekker pair with unload_cq_req_notify: it arms, then (fence) looks at
-// the queue; we queue, then (fence) look at `armed`; one marker per arming suffices, an
-// arming fires once). `last`: the newest placed write, a valid marker target.
-void wake_after_queueing(QpRec* q, const WriteRequest& last, const CarriedSample* s) {
+// The rest of wake_after_queueing, with the fence behind it: the channel armed, or a sample
+// to learn. A Dekker pair with unload_cq_req_notify: it arms, then (fence) looks at the
+// queue; we queued, then (fence) look at `armed`; one marker per arming suffices, an
+// arming fires once.
+void wake_armed(QpRec* q, const WriteRequest& last, const CarriedSample* s) {
   CqRec* c = q->scq;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (c->cq->channel && c->armed.load(std::memory_order_relaxed) && c->armed.exchange(false)) {
     if (post_marker(q, last.rkey, last.remote_addr, s) == 0) return;
     c->armed.store(true);
@@ -342,24 +341,41 @@ int run_mapped(QpRec* q, const DirectWrite* w, int n, const RunClock& clk) {
 
 }  // namespace
 
-bool place_mapped_one(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt, uint32_t target) {
-  CqRec* c = q->scq;
-  const bool signaled = rt.req.signaled;
-  uint64_t ticket = 0;
-  if (signaled && !c->pending.claim(ticket)) return false;
-  if (!place_mapped_at(q, target, rt, sg)) {
-    if (signaled) c->pending.cancel(ticket);
-    return false;
-  }
-  count_mapped_write(rt.req.length, true);
-  // run_mapped's charge for a run of one with no fence: the routing and the copy.
-  const uint64_t cost = rt.t0 ? now_ns() - rt.t0 : 0;
-  const bool carry = carries_sample(q, rt.req, rt.t0 != 0);
-  finish_direct(q, Path::unload_mapped, rt.req, wr_id, rt.t0 != 0 && !carry, ticket, cost);
-  if (signaled) {
-    const CarriedSample s{Path::unload_mapped, rt.t0, static_cast<uint32_t>(cost), rt.req.length, rt.req.sge_count};
+namespace {
+
+// place_mapped_one's finish for a timed write: run_mapped's charge for a run of one with
+// no fence (the routing and the copy), learnt now or carried by the wake-up's marker.
+[[gnu::noinline]] void finish_mapped_timed(QpRec* q, const Route& rt, uint64_t wr_id, uint64_t ticket) {
+  const uint64_t cost = now_ns() - rt.t0;
+  const bool carry = carries_sample(q, rt.req, true);
+  finish_direct(q, Path::unload_mapped, rt.req, wr_id, !carry, ticket, cost);
+  if (rt.req.signaled) {
+    const CarriedSample s{Path::unload_mapped, rt.t0, static_cast<uint32_t>(cost), rt.req.length,
+                          rt.req.sge_count};
     wake_after_queueing(q, rt.req, carry ? &s : nullptr);
   }
+}
+
+}  // namespace
+
+bool place_mapped_one(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt, uint32_t target) {
+  CqRec* c = q->scq;
+  const WriteRequest& r = rt.req;
+  uint64_t ticket = 0;
+  // The completion's cell first: a full queue sends the write on to the module's copy.
+  if (r.signaled && !c->pending.claim(ticket)) return false;
+  if (!place_mapped_at(q, target, r.rkey, r.remote_addr, reinterpret_cast<const void*>(sg[0].addr),
+                       r.length)) {
+    if (r.signaled) c->pending.cancel(ticket);
+    return false;
+  }
+  count_mapped_write(r.length, true);
+  if (rt.t0) [[unlikely]] {
+    finish_mapped_timed(q, rt, wr_id, ticket);
+    return true;
+  }
+  finish_direct(q, Path::unload_mapped, r, wr_id, false, ticket, 0);
+  if (r.signaled) wake_after_queueing(q, r);
   return true;
 }
 

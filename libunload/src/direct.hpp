@@ -51,10 +51,11 @@ class DirectRun {
 // whatever error it finds. A write with several SGEs comes alone (n = 1).
 int place_direct(QpRec* q, const DirectWrite* w, int n, Why* why);
 
-// The express lane's placement (express.hpp): one write, its buffers `sg`, through mapping
-// `target` of q, with nothing in flight (so no fence to wait), as the mapped engine's run
-// places one write (a timed one costs its decision to the copy's end). false: not placed
-// by the engine (place_mapped), nothing counted or queued; place_direct takes it from there.
+// The express lane's placement (express.hpp): one write, its buffer `sg[0]`, through
+// mapping `target` of q, with nothing in flight (so no fence to wait), as the mapped
+// engine's run places one write (a timed one costs its decision to the copy's end).
+// false: not placed by the engine (place_mapped), nothing counted or queued; place_direct
+// takes it from there.
 bool place_mapped_one(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt, uint32_t target);
 
 // The parts the remote path (remote.cpp) shares with direct's:
@@ -83,8 +84,15 @@ struct CarriedSample {
 // now; wake_after_queueing decides, and learns it at once if no marker goes).
 bool carries_sample(const QpRec* q, const WriteRequest& r, bool timed);
 // Completions were queued on q's send CQ: makes the CQ's event fire if it is armed.
-// `last`: a placed write of q, a valid marker target; `s`: last's sample, to carry.
-void wake_after_queueing(QpRec* q, const WriteRequest& last, const CarriedSample* s = nullptr);
+// `last`: a placed write of q, a valid marker target; `s`: last's sample, to carry. Inline
+// up to the fence and the look at the channel, which most writes end with.
+void wake_armed(QpRec* q, const WriteRequest& last, const CarriedSample* s);
+inline void wake_after_queueing(QpRec* q, const WriteRequest& last, const CarriedSample* s = nullptr) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const CqRec* c = q->scq;
+  if (__builtin_expect(s != nullptr || (c->cq->channel && c->armed.load(std::memory_order_relaxed)), 0))
+    wake_armed(q, last, s);
+}
 
 // A completion was queued on `c` while its channel may be armed: make the real CQ event
 // fire, with a marker on some QP of the CQ. From ibv_req_notify_cq (no gate held).

@@ -35,7 +35,7 @@ bool source_as_routed(const QpRec* q, const ExpressMemo& x, const ibv_sge& sg) {
 
 void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt) {
   ExpressMemo& x = q->express;
-  x.armed = false;
+  x.armed.store(false, std::memory_order_relaxed);
   if (!lane_write_shape(w) || rt.path != Path::unload_mapped || rt.preferred != Path::unload_mapped ||
       rt.translated || g_windows.load(std::memory_order_relaxed) != 0)
     return;
@@ -52,12 +52,12 @@ void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt) {
   x.tunables_seq = tunables_seq();
   x.eligible = rt.eligible;
   x.policy_gen = 0;  // another shape, perhaps: vouched for once reused again
-  x.armed = true;
+  x.armed.store(true, std::memory_order_relaxed);
 }
 
 Express express_post(QpRec* q, const ibv_send_wr& w, const Tunables& t, Route* rt) {
   const ExpressMemo& x = q->express;
-  if (!x.armed || !lane_write_shape(w)) return Express::declined;
+  if (!x.armed.load(std::memory_order_relaxed) || !lane_write_shape(w)) return Express::declined;
   const ibv_sge& sg = w.sg_list[0];
   if (sg.length != x.length || w.wr.rdma.rkey != x.rkey ||
       ((w.send_flags & IBV_SEND_INLINE) != 0) != x.inline_data)

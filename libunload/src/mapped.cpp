@@ -190,9 +190,17 @@ namespace {
 // The mapping still stands for what the responder checks: its word valid (no revocation
 // began, which clears the word before it zaps) and the responder quiet (no request of its
 // own could move its QP). Read before the copy and again after every store of it.
-bool target_stands(const MappedTarget& e) { return word_valid(e) && responder_quiet(e); }
+// [addr, addr + len) inside e's region as granted, with no overflow on any input; else the
+// module judges the write.
+[[gnu::always_inline]] inline bool inside(const MappedTarget& e, uint64_t addr, uint64_t len) {
+  return len <= e.length && addr >= e.iova && addr - e.iova <= e.length - len;
+}
 
-bool target_stood(const MappedTarget& e) {
+[[gnu::always_inline]] inline bool target_stands(const MappedTarget& e) {
+  return word_valid(e) && responder_quiet(e);
+}
+
+[[gnu::always_inline]] inline bool target_stood(const MappedTarget& e) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   return __atomic_load_n(&g_kmod.status[e.slot], __ATOMIC_RELAXED) == e.cookie &&
          __atomic_load_n(e.busy, __ATOMIC_RELAXED) == 0;
@@ -259,9 +267,7 @@ bool target_stood(const MappedTarget& e) {
 // put it (inline data is one) is most writes, and placed here; the rest, place_gathered.
 bool place_into(QpRec* q, MappedTarget* e, const Route& rt, const ibv_sge* sg) {
   const WriteRequest& r = rt.req;
-  // Inside the region as granted (no overflow on any input); else the module judges it.
-  if (r.length > e->length || r.remote_addr < e->iova || r.remote_addr - e->iova > e->length - r.length)
-    return false;
+  if (!inside(*e, r.remote_addr, r.length)) return false;
   uint8_t* dst = e->base + e->page_offset + (r.remote_addr - e->iova);
   if ((r.sge_count != 1 && !r.user_inline) || rt.translated) [[unlikely]]
     return place_gathered(q, e, rt, sg, dst);
@@ -284,11 +290,15 @@ int mapped_index_of(const QpRec* q, uint32_t rkey) {
   return slot >= 0 && s->t[slot].granted ? slot : -1;
 }
 
-bool place_mapped_at(QpRec* q, uint32_t index, const Route& rt, const ibv_sge* sg) {
-  MappedSet* s = q->mapped;
-  if (!s || s->session != g_kmod.session || index >= std::size(s->t)) return false;
-  MappedTarget& e = s->t[index];
-  return e.granted && e.rkey == rt.req.rkey && place_into(q, &e, rt, sg);
+bool place_mapped_at(QpRec* q, uint32_t index, uint32_t rkey, uint64_t remote_addr, const void* src,
+                     uint32_t len) {
+  const MappedSet* s = q->mapped;
+  if (!s || s->session != g_kmod.session) return false;
+  const MappedTarget& e = s->t[index % std::size(s->t)];
+  if (!e.granted || e.rkey != rkey || !inside(e, remote_addr, len)) return false;
+  if (!target_stands(e)) return false;
+  copy_tail_last(e.base + e.page_offset + (remote_addr - e.iova), static_cast<const uint8_t*>(src), len);
+  return target_stood(e);
 }
 
 void mapped_forget(QpRec* q) {

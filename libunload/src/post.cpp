@@ -371,8 +371,8 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   // vouch for its decision, takes the write around the ring as the settled posts went, and
   // the QP stays settled, holding its CQ for nothing; only a write the lane declines is
   // tracked. (Settled implies `untracked`: no plain request of it is counted.)
-  const bool consult =
-      q->sq.settled.load(std::memory_order_relaxed) && q->nic_lane.armed && !q->express.armed;
+  const bool consult = q->sq.settled.load(std::memory_order_relaxed) && q->nic_lane.armed &&
+                       !q->express.armed.load(std::memory_order_relaxed);
   if (consult && plain_other_fits(q, *wr)) {
     // No write, nothing to ask the policy: around the ring as a settled post, and the
     // consult moves to the thread's next post.
@@ -382,17 +382,6 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   if (!consult) {
     mark_tracked(q);
     if (plain_other_fits(q, *wr)) return give_plain(q, wr, false, bad);
-    if (q->express.armed) {
-      Route rt;
-      switch (express_post(q, *wr, t, &rt)) {
-        case Express::placed:
-          return 0;
-        case Express::routed:
-          return post_tracked(q, wr, bad, t, &rt);
-        case Express::declined:
-          break;
-      }
-    }
   }
   if (q->nic_lane.armed) {
     // Found once: the blockers' pairing retries count down once a post, as on the full path.
@@ -410,6 +399,31 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
     return post_tracked(q, wr, bad, t, nullptr, &direct_why);
   }
   return post_tracked(q, wr, bad, t);
+}
+
+// A post on a QP whose express memo is armed (express.hpp), the lane's only way in: the
+// lane in the gate, tracked as post_slow tracks a QP with a memo (never consulted: a QP
+// settled on the NIC with a memo is tracked again). Whatever the lane declines, post_slow
+// takes afresh, without the lane.
+[[gnu::noinline]] static int post_express(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  SendQueue& sq = q->sq;
+  const bool how = sq.gate.enter(this_tid());
+  mark_tracked(q);
+  const Tunables& t = tunables();
+  Route rt;
+  int rc = 0;
+  switch (express_post(q, *wr, t, &rt)) {
+    case Express::placed:
+      break;
+    case Express::routed:
+      rc = post_tracked(q, wr, bad, t, &rt);
+      break;
+    case Express::declined:
+      sq.gate.leave(how);
+      return post_slow(q->qp, q, wr, bad);
+  }
+  sq.gate.leave(how);
+  return rc;
 }
 
 // An offload post on a QP whose requests pass straight through (SendQueue::passing): the
@@ -548,13 +562,16 @@ extern "C" int unload_qp_post_send_pinned(ibv_qp* qp, ibv_send_wr* wr, ibv_send_
   QpRec* q = qp_find(qp);
   if (q && q->sq.passing.load(std::memory_order_relaxed) && offload_now()) return post_passing(q, wr, bad);
   if (q && q->sq.settled.load(std::memory_order_relaxed) && settled_now()) return post_settled(q, wr, bad);
+  if (q && q->express.armed.load(std::memory_order_relaxed) && !offload_now())
+    return post_express(q, wr, bad);
   return post_slow(qp, q, wr, bad);
 }
 
 // ops.post_send. The program's list is never written: the provider gets copies. Its front
 // decides, from the thread's memo of the QP and its fresh tunables, between a post that
-// passes straight through and one on a QP settled on the NIC, and calls nothing else, so
-// that it saves no register; any other case asks post_front_slow.
+// passes straight through, one on a QP settled on the NIC and one for the express lane,
+// and calls nothing else, so that it saves no register; any other case asks
+// post_front_slow.
 extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   QpRec* q = qp_find_memo(qp);
   if (__builtin_expect(q != nullptr && tunables_fresh(), 1)) {
@@ -562,6 +579,8 @@ extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** ba
       if (__builtin_expect(q->sq.passing.load(std::memory_order_relaxed), 1)) return post_passing(q, wr, bad);
     } else if (q->sq.settled.load(std::memory_order_relaxed) && settled_countdown()) {
       return post_settled(q, wr, bad);  // settled_now(), the tunables looked at above
+    } else if (q->express.armed.load(std::memory_order_relaxed)) {
+      return post_express(q, wr, bad);
     }
     return post_slow(qp, q, wr, bad);
   }

@@ -177,7 +177,9 @@ struct SourceRegion {
 };
 
 struct ExpressMemo {
-  bool armed = false;
+  // Read by the post's front outside the gate (post.cpp): relaxed, the lane itself
+  // looks again inside.
+  std::atomic<bool> armed{false};
   bool inline_data = false;  // IBV_SEND_INLINE: no source region to check
   bool stage_ok = false;     // stage_usable() then (the stage path's part of `eligible`)
   uint8_t target = 0;        // the mapping's place in the QP's MappedSet

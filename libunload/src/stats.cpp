@@ -77,15 +77,6 @@ void count_flush(ThreadStats& s) {
   kmod_flush(s);
 }
 
-void count_mapped_write(uint64_t bytes, bool express) {
-  ThreadStats& s = thread_stats();
-  const unsigned i = policy::index_of(Path::unload_mapped);
-  ++s.writes[i];
-  s.bytes[i] += bytes;
-  s.express += express;
-  if (++s.unsent >= kKmodBatch) kmod_flush(s);
-}
-
 void count_fence() {
   thread_stats().fences++;
   if (g_have_kmod.load(std::memory_order_relaxed)) kmod_count_fence();

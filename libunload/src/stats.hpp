@@ -61,7 +61,14 @@ inline void count_writes(Path p, uint64_t n, uint64_t bytes) {
 }
 // A write the mapped path placed (`express`: through the express lane): count_writes, and
 // the express lane's count.
-void count_mapped_write(uint64_t bytes, bool express);
+inline void count_mapped_write(uint64_t bytes, bool express) {
+  ThreadStats& s = thread_stats();
+  const unsigned i = policy::index_of(Path::unload_mapped);
+  ++s.writes[i];
+  s.bytes[i] += bytes;
+  s.express += express;
+  if (++s.unsent >= kKmodBatch) count_flush(s);
+}
 
 // Counts one fence (a wait before a direct write) here and in the counters page.
 void count_fence();
