@@ -8,6 +8,30 @@
 
 namespace unload::rt {
 
+// t.find(key) through the thread's memo `last`. The count is read before the probe, so a
+// change during it leaves the memo stale, and the next lookup probes again.
+template <class V, unsigned kBits>
+inline V* find_through(const PtrTable<V, kBits>& t, LastFound<V>& last, uint64_t key) {
+  const uint64_t changes = t.changes();
+  if (__builtin_expect(last.key == key && last.changes == changes, 1)) return last.val;
+  V* v = t.find(key);
+  if (v) last = LastFound<V>{key, v, changes};
+  return v;
+}
+
+// The memo's answer alone, no probe: null when the thread's last lookup was of another key
+// or the table changed since (find_through then probes). A memo is made only of a record
+// found, and a key made of an object's address is never 0, the empty memo's: so a memo that
+// answers answers with a record, and its caller's test of null is the match's alone.
+template <class V, unsigned kBits>
+[[gnu::always_inline]] inline V* find_memo(const PtrTable<V, kBits>& t, const LastFound<V>& last,
+                                           uint64_t key) {
+  if (last.key != key || last.changes != t.changes()) return nullptr;
+  V* v = last.val;
+  if (v == nullptr) __builtin_unreachable();
+  return v;
+}
+
 extern PtrTable<QpRec> g_qps;            // by ibv_qp*
 extern PtrTable<QpRec> g_qps_by_num;     // by qpn_key(context, qp_num)
 extern PtrTable<CqRec, 12> g_cqs;        // by ibv_cq*
@@ -33,7 +57,7 @@ inline ContextRec* context_find(const ibv_context* ctx) {
 int sender_attach(QpRec* q);
 void sender_detach(QpRec* q);
 
-// The post and poll wrappers' lookups, through the thread's last one (tables.hpp).
+// The post and poll wrappers' lookups, through the thread's last one (find_through, above).
 inline QpRec* qp_find(const ibv_qp* qp) {
   return find_through(g_qps, t_hot.last_qp, key_of(qp));
 }

@@ -97,37 +97,4 @@ class PtrTable {
   std::mutex mu_;
 };
 
-// A thread's last lookup in one table, kept while the table did not change: a thread
-// mostly posts on one QP and polls one CQ, and the probe was a sixth of an empty poll.
-template <class V>
-struct LastFound {
-  uint64_t key = 0;
-  V* val = nullptr;
-  uint64_t changes = 0;
-};
-
-// t.find(key) through the thread's memo `last`. The count is read before the probe, so a
-// change during it leaves the memo stale, and the next lookup probes again.
-template <class V, unsigned kBits>
-inline V* find_through(const PtrTable<V, kBits>& t, LastFound<V>& last, uint64_t key) {
-  const uint64_t changes = t.changes();
-  if (__builtin_expect(last.key == key && last.changes == changes, 1)) return last.val;
-  V* v = t.find(key);
-  if (v) last = LastFound<V>{key, v, changes};
-  return v;
-}
-
-// The memo's answer alone, no probe: null when the thread's last lookup was of another key
-// or the table changed since (find_through then probes). A memo is made only of a record
-// found, and a key made of an object's address is never 0, the empty memo's: so a memo that
-// answers answers with a record, and its caller's test of null is the match's alone.
-template <class V, unsigned kBits>
-[[gnu::always_inline]] inline V* find_memo(const PtrTable<V, kBits>& t, const LastFound<V>& last,
-                                           uint64_t key) {
-  if (last.key != key || last.changes != t.changes()) return nullptr;
-  V* v = last.val;
-  if (v == nullptr) __builtin_unreachable();
-  return v;
-}
-
 }  // namespace unload::rt

@@ -10,13 +10,20 @@
 
 #include <cstdint>
 
-#include "tables.hpp"
-
 namespace unload::rt {
 
 struct QpRec;
 struct CqRec;
 struct ThreadStats;
+
+// A thread's last lookup in one table, kept while the table did not change: a thread
+// mostly posts on one QP and polls one CQ, and the probe was a sixth of an empty poll.
+template <class V>
+struct LastFound {
+  uint64_t key = 0;
+  V* val = nullptr;
+  uint64_t changes = 0;
+};
 
 // Posts on QPs settled on the NIC between the thread's consults of the policy (tunables.hpp).
 constexpr uint32_t kSettledConsultEvery = 64;

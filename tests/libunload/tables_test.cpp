@@ -1,6 +1,7 @@
-// A thread's last lookup (tables.hpp, LastFound): found again without a probe while the
-// table did not change, and probed again once a key left or mapped to another value.
-#include "tables.hpp"
+// A thread's last lookup (tls.hpp, LastFound; registry.hpp, find_through): found again
+// without a probe while the table did not change, and probed again once a key left or
+// mapped to another value.
+#include "registry.hpp"
 
 #include <gtest/gtest.h>
 
