@@ -4,7 +4,8 @@
 // depended on the request (kind, length, rkey, inline or its source region), the QP's
 // blockers, queue and peer, the tunables, the stage arena and the windows; the memo keeps
 // each, and the lane takes a write only while all of them hold and the policy reuses its
-// decision (vouched as the express lane's, counted as route() counts it). A write the lane
+// decision or decides it as surely for another target page (vouched as the express
+// lane's, counted as route() counts it). A write the lane
 // declines takes the full path, which decides it as it would have: a NIC write is exact
 // however it was chosen, so the lane can only differ in what it costs.
 #pragma once
@@ -15,9 +16,10 @@
 namespace unload::rt {
 
 // The full path gave the one-request list `w` to the NIC as a plain write, routed `rt`,
-// with `direct_why` keeping the CPU paths off: remembers its shape when adaptive reused
-// its settled decision for it. Post gate.
-void nic_lane_arm(QpRec* q, const ibv_send_wr& w, const Route& rt, Why direct_why);
+// with `direct_why` keeping the CPU paths off: remembers its shape when `adaptive` (the
+// mode) decided it without timing it, reused or not (a decision for another target page
+// counts as much). Post gate.
+void nic_lane_arm(QpRec* q, const ibv_send_wr& w, const Route& rt, Why direct_why, bool adaptive);
 
 // Whether the lane takes `w` (`t`: tunables(), read for this post; `direct_why`: what keeps
 // the CPU paths off it now, as the full path finds it): then *rt is its route, the

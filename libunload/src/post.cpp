@@ -249,7 +249,7 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
     const Path placing = rt.path;  // direct, mapped or remote: the CPU places the run
     if (!policy::places_here(placing) && placing != Path::unload_remote) {
       if (w == wr && plain_fits(q, *w, rt)) {
-        nic_lane_arm(q, *w, rt, direct_why);
+        nic_lane_arm(q, *w, rt, direct_why, t.mode == static_cast<uint32_t>(policy::Mode::adaptive));
         return post_plain(q, w, rt, bad);
       }
       if (int rc = to_nic(b, q, w, rt, Why::none, bad)) return rc;

@@ -298,8 +298,14 @@ bool route_reuses_nic(QpRec* q, NicLaneMemo& x, const WriteRequest& r, const Tun
   // The generation is set only once a reuse of x.path matched it: the vouched path is x.path.
   if (x.policy == pol && pol->decide_reused_vouched(x.policy_gen, r.remote_addr >> policy::kTargetPageShift, vouched))
     return true;
-  if (!pol->decide_reused_as(features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, x.eligible), t, x.path))
-    return false;
+  const policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, x.eligible);
+  if (!pol->decide_reused_as(f, t, x.path)) {
+    // Another target page: decided as route() decides it, when that is certainly x.path (a
+    // sample another thread's completion left in the box is route()'s to learn first).
+    if (q->sample.seq.load(std::memory_order_acquire) != q->sample.learnt ||
+        !pol->decide_elsewhere_as(f, t, x.path))
+      return false;
+  }
   x.policy = pol;
   x.policy_gen = pol->settled_gen();
   return true;

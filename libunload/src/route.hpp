@@ -30,7 +30,8 @@ inline Route route(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct
 // as route() does); false, with nothing counted, when route() must decide.
 bool route_reuses_mapped(QpRec* q, const WriteRequest& r, policy::PathSet eligible, const Tunables& t);
 // The same for the NIC lane (nic_lane.hpp): whether adaptive reuses, for r of the memo's
-// shape, the settled decision the memo took (x.path), counted as route() counts it.
+// shape, the settled decision the memo took (x.path), or decides x.path for r's other
+// target page as surely, counted as route() counts it.
 bool route_reuses_nic(QpRec* q, NicLaneMemo& x, const WriteRequest& r, const Tunables& t);
 
 

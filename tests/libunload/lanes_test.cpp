@@ -1,7 +1,8 @@
 // The two lanes' memos stand for the policy's settled decision: when adaptive settles a
 // QP's writes on the NIC, the express lane a mapped write armed earlier must not take them
-// first (it would route each in full and keep the NIC lane and the QP's settling away); and
-// a lane write whose decision charges the CPU budget never settles its QP.
+// first (it would route each in full and keep the NIC lane and the QP's settling away), and
+// a decision it timed arms nothing; and a lane write whose decision charges the CPU budget
+// never settles its QP.
 #include "nic_lane.hpp"
 
 #include <gtest/gtest.h>
@@ -24,7 +25,8 @@ struct InlineWrite {
   }
 };
 
-Route nic_route(bool reused) {
+// A route adaptive gave the NIC, weighing it against mapped; `t0`: when it timed it (0: not).
+Route nic_route(bool reused, uint64_t t0 = 0) {
   Route rt;
   rt.req.is_write = true;
   rt.req.user_inline = true;
@@ -34,7 +36,9 @@ Route nic_route(bool reused) {
   rt.req.rkey = 7;
   rt.path = Path::offload;
   rt.preferred = Path::unload_mapped;
+  rt.eligible = policy::PathSet(Path::offload).with(Path::unload_mapped);
   rt.reused = reused;
+  rt.t0 = t0;
   return rt;
 }
 
@@ -42,18 +46,37 @@ TEST(Lanes, ASettledNicDecisionDisarmsTheExpressLane) {
   QpRec q{};
   q.express.armed = true;  // an earlier mapped write of this shape
   InlineWrite w;
-  nic_lane_arm(&q, w.wr, nic_route(true), Why::none);
+  nic_lane_arm(&q, w.wr, nic_route(true), Why::none, true);
   EXPECT_TRUE(q.nic_lane.armed);
   EXPECT_FALSE(q.express.armed);
 }
 
-TEST(Lanes, ANicWriteTheTimingPolicyDidNotSettleLeavesTheExpressLane) {
+TEST(Lanes, AnUntimedNicDecisionForAnotherPageArmsTheNicLane) {
+  QpRec q{};
+  InlineWrite w;
+  nic_lane_arm(&q, w.wr, nic_route(false), Why::none, true);  // random targets: no reuse
+  EXPECT_TRUE(q.nic_lane.armed);
+}
+
+TEST(Lanes, ANicWriteThePolicyTimedLeavesTheExpressLane) {
   QpRec q{};
   q.express.armed = true;  // a sample or an exploration on the NIC: mapped stays settled
   InlineWrite w;
-  nic_lane_arm(&q, w.wr, nic_route(false), Why::none);
+  nic_lane_arm(&q, w.wr, nic_route(false, 12345), Why::none, true);
   EXPECT_FALSE(q.nic_lane.armed);
   EXPECT_TRUE(q.express.armed);
+}
+
+TEST(Lanes, OnlyAnAdaptiveDecisionAmongPathsArmsTheNicLane) {
+  InlineWrite w;
+  QpRec fixed{};  // another mode decided
+  nic_lane_arm(&fixed, w.wr, nic_route(false), Why::none, false);
+  EXPECT_FALSE(fixed.nic_lane.armed);
+  QpRec alone{};  // the NIC was all the route could weigh: the policy was not asked
+  Route rt = nic_route(false);
+  rt.eligible = policy::PathSet(Path::offload);
+  nic_lane_arm(&alone, w.wr, rt, Why::none, true);
+  EXPECT_FALSE(alone.nic_lane.armed);
 }
 
 // A policy settled on inline for a 64 B write: inline costs 1000 ns, all of it CPU, the

@@ -46,6 +46,10 @@ struct Stream {
   // ... and with its memo: after a write of a shape was reused as direct, the next of the
   // same features and tunables beside the target asks decide_reused_vouched() first.
   bool vouched = false;
+  // The runtime's NIC lane for another target page: decide_elsewhere_as(the last path)
+  // after decide_reused() said false, decide_unreused() when it declines.
+  bool elsewhere = false;
+  mutable uint64_t elsewhere_taken = 0;
 
   static bool same_beside_target(const WriteFeatures& a, const Tunables& at, const WriteFeatures& b,
                                  const Tunables& bt) {
@@ -75,6 +79,7 @@ struct Stream {
       WriteFeatures f{};
       Tunables t{};
     } memo;
+    Path last = Path::offload;
     for (uint64_t i = 0; i < 40'000; ++i) {
       const uint64_t r = rng.next();
       if (r % run_length == 0) {
@@ -101,9 +106,17 @@ struct Stream {
       } else if ((shortcut || vouched) && policy.decide_reused_as(f, t, Path::unload_direct)) {
         p = Path::unload_direct;
         memo = {policy.settled_gen(), f, t};
-      } else {
+      } else if (elsewhere && !policy.decide_reused(f, t, p)) {
+        if (policy.decide_elsewhere_as(f, t, last)) {
+          p = last;
+          ++elsewhere_taken;
+        } else {
+          p = policy.decide_unreused(f, t);
+        }
+      } else if (!elsewhere) {
         p = policy.decide(f, t);
       }
+      last = p;
       seen.push_back({wanted, p, policy.sampled()});
       const uint64_t direct_ns = i < 20'000 || i >= 30'000 ? 3000 : 9000;
       const bool cheapest = p == Path::unload_direct || p == Path::unload_remote;
@@ -272,6 +285,27 @@ TEST(policy_settled, AVouchedReuseChangesNoDecision) {
     s.vouched = true;
     expect_reuse_changes_nothing(s);
     EXPECT_GT(s.vouched_reuses, 5'000u) << "seed " << seed;
+  }
+}
+
+TEST(policy_settled, ADecisionElsewhereForTheSettledPathChangesNoDecision) {
+  // The NIC lane's question for a write to another page: every decision as without reuse,
+  // over random targets (all cold, and about the hotness threshold), over runs, and with a
+  // hot set among cold pages (its turns are declined), and many taken on those terms.
+  const auto check = [](Stream s, uint64_t at_least) {
+    s.elsewhere = true;
+    SCOPED_TRACE(::testing::Message() << "seed " << s.seed);
+    expect_reuse_changes_nothing(s);
+    EXPECT_GT(s.elsewhere_taken, at_least);
+  };
+  for (uint64_t seed : {30, 31}) check({seed, 0, false, 16384, 1}, 10'000);
+  for (uint64_t seed : {32, 33}) check({seed, 0, false, 256, 1}, 1'000);
+  for (uint64_t seed : {34, 35}) check({seed, 0, false, 150, 8}, 1'000);
+  for (uint64_t seed : {36, 37}) {
+    Stream s{seed, 0, false, 4096, 1};
+    s.hot_set = 16;
+    s.reused_pct = 85;
+    check(s, 1'000);
   }
 }
 

@@ -175,6 +175,30 @@ class Policy {
     return settled_.path == want && decide_reused(f, t, p);
   }
 
+  // decide() for a caller that can carry out only `want` (the runtime's NIC lane), for a
+  // write whose decide_reused() said false: true, the decision made and counted exactly as
+  // decide_unreused() makes it, when it is certain to be the settled path `want`, the write
+  // being what the settled decision saw beside its target and on another target page of
+  // the settled hotness; false, with nothing decided or counted, when it may not be (a
+  // sample or a clock due, another hotness, an exploration due, a charge on the budget, a
+  // resident set to ask), and the caller calls decide_unreused(). Random targets then cost
+  // the sketch's touch and the countdowns, not a whole decision's lookups.
+  bool decide_elsewhere_as(const WriteFeatures& f, const Tunables& t, Path want) {
+    const Settled& s = settled_;
+    if (!s.live || s.path != want || reuse_ != Reuse::on || s.charged_ns != 0 || wants_clock() ||
+        (s.explores && explore_left_ == 1) || resident_on(f.peer_local) || settled_on_target(f) ||
+        settled_differs_beside_target(f, t) != 0)
+      return false;
+    // The touch decide_settled_elsewhere() makes, foreseen: owed touches first, as it pays
+    // them (paying early changes nothing a later decision sees).
+    pay_touches();
+    const uint64_t key = HotnessSketch::key_of(f.rkey, f.remote_addr >> kTargetPageShift);
+    if ((hotness_.count(HotnessSketch::slots_of_key(key)) + 1 >= HotnessSketch::kHotCount) != s.hot)
+      return false;
+    decide_unreused(f, t);  // decide_settled_elsewhere(), which keeps `want` on all these terms
+    return true;
+  }
+
   // Whether the next decision needs f.now_ns (a periodic sample, or an empty CPU budget
   // that must refill to let a CPU path through). Only adaptive decisions use the clock.
   bool wants_clock() const {
