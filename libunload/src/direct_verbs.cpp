@@ -10,10 +10,13 @@ namespace unload::rt {
 
 namespace {
 
-// Posts of `q` pass through from now on, and no wake-up marker goes on it.
+// Posts of `q` pass through from now on, and no wake-up marker goes on it: neither lane's
+// memo takes another of its writes (the express lane's is entered before the tracked test).
 void untrack_qp(QpRec* q) {
   if (!q->tracked) return;
   sender_detach(q);  // its CQ stays held: requests it tracked may still complete there
+  q->express.armed.store(false, std::memory_order_relaxed);
+  q->nic_lane.armed = false;
   q->tracked = false;
 }
 

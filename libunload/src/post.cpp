@@ -406,6 +406,7 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
 // settled on the NIC with a memo is tracked again). Whatever the lane declines, post_slow
 // takes afresh, without the lane.
 [[gnu::noinline]] static int post_express(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  if (__builtin_expect(!q->tracked, 0)) return post_slow(q->qp, q, wr, bad);  // vendor direct verbs
   SendQueue& sq = q->sq;
   const bool how = sq.gate.enter(this_tid());
   mark_tracked(q);

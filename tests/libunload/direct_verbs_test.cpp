@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "registry.hpp"
+#include "unload/runtime.h"
+
 namespace unload {
 namespace {
 
@@ -37,6 +40,25 @@ TEST(DirectVerbsRxeCannotRunMlx5dv, Mlx5dvCreateCqIsUnrecordedSoItsQpsAreUntrack
 TEST(DirectVerbsRxeCannotRunMlx5dv, DevxObjectUntracksTheContextsLaterQps) {
   const DvUntrack u = dv_untrack(DvCall::devx_obj_create);
   EXPECT_TRUE(u.context);
+}
+
+// The QP a call takes out of tracking takes none of its writes into a lane: the express
+// lane's memo is entered from the post's front, before any test of `tracked`.
+TEST(DirectVerbsRxeCannotRunMlx5dv, AnUntrackedQpsLanesAreDisarmed) {
+  rt::CqRec cq{};
+  rt::QpRec q{};
+  ibv_qp qp{};
+  q.qp = &qp;
+  q.scq = &cq;
+  q.tracked = true;
+  q.express.armed = true;
+  q.nic_lane.armed = true;
+  ASSERT_EQ(rt::g_qps.insert(rt::key_of(&qp), &q), 0);
+  unload_dv_used(static_cast<int>(DvCall::init_obj_qp), nullptr, &qp, nullptr);
+  rt::g_qps.remove(rt::key_of(&qp));
+  EXPECT_FALSE(q.tracked);
+  EXPECT_FALSE(q.express.armed);
+  EXPECT_FALSE(q.nic_lane.armed);
 }
 
 }  // namespace
