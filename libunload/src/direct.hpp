@@ -51,9 +51,10 @@ class DirectRun {
 // whatever error it finds. A write with several SGEs comes alone (n = 1).
 int place_direct(QpRec* q, const DirectWrite* w, int n, Why* why);
 
-// The express lane's placement (express.hpp): one write, its buffer `sg[0]`, through
-// mapping `target` of q, with nothing in flight (so no fence to wait), as the mapped
-// engine's run places one write (a timed one costs its decision to the copy's end).
+// The express lane's placement (express.hpp): one write, its buffer `sg[0]` read where the
+// program put it (not translated), through mapping `target` of q, with nothing in flight
+// (so no fence to wait), as the mapped engine's run places one write (a timed one costs
+// its decision to the copy's end).
 // false: not placed by the engine (place_mapped), nothing counted or queued; place_direct
 // takes it from there.
 bool place_mapped_one(QpRec* q, const ibv_sge* sg, uint64_t wr_id, const Route& rt, uint32_t target);

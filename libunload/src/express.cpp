@@ -82,8 +82,9 @@ Express express_post(QpRec* q, const ibv_send_wr& w, const Tunables& t, Route* r
     // decides each write): the route decides it as the full path would, with nothing
     // blocking direct (direct_clear), and from its own memo.
     *rt = route(q, w, t, Why::none);
-    // Another path (the module's copy by cost, an exploration): the full post takes it.
-    if (rt->path != Path::unload_mapped) return Express::routed;
+    // Another path (the module's copy by cost, an exploration): the full post takes it, and
+    // a translated source, which the memo's region rules out, the gathering engine.
+    if (rt->path != Path::unload_mapped || rt->translated) return Express::routed;
   }
   return place_mapped_one(q, w.sg_list, w.wr_id, *rt, x.target) ? Express::placed : Express::routed;
 }

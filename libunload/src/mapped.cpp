@@ -187,15 +187,15 @@ MappedTarget* target_of(QpRec* q, uint32_t rkey) {
 
 namespace {
 
-// The mapping still stands for what the responder checks: its word valid (no revocation
-// began, which clears the word before it zaps) and the responder quiet (no request of its
-// own could move its QP). Read before the copy and again after every store of it.
 // [addr, addr + len) inside e's region as granted, with no overflow on any input; else the
 // module judges the write.
 [[gnu::always_inline]] inline bool inside(const MappedTarget& e, uint64_t addr, uint64_t len) {
   return len <= e.length && addr >= e.iova && addr - e.iova <= e.length - len;
 }
 
+// The mapping still stands for what the responder checks: its word valid (no revocation
+// began, which clears the word before it zaps) and the responder quiet (no request of its
+// own could move its QP). Read before the copy and again after every store of it.
 [[gnu::always_inline]] inline bool target_stands(const MappedTarget& e) {
   return word_valid(e) && responder_quiet(e);
 }
