@@ -91,6 +91,8 @@ void merge_wc(CqRec* c, Emitter& em, ibv_wc& wc) {
   // with empty writes on the NIC between direct ones: 273 of 1600 out of order).
   q->sq.ring.retire_through(e);
   busy_settle(q);
+  if (q->sq.settled.load(std::memory_order_relaxed) && q->sq.ring.in_flight() == 0) [[unlikely]]
+    em.drained = q;
 }
 
 // Looked at after the poll: a request whose completion is at hand published its ring entry,

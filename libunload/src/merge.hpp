@@ -31,6 +31,9 @@ struct Emitter {
   int n;
   int o;
   int limit;  // positions below limit are free to write
+  // A QP settled on the NIC whose ring a completion here emptied: it may let the CQ go
+  // (poll.cpp, settled_let_go).
+  QpRec* drained = nullptr;
   void emit(const ibv_wc& wc) {
     if (o < limit && o < n && cq->pending.idle()) {
       if (&out[o] != &wc) out[o] = wc;  // the poll's own array, merged in place: there already

@@ -73,6 +73,13 @@ bool nic_lane_take(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct
   return true;
 }
 
+void nic_lane_settled(QpRec* q) {
+  NicLaneMemo& x = q->nic_lane;
+  if (x.nic_outstanding) return;
+  x.nic_outstanding = true;
+  x.policy_gen = 0;  // the policy vouched for the feature as it was
+}
+
 bool nic_lane_may_settle(const Route& rt) {
   return rt.path != Path::unload_inline || !t_policy || !t_policy->settled_charges();
 }

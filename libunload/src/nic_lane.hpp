@@ -26,6 +26,11 @@ void nic_lane_arm(QpRec* q, const ibv_send_wr& w, const Route& rt, Why direct_wh
 // policy's decision taken, and the caller posts it plain. Post gate.
 bool nic_lane_take(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct_why, Route* rt);
 
+// q was just settled on the NIC (post.cpp): its requests go around the ring from now on, so
+// the policy's feature the memo kept (a NIC request in flight) is true at every later
+// consult. The memo takes it, to be vouched for again, rather than declining each consult.
+void nic_lane_settled(QpRec* q);
+
 // Whether a write the lane took, routed `rt`, counts toward settling its QP on the NIC
 // (post.cpp): not an inline one whose decision draws on the thread's capped CPU budget,
 // since each such write must reach the policy to be charged, and a settled QP's posts do

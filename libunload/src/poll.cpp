@@ -16,16 +16,18 @@ namespace {
 // Merges the completions the provider just put in wc[got, got + r), in place and in order;
 // returns how many the array holds now. Out of line: inlined, its frame made every empty
 // poll save and restore registers it never used (a third of the shim's poll).
-[[gnu::noinline]] int merge_polled(CqRec* c, ibv_wc* wc, int n, int got, int r) {
+// *drained: a settled QP whose ring the merge emptied (Emitter::drained), if any.
+[[gnu::noinline]] int merge_polled(CqRec* c, ibv_wc* wc, int n, int got, int r, QpRec** drained) {
   Emitter em{c, wc, n, got, got};
   for (int i = got; i < got + r; ++i) {
     em.limit = i + 1;
     merge_wc(c, em, wc[i]);  // mapped in place: an emit writes at or below i
   }
+  if (em.drained) *drained = em.drained;
   return em.o;
 }
 
-int poll_merge(CqRec* c, int n, ibv_wc* wc) {
+int poll_merge(CqRec* c, int n, ibv_wc* wc, QpRec** drained) {
   int got = c->pending.pop(wc, n);
   while (got < n) {
     // Never more than the pending queue can take: what the array has no room for goes there.
@@ -38,7 +40,7 @@ int poll_merge(CqRec* c, int n, ibv_wc* wc) {
     if (merge_quiet(c, wc + got, r)) {  // the queue was idle: nothing to hand over first
       got += r;
     } else {
-      got = merge_polled(c, wc, n, got, r);
+      got = merge_polled(c, wc, n, got, r, drained);
       if (!c->pending.empty()) {  // order put some behind queued ones: hand those over first
         got += c->pending.pop(wc + got, n - got);
         break;
@@ -47,6 +49,19 @@ int poll_merge(CqRec* c, int n, ibv_wc* wc) {
     if (r < want) break;  // polled everything there was
   }
   return got;
+}
+
+// A QP settled on the NIC held its send CQ for its ring's entries (a consult's write,
+// post.cpp, settle_again), and the poll just emptied the ring: the CQ is let go now, as
+// its next post would (settled_release), so that polls pass through again without waiting
+// a round of the program's QPs. Only by its post gate's owner, as a poll on the posting
+// thread is: another would turn the gate shared for good. The program's poll never runs
+// inside a post gate (the fence polls through the merger, not here). Inside c's gate.
+[[gnu::noinline]] void settled_let_go(QpRec* q) {
+  Gate& g = q->sq.gate;
+  if (!g.try_enter_biased(t_hot.tid)) return;  // the QP's next post lets it go
+  if (q->sq.settled.load(std::memory_order_relaxed)) settled_release(q);
+  g.leave(Gate::kBiased);
 }
 
 // Inside c's gate, after a merge, no QP holding c (each send QP on it settled on the NIC,
@@ -74,7 +89,8 @@ using namespace unload::rt;
 // A pass-through poll whose completions include one of a request the shim tracked, posted
 // after the poll looked at `tracked`: merged as a tracked poll would have, in the gate.
 [[gnu::noinline]] static int poll_through_merge(CqRec* c, int n, ibv_wc* wc, int got) {
-  got = merge_polled(c, wc, n, 0, got);
+  QpRec* drained = nullptr;  // a pass-through poll: nothing held to let go
+  got = merge_polled(c, wc, n, 0, got, &drained);
   if (!c->pending.empty()) got += c->pending.pop(wc + got, n - got);
   return got;
 }
@@ -108,8 +124,11 @@ using namespace unload::rt;
 // A poll of a CQ the shim tracks: through the merger, inside the gate.
 [[gnu::noinline]] static int poll_merging(CqRec* c, int n, ibv_wc* wc) {
   GateScope g(c->gate);
-  const int got = poll_merge(c, n, wc);
+  QpRec* drained = nullptr;
+  const int got = poll_merge(c, n, wc, &drained);
   note_poll(got);
+  if (drained) [[unlikely]]
+    settled_let_go(drained);
   if (__builtin_expect(c->holders.load(std::memory_order_relaxed) == 0, 0)) cq_go_through(c);
   return got;
 }

@@ -21,7 +21,8 @@ namespace unload::rt {
 
 namespace {
 
-// Writes the NIC lane took on this thread since one took the full walk (settle_after_lane).
+// Plain NIC writes of untimed adaptive decisions on this thread since one of its walked
+// writes was routed off the NIC (settle_after_lane).
 constinit thread_local uint32_t t_lane_streak = 0;
 
 // Whether every request of a list passes the local checks (its SGEs in regions of the QP's
@@ -223,13 +224,67 @@ bool list_inline_too_long(const QpRec* q, const ibv_send_wr* wr) {
   return false;
 }
 
+// Plain NIC writes of untimed adaptive decisions a thread posts in a row (none of its
+// walked writes routed off the NIC between them) before the QPs they go on count as settled.
+constexpr uint32_t kSettledAfter = 16;
+
+// After a plain write of q the NIC lane took, or the full path gave the NIC as it armed the
+// lane (a write the lane would have taken), inside the gate: once the thread's streak
+// reached kSettledAfter, q is settled on the NIC (SendQueue::settled). Counted a thread,
+// not a QP: a program that spreads its writes over many QPs gives each too few in a row. A
+// sample, a trial or an exploration that stays on the NIC ends no streak. Settling on the
+// full path's write saves each QP a write: at 1024 QPs, a round of the others. Not with
+// remote writes in flight or a request failed. Settled, its
+// requests go around the ring (`untracked`, the busy byte raised for them), and once its
+// ring is empty its send CQ is held for it no more (settled_release): with every QP on it
+// settled, polls pass through.
+void settle_after_lane(QpRec* q, const Route& rt) {
+  if (rt.path != Path::offload && rt.path != Path::unload_inline) return;
+  // A settled QP whose consult found the decision charging the budget is tracked again
+  // (its writes are still the NIC's: the streak goes on).
+  if (!nic_lane_may_settle(rt)) [[unlikely]] {
+    if (q->sq.settled.load(std::memory_order_relaxed)) mark_tracked(q);
+    return;
+  }
+  if (t_lane_streak < kSettledAfter) ++t_lane_streak;
+  if (t_lane_streak < kSettledAfter || remote_pending(q) || q->failed.load(std::memory_order_relaxed)) return;
+  SendQueue& sq = q->sq;
+  sq.settled_why = route_why(rt, rt.path, Why::none);
+  sq.settled_path = rt.path;
+  if (!sq.untracked.load(std::memory_order_relaxed)) {
+    sq.untracked.store(true, std::memory_order_relaxed);
+    busy_raise(q);  // a poller may have lowered it since the lane's write
+  }
+  sq.settled.store(true, std::memory_order_relaxed);
+  nic_lane_settled(q);
+  settled_release(q);
+}
+
+// A QP settled when its post came, tracked for it (post_tracked_settled), whose lone write
+// the full path gave the NIC, routed `rt` (a sample, or a decision the lane could not
+// vouch for or had no memo for): settled again
+// at once, as it was, when settle_after_lane would settle it. A timed write's entry holds
+// the send CQ until it retires, and the program's poll lets it go then (poll.cpp,
+// settled_let_go). Left tracked, the QP waited for its own next write, at 1024 QPs a round
+// of the others later, holding the CQ all the while: every poll went through the merger.
+// Post gate.
+void settle_again(QpRec* q, const Route& rt) {
+  SendQueue& sq = q->sq;
+  if ((rt.path != Path::offload && rt.path != Path::unload_inline) || !nic_lane_may_settle(rt) ||
+      t_lane_streak < kSettledAfter || !sq.untracked.load(std::memory_order_relaxed) || remote_pending(q) ||
+      q->failed.load(std::memory_order_relaxed))
+    return;
+  sq.settled.store(true, std::memory_order_relaxed);
+  settled_release(q);
+}
+
 // A list's writes that route direct one after another (a write with several SGEs alone)
 // are placed with one submission; the requests before them go to the provider first, and
 // what the module does not place goes after them, in order. `first`: the first request's
-// route, when the express lane made it.
-int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t, const Route* first = nullptr,
-                 const Why* known_why = nullptr) {
-  t_lane_streak = 0;  // a write takes the full walk: this thread's writes are not all settled
+// route, when the express lane made it. `lone_nic`: the route of a lone request the NIC
+// was given (its path left as it was for any other list).
+int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t,
+                 const Route* first = nullptr, const Why* known_why = nullptr, Route* lone_nic = nullptr) {
   Why direct_why = known_why ? *known_why : list_direct_why(q, wr, t);
   Batch b(q);
   DirectRun run;
@@ -247,10 +302,14 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
     if (!routed) rt = route(q, *w, t, direct_why);
     routed = false;
     const Path placing = rt.path;  // direct, mapped or remote: the CPU places the run
+    if (placing != Path::offload && placing != Path::unload_inline) t_lane_streak = 0;  // not all on the NIC
     if (!policy::places_here(placing) && placing != Path::unload_remote) {
+      if (lone_nic && w == wr && !w->next) *lone_nic = rt;
       if (w == wr && plain_fits(q, *w, rt)) {
         nic_lane_arm(q, *w, rt, direct_why, t.mode == static_cast<uint32_t>(policy::Mode::adaptive));
-        return post_plain(q, w, rt, bad);
+        const int rc = post_plain(q, w, rt, bad);
+        if (rc == 0 && q->nic_lane.armed) settle_after_lane(q, rt);  // what the lane would have taken
+        return rc;
       }
       if (int rc = to_nic(b, q, w, rt, Why::none, bad)) return rc;
       w = w->next;
@@ -286,6 +345,18 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
   return b.flush(bad);
 }
 
+// post_tracked for a QP that was settled when its post came (a consult the lane declined,
+// or one whose lane memo a timed write ended), tracked now: settled again at once if the
+// full path gave its lone write the NIC (settle_again). Post gate.
+int post_tracked_settled(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t,
+                         const Why* known_why) {
+  Route lone;
+  lone.path = Path::unload_direct;  // none: set only for a lone write given the NIC
+  const int rc = post_tracked(q, wr, bad, t, nullptr, known_why, &lone);
+  if (rc == 0) settle_again(q, lone);
+  return rc;
+}
+
 }  // namespace
 
 }  // namespace unload::rt
@@ -310,39 +381,6 @@ extern "C" int unload_qp_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
 
 namespace unload::rt {
 namespace {
-
-// Writes a thread's NIC lane takes in a row before the QPs it takes them on count as
-// settled on the NIC.
-constexpr uint32_t kSettledAfter = 16;
-
-// After the NIC lane took a write of q as built (inside the gate, a plain write posted):
-// once the thread's lane took kSettledAfter in a row, q is settled on the NIC
-// (SendQueue::settled). Counted a thread, not a QP: a program that spreads its writes over
-// many QPs gives each too few in a row, and each QP is settled only by a write of its own
-// that adaptive's reused decision sent to the NIC. Not with remote writes in flight or a
-// request failed. Settled, its requests go around the ring (`untracked`, the busy byte
-// raised for them), and once its ring is empty its send CQ is held for it no more
-// (settled_release): with every QP on it settled, polls pass through.
-void settle_after_lane(QpRec* q, const Route& rt) {
-  if (rt.path != Path::offload && rt.path != Path::unload_inline) return;
-  // A settled QP whose consult found the decision charging the budget is tracked again.
-  if (!nic_lane_may_settle(rt)) [[unlikely]] {
-    t_lane_streak = 0;
-    if (q->sq.settled.load(std::memory_order_relaxed)) mark_tracked(q);
-    return;
-  }
-  if (t_lane_streak < kSettledAfter) ++t_lane_streak;
-  if (t_lane_streak < kSettledAfter || remote_pending(q) || q->failed.load(std::memory_order_relaxed)) return;
-  SendQueue& sq = q->sq;
-  sq.settled_why = route_why(rt, rt.path, Why::none);
-  sq.settled_path = rt.path;
-  if (!sq.untracked.load(std::memory_order_relaxed)) {
-    sq.untracked.store(true, std::memory_order_relaxed);
-    busy_raise(q);  // a poller may have lowered it since the lane's write
-  }
-  sq.settled.store(true, std::memory_order_relaxed);
-  settled_release(q);
-}
 
 // Whether the lone request w, on a QP settled on the inline path, goes inline as the lane's
 // writes did: a write of one SGE the QP's real inline cap takes, in the source region the
@@ -371,8 +409,8 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   // vouch for its decision, takes the write around the ring as the settled posts went, and
   // the QP stays settled, holding its CQ for nothing; only a write the lane declines is
   // tracked. (Settled implies `untracked`: no plain request of it is counted.)
-  const bool consult = q->sq.settled.load(std::memory_order_relaxed) && q->nic_lane.armed &&
-                       !q->express.armed.load(std::memory_order_relaxed);
+  const bool settled = q->sq.settled.load(std::memory_order_relaxed);
+  const bool consult = settled && q->nic_lane.armed && !q->express.armed.load(std::memory_order_relaxed);
   if (consult && plain_other_fits(q, *wr)) {
     // No write, nothing to ask the policy: around the ring as a settled post, and the
     // consult moves to the thread's next post.
@@ -396,9 +434,10 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
       return rc;
     }
     if (consult) mark_tracked(q);
-    return post_tracked(q, wr, bad, t, nullptr, &direct_why);
+    return settled ? post_tracked_settled(q, wr, bad, t, &direct_why)
+                   : post_tracked(q, wr, bad, t, nullptr, &direct_why);
   }
-  return post_tracked(q, wr, bad, t);
+  return settled ? post_tracked_settled(q, wr, bad, t, nullptr) : post_tracked(q, wr, bad, t);
 }
 
 // A post on a QP whose express memo is armed (express.hpp), the lane's only way in: the
@@ -574,7 +613,7 @@ extern "C" int unload_qp_post_send_pinned(ibv_qp* qp, ibv_send_wr* wr, ibv_send_
 // and calls nothing else, so that it saves no register; any other case asks
 // post_front_slow.
 extern "C" int unload_qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  QpRec* q = qp_find_memo(qp);
+  QpRec* q = qp_find_front(qp);
   if (__builtin_expect(q != nullptr && tunables_fresh(), 1)) {
     if (t_hot.view.offload) {
       if (__builtin_expect(q->sq.passing.load(std::memory_order_relaxed), 1)) return post_passing(q, wr, bad);

@@ -1,8 +1,8 @@
 // The two lanes' memos stand for the policy's settled decision: when adaptive settles a
 // QP's writes on the NIC, the express lane a mapped write armed earlier must not take them
 // first (it would route each in full and keep the NIC lane and the QP's settling away), and
-// a decision it timed arms nothing; and a lane write whose decision charges the CPU budget
-// never settles its QP.
+// a decision it timed arms nothing; a lane write whose decision charges the CPU budget
+// never settles its QP; and a settled QP's memo sees the QP as its consults will.
 #include "nic_lane.hpp"
 
 #include <gtest/gtest.h>
@@ -77,6 +77,28 @@ TEST(Lanes, OnlyAnAdaptiveDecisionAmongPathsArmsTheNicLane) {
   rt.eligible = policy::PathSet(Path::offload);
   nic_lane_arm(&alone, w.wr, rt, Why::none, true);
   EXPECT_FALSE(alone.nic_lane.armed);
+}
+
+// Settled, a QP's requests go around the ring (`untracked`): the policy's feature "a NIC
+// request in flight" is true at each consult, where the memo armed on a QP with nothing in
+// flight kept false and declined every consult (at 1024 QPs, a write in 64 took the full
+// walk and left its QP holding the CQ for a round of the others). The memo takes the
+// feature, and the policy vouches for it afresh.
+TEST(Lanes, ASettledQpsMemoKeepsTheFeatureItsConsultsSee) {
+  QpRec q{};
+  InlineWrite w;
+  nic_lane_arm(&q, w.wr, nic_route(true), Why::none, true);
+  ASSERT_TRUE(q.nic_lane.armed);
+  ASSERT_FALSE(q.nic_lane.nic_outstanding);
+  q.nic_lane.policy_gen = 42;  // a reuse the policy vouched for, with the feature false
+  q.sq.untracked.store(true);  // settled (post.cpp, settle_after_lane)
+  nic_lane_settled(&q);
+  EXPECT_TRUE(q.nic_lane.armed);
+  EXPECT_EQ(q.nic_lane.nic_outstanding, nic_outstanding(q.sq));
+  EXPECT_EQ(q.nic_lane.policy_gen, 0u) << "vouched for a feature the QP no longer has";
+  q.nic_lane.policy_gen = 43;  // vouched again with it true: a later settle keeps that
+  nic_lane_settled(&q);
+  EXPECT_EQ(q.nic_lane.policy_gen, 43u);
 }
 
 // A policy settled on inline for a 64 B write: inline costs 1000 ns, all of it CPU, the

@@ -249,7 +249,12 @@ if [[ " $PATHS " == *" nic "* ]]; then
 	for f in "$WORK"/*.nic.stats; do
 		[ -r "$f" ] && lane=$((lane + $(stat "$f" writes_nic_lane)))
 	done
-	expect "nic: the NIC lane took writes in this part's programs" "$([ "$lane" -gt 0 ] && echo 1)" "$lane writes"
+	# The races' programs settle their QPs on the full walk's first write the lane would
+	# have taken (post.cpp, settle_after_lane) and hand the lane none: its parity is the
+	# other parts'.
+	if [ "$PART" != 3 ]; then
+		expect "nic: the NIC lane took writes in this part's programs" "$([ "$lane" -gt 0 ] && echo 1)" "$lane writes"
+	fi
 	# A QP settled on the NIC passes its writes straight through (post.cpp, post_settled).
 	settled=0
 	for f in "$WORK"/*.nic.stats; do
