@@ -234,10 +234,9 @@ constexpr uint32_t kSettledAfter = 16;
 // not a QP: a program that spreads its writes over many QPs gives each too few in a row. A
 // sample, a trial or an exploration that stays on the NIC ends no streak. Settling on the
 // full path's write saves each QP a write: at 1024 QPs, a round of the others. Not with
-// remote writes in flight or a request failed. Settled, its
-// requests go around the ring (`untracked`, the busy byte raised for them), and once its
-// ring is empty its send CQ is held for it no more (settled_release): with every QP on it
-// settled, polls pass through.
+// remote writes in flight or a request failed. Settled, its requests go around the ring
+// (`untracked`, the busy byte raised for them), and once its ring is empty its send CQ is
+// held for it no more (settled_release): with every QP on it settled, polls pass through.
 void settle_after_lane(QpRec* q, const Route& rt) {
   if (rt.path != Path::offload && rt.path != Path::unload_inline) return;
   // A settled QP whose consult found the decision charging the budget is tracked again
@@ -262,12 +261,11 @@ void settle_after_lane(QpRec* q, const Route& rt) {
 
 // A QP settled when its post came, tracked for it (post_tracked_settled), whose lone write
 // the full path gave the NIC, routed `rt` (a sample, or a decision the lane could not
-// vouch for or had no memo for): settled again
-// at once, as it was, when settle_after_lane would settle it. A timed write's entry holds
-// the send CQ until it retires, and the program's poll lets it go then (poll.cpp,
-// settled_let_go). Left tracked, the QP waited for its own next write, at 1024 QPs a round
-// of the others later, holding the CQ all the while: every poll went through the merger.
-// Post gate.
+// vouch for or had no memo for): settled again at once, as it was, when settle_after_lane
+// would settle it. A timed write's entry holds the send CQ until it retires, and the
+// program's poll lets it go then (poll.cpp, settled_let_go). Left tracked, the QP waited
+// for its own next write, at 1024 QPs a round of the others later, holding the CQ all the
+// while: every poll went through the merger. Post gate.
 void settle_again(QpRec* q, const Route& rt) {
   SendQueue& sq = q->sq;
   if ((rt.path != Path::offload && rt.path != Path::unload_inline) || !nic_lane_may_settle(rt) ||
@@ -407,8 +405,9 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   GateScope g(q->sq.gate);
   // A settled QP's consult (SendQueue::settled): the NIC lane, which asks the policy to
   // vouch for its decision, takes the write around the ring as the settled posts went, and
-  // the QP stays settled, holding its CQ for nothing; only a write the lane declines is
-  // tracked. (Settled implies `untracked`: no plain request of it is counted.)
+  // the QP stays settled, holding its CQ for nothing; a write the lane declines is tracked,
+  // and settled again if the full path gives it the NIC (post_tracked_settled). (Settled
+  // implies `untracked`: no plain request of it is counted.)
   const bool settled = q->sq.settled.load(std::memory_order_relaxed);
   const bool consult = settled && q->nic_lane.armed && !q->express.armed.load(std::memory_order_relaxed);
   if (consult && plain_other_fits(q, *wr)) {
