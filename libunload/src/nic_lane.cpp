@@ -9,15 +9,14 @@
 
 namespace unload::rt {
 
-void nic_lane_arm(QpRec* q, const ibv_send_wr& w, const Route& rt, Why direct_why, bool adaptive) {
+void nic_lane_arm(QpRec* q, const ibv_send_wr& w, const Route& rt, Why direct_why) {
   NicLaneMemo& x = q->nic_lane;
   x.armed = false;
-  // The policy's decision: adaptive, no path forced, more than the NIC to weigh (else
-  // route() asks it nothing), and not one it timed (a warm-up, a trial or an exploration
-  // is, and is not the settled path: arming would end the express lane's memo for it).
-  Path forced;
-  if (!adaptive || forced_path(forced) || rt.eligible == policy::PathSet(Path::offload) || rt.t0 != 0 ||
-      !lane_write_shape(w) || (rt.path != Path::offload && rt.path != Path::unload_inline) ||
+  // The adaptive policy's decision, and not one it timed (a warm-up, a trial or an
+  // exploration is, and is not the settled path: arming would end the express lane's memo
+  // for it).
+  if (!rt.adaptive || rt.t0 != 0 || !lane_write_shape(w) ||
+      (rt.path != Path::offload && rt.path != Path::unload_inline) ||
       g_windows.load(std::memory_order_relaxed) != 0)
     return;
   x.inline_data = rt.req.user_inline;

@@ -16,10 +16,10 @@
 namespace unload::rt {
 
 // The full path gave the one-request list `w` to the NIC as a plain write, routed `rt`,
-// with `direct_why` keeping the CPU paths off: remembers its shape when `adaptive` (the
-// mode) decided it without timing it, reused or not (a decision for another target page
-// counts as much). Post gate.
-void nic_lane_arm(QpRec* q, const ibv_send_wr& w, const Route& rt, Why direct_why, bool adaptive);
+// with `direct_why` keeping the CPU paths off: remembers its shape when the adaptive policy
+// decided it (Route::adaptive) without timing it, reused or not (a decision for another
+// target page counts as much). Post gate.
+void nic_lane_arm(QpRec* q, const ibv_send_wr& w, const Route& rt, Why direct_why);
 
 // Whether the lane takes `w` (`t`: tunables(), read for this post; `direct_why`: what keeps
 // the CPU paths off it now, as the full path finds it): then *rt is its route, the

@@ -304,7 +304,7 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
     if (!policy::places_here(placing) && placing != Path::unload_remote) {
       if (lone_nic && w == wr && !w->next) *lone_nic = rt;
       if (w == wr && plain_fits(q, *w, rt)) {
-        nic_lane_arm(q, *w, rt, direct_why, t.mode == static_cast<uint32_t>(policy::Mode::adaptive));
+        nic_lane_arm(q, *w, rt, direct_why);
         const int rc = post_plain(q, w, rt, bad);
         if (rc == 0 && q->nic_lane.armed) settle_after_lane(q, rt);  // what the lane would have taken
         return rc;

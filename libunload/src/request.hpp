@@ -18,6 +18,9 @@ struct Route {
   Why why = Why::none;             // why `path` is not `preferred` (docs/sysfs.md)
   policy::PathSet eligible = Path::offload;  // the paths it could take (what the policy weighed)
   bool reused = false;  // adaptive reused its settled decision (no clock, no sample)
+  // The adaptive policy decided `path`: the mode adaptive, no path forced, more than the
+  // NIC to weigh (else route() asks it nothing).
+  bool adaptive = false;
 };
 
 // One write the CPU places (direct, mapped or remote): its local buffers, its wr_id, its

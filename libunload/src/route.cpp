@@ -243,6 +243,7 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
       const bool adaptive = t.mode == static_cast<uint32_t>(Mode::adaptive);
       policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible);
       if (adaptive) adaptive_pol = pol;
+      out.adaptive = adaptive;
       // A settled write is the policy's one branch: no clock, no sample. A sample a
       // completion thread left in the box waits for the next full decision (at most
       // kSteadySampleEvery writes).

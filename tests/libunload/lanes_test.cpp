@@ -39,6 +39,7 @@ Route nic_route(bool reused, uint64_t t0 = 0) {
   rt.eligible = policy::PathSet(Path::offload).with(Path::unload_mapped);
   rt.reused = reused;
   rt.t0 = t0;
+  rt.adaptive = true;
   return rt;
 }
 
@@ -46,7 +47,7 @@ TEST(Lanes, ASettledNicDecisionDisarmsTheExpressLane) {
   QpRec q{};
   q.express.armed = true;  // an earlier mapped write of this shape
   InlineWrite w;
-  nic_lane_arm(&q, w.wr, nic_route(true), Why::none, true);
+  nic_lane_arm(&q, w.wr, nic_route(true), Why::none);
   EXPECT_TRUE(q.nic_lane.armed);
   EXPECT_FALSE(q.express.armed);
 }
@@ -54,7 +55,7 @@ TEST(Lanes, ASettledNicDecisionDisarmsTheExpressLane) {
 TEST(Lanes, AnUntimedNicDecisionForAnotherPageArmsTheNicLane) {
   QpRec q{};
   InlineWrite w;
-  nic_lane_arm(&q, w.wr, nic_route(false), Why::none, true);  // random targets: no reuse
+  nic_lane_arm(&q, w.wr, nic_route(false), Why::none);  // random targets: no reuse
   EXPECT_TRUE(q.nic_lane.armed);
 }
 
@@ -62,21 +63,20 @@ TEST(Lanes, ANicWriteThePolicyTimedLeavesTheExpressLane) {
   QpRec q{};
   q.express.armed = true;  // a sample or an exploration on the NIC: mapped stays settled
   InlineWrite w;
-  nic_lane_arm(&q, w.wr, nic_route(false, 12345), Why::none, true);
+  nic_lane_arm(&q, w.wr, nic_route(false, 12345), Why::none);
   EXPECT_FALSE(q.nic_lane.armed);
   EXPECT_TRUE(q.express.armed);
 }
 
-TEST(Lanes, OnlyAnAdaptiveDecisionAmongPathsArmsTheNicLane) {
+// route() says the adaptive policy decided (Route::adaptive) only in the adaptive mode,
+// with no path forced and more than the NIC to weigh; any other route arms nothing.
+TEST(Lanes, OnlyAnAdaptiveDecisionArmsTheNicLane) {
   InlineWrite w;
-  QpRec fixed{};  // another mode decided
-  nic_lane_arm(&fixed, w.wr, nic_route(false), Why::none, false);
-  EXPECT_FALSE(fixed.nic_lane.armed);
-  QpRec alone{};  // the NIC was all the route could weigh: the policy was not asked
+  QpRec fixed{};  // another mode decided, a path was forced, or the NIC was all to weigh
   Route rt = nic_route(false);
-  rt.eligible = policy::PathSet(Path::offload);
-  nic_lane_arm(&alone, w.wr, rt, Why::none, true);
-  EXPECT_FALSE(alone.nic_lane.armed);
+  rt.adaptive = false;
+  nic_lane_arm(&fixed, w.wr, rt, Why::none);
+  EXPECT_FALSE(fixed.nic_lane.armed);
 }
 
 // Settled, a QP's requests go around the ring (`untracked`): the policy's feature "a NIC
@@ -87,7 +87,7 @@ TEST(Lanes, OnlyAnAdaptiveDecisionAmongPathsArmsTheNicLane) {
 TEST(Lanes, ASettledQpsMemoKeepsTheFeatureItsConsultsSee) {
   QpRec q{};
   InlineWrite w;
-  nic_lane_arm(&q, w.wr, nic_route(true), Why::none, true);
+  nic_lane_arm(&q, w.wr, nic_route(true), Why::none);
   ASSERT_TRUE(q.nic_lane.armed);
   ASSERT_FALSE(q.nic_lane.nic_outstanding);
   q.nic_lane.policy_gen = 42;  // a reuse the policy vouched for, with the feature false
