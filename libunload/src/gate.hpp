@@ -37,10 +37,10 @@ class Gate {
   // The owner's way in alone: false, the gate not entered, for anybody else or once shared.
   // Its caller leaves with leave(kBiased). `me` may be 0, a thread whose id is not yet known
   // (t_hot.tid): no gate's owner is 0, so it is refused, and its caller needs no test of its own.
+  // `shared_` is looked at once, after the store: an owner that finds the gate shared only
+  // raised `owner_in_` for a moment, which a joiner waits out as any other time inside.
   [[gnu::always_inline]] bool try_enter_biased(uint32_t me) {
-    if (__builtin_expect(
-            owner_.load(std::memory_order_relaxed) != me || shared_.load(std::memory_order_relaxed), 0))
-      return false;
+    if (__builtin_expect(owner_.load(std::memory_order_relaxed) != me, 0)) return false;
     owner_in_.store(true, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);  // the joiner's membarrier does the rest
     if (__builtin_expect(!shared_.load(std::memory_order_acquire), 1)) return true;
