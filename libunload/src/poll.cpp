@@ -16,14 +16,15 @@ namespace {
 // Merges the completions the provider just put in wc[got, got + r), in place and in order;
 // returns how many the array holds now. Out of line: inlined, its frame made every empty
 // poll save and restore registers it never used (a third of the shim's poll).
-// *drained: a settled QP whose ring the merge emptied (Emitter::drained), if any.
+// *drained: a settled QP whose ring the merge emptied (Emitter::drained), if any and if
+// `drained` is given.
 [[gnu::noinline]] int merge_polled(CqRec* c, ibv_wc* wc, int n, int got, int r, QpRec** drained) {
   Emitter em{c, wc, n, got, got};
   for (int i = got; i < got + r; ++i) {
     em.limit = i + 1;
     merge_wc(c, em, wc[i]);  // mapped in place: an emit writes at or below i
   }
-  if (em.drained) *drained = em.drained;
+  if (em.drained && drained) *drained = em.drained;
   return em.o;
 }
 
@@ -89,8 +90,7 @@ using namespace unload::rt;
 // A pass-through poll whose completions include one of a request the shim tracked, posted
 // after the poll looked at `tracked`: merged as a tracked poll would have, in the gate.
 [[gnu::noinline]] static int poll_through_merge(CqRec* c, int n, ibv_wc* wc, int got) {
-  QpRec* drained = nullptr;  // a pass-through poll: nothing held to let go
-  got = merge_polled(c, wc, n, 0, got, &drained);
+  got = merge_polled(c, wc, n, 0, got, nullptr);  // a pass-through poll: nothing held to let go
   if (!c->pending.empty()) got += c->pending.pop(wc + got, n - got);
   return got;
 }

@@ -228,6 +228,17 @@ bool list_inline_too_long(const QpRec* q, const ibv_send_wr* wr) {
 // walked writes routed off the NIC between them) before the QPs they go on count as settled.
 constexpr uint32_t kSettledAfter = 16;
 
+// The NIC's paths, a write as built or inline: what a settled QP's writes take.
+bool nic_path(Path p) {
+  return p == Path::offload || p == Path::unload_inline;
+}
+
+// Whether q may settle on the NIC now, its write given the NIC: the thread's streak
+// long enough, no remote write of q in flight and no request of it failed.
+bool may_settle_now(const QpRec* q) {
+  return t_lane_streak >= kSettledAfter && !remote_pending(q) && !q->failed.load(std::memory_order_relaxed);
+}
+
 // After a plain write of q the NIC lane took, or the full path gave the NIC as it armed the
 // lane (a write the lane would have taken), inside the gate: once the thread's streak
 // reached kSettledAfter, q is settled on the NIC (SendQueue::settled). Counted a thread,
@@ -238,7 +249,7 @@ constexpr uint32_t kSettledAfter = 16;
 // (`untracked`, the busy byte raised for them), and once its ring is empty its send CQ is
 // held for it no more (settled_release): with every QP on it settled, polls pass through.
 void settle_after_lane(QpRec* q, const Route& rt) {
-  if (rt.path != Path::offload && rt.path != Path::unload_inline) return;
+  if (!nic_path(rt.path)) return;
   // A settled QP whose consult found the decision charging the budget is tracked again
   // (its writes are still the NIC's: the streak goes on).
   if (!nic_lane_may_settle(rt)) [[unlikely]] {
@@ -246,7 +257,7 @@ void settle_after_lane(QpRec* q, const Route& rt) {
     return;
   }
   if (t_lane_streak < kSettledAfter) ++t_lane_streak;
-  if (t_lane_streak < kSettledAfter || remote_pending(q) || q->failed.load(std::memory_order_relaxed)) return;
+  if (!may_settle_now(q)) return;
   SendQueue& sq = q->sq;
   sq.settled_why = route_why(rt, rt.path, Why::none);
   sq.settled_path = rt.path;
@@ -268,9 +279,8 @@ void settle_after_lane(QpRec* q, const Route& rt) {
 // while: every poll went through the merger. Post gate.
 void settle_again(QpRec* q, const Route& rt) {
   SendQueue& sq = q->sq;
-  if ((rt.path != Path::offload && rt.path != Path::unload_inline) || !nic_lane_may_settle(rt) ||
-      t_lane_streak < kSettledAfter || !sq.untracked.load(std::memory_order_relaxed) || remote_pending(q) ||
-      q->failed.load(std::memory_order_relaxed))
+  if (!nic_path(rt.path) || !nic_lane_may_settle(rt) || !sq.untracked.load(std::memory_order_relaxed) ||
+      !may_settle_now(q))
     return;
   sq.settled.store(true, std::memory_order_relaxed);
   settled_release(q);
@@ -300,7 +310,7 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
     if (!routed) rt = route(q, *w, t, direct_why);
     routed = false;
     const Path placing = rt.path;  // direct, mapped or remote: the CPU places the run
-    if (placing != Path::offload && placing != Path::unload_inline) t_lane_streak = 0;  // not all on the NIC
+    if (!nic_path(placing)) t_lane_streak = 0;  // not all on the NIC
     if (!policy::places_here(placing) && placing != Path::unload_remote) {
       if (lone_nic && w == wr && !w->next) *lone_nic = rt;
       if (w == wr && plain_fits(q, *w, rt)) {
@@ -465,10 +475,16 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   return rc;
 }
 
+// A refused post's answer, out of line: a return of its own keeps the post's count from
+// holding the answer across the batch's call.
+[[gnu::noinline]] static int post_refused(int rc) {
+  return rc;
+}
+
 // An offload post on a QP whose requests pass straight through (SendQueue::passing): the
 // list walked once (the shim's inline limit held, its writes counted), then the provider's
 // post. A list the provider cuts short is counted again, up to where it stopped.
-[[gnu::noinline]] static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+[[gnu::noinline]] static int post_passing_list(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   uint64_t writes = 0, bytes = 0;
   for (const ibv_send_wr* w = wr; w; w = w->next) {
     const uint64_t len = wr_length(*w);
@@ -485,6 +501,21 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
     count_offloaded(wr, rc, bad);
   }
   return rc;
+}
+
+// post_passing_list for the usual post, a lone request: as the pinned post
+// (unload_qp_post_send_pinned), with the shim's inline limit held first.
+[[gnu::noinline]] static int post_passing(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  if (__builtin_expect(wr->next != nullptr, 0)) return post_passing_list(q, wr, bad);
+  if (__builtin_expect((wr->send_flags & IBV_SEND_INLINE) && q->roomy, 0) &&
+      wr_length(*wr) > q->shown.max_inline_data)
+    return post_slow(q->qp, q, wr, bad);
+  if (!is_write(wr->opcode)) return q->c->provider.post_send(q->qp, wr, bad);
+  const uint64_t len = wr_length(*wr);
+  if (const int rc = q->c->provider.post_send(q->qp, wr, bad); __builtin_expect(rc != 0, 0))
+    return post_refused(rc);
+  count_writes(Path::offload, 1, len);
+  return 0;
 }
 
 // A post on a QP settled on the NIC (SendQueue::settled): the list walked once, then,
@@ -538,12 +569,6 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   if (is_write(wr->opcode))
     count_settled(as_inline ? Path::unload_inline : Path::offload, why, 1, wr_length(*wr));
   return 0;
-}
-
-// A refused post's answer, out of line: a return of its own keeps the post's count from
-// holding the answer across the batch's call.
-[[gnu::noinline]] static int post_refused(int rc) {
-  return rc;
 }
 
 // post_settled_list for the usual post, a lone request given by the gate's owner: out of
