@@ -54,10 +54,12 @@ wait_listen() {
 }
 
 # wait_server PROGRAM PID: until the server listens (perftest, over TCP or with -R on a CM
-# id, and ibv_rc_pingpong: port 18515; rping, a CM id: 7174; ucx_perftest: 13337) or exits.
+# id, and ibv_rc_pingpong: port 18515; rping, a CM id: 7174; fio's rdma engine, a CM id:
+# 7175; ucx_perftest: 13337) or exits.
 wait_server() {
 	case $1 in
 	rping) wait_listen 7174 "$2" cm ;;
+	fio) wait_listen 7175 "$2" cm ;;  # its rdma engine, at the port reach.sh gives it
 	ucx_perftest) wait_listen 13337 "$2" tcp ;;
 	ibv_rc_pingpong) wait_listen 18515 "$2" tcp ;;
 	*) wait_listen 18515 "$2" any ;;

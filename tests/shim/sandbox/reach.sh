@@ -1,5 +1,5 @@
 #!/bin/bash
-# Reach of the direct path in mode unload: ib_write_bw (plain, post lists, --cq-mod 1, rdma_cm) and a program whose MRs use ibv_reg_mr_iova(2) at iova != address take it for every eligible write; in the default mode (adaptive) ib_write_bw, ib_write_lat, rping and UCX's uct puts run as without the shim, their direct share and their speed against no shim measured; every write that does not has one counted reason, in the process's statistics and in sysfs.
+# Reach of the direct path in mode unload: ib_write_bw (plain, post lists, --cq-mod 1, rdma_cm) and a program whose MRs use ibv_reg_mr_iova(2) at iova != address take it for every eligible write; in the default mode (adaptive) ib_write_bw, ib_write_lat, rping, fio's rdma engine and UCX's uct puts run as without the shim, their direct share and their speed against no shim measured; every write that does not has one counted reason, in the process's statistics and in sysfs.
 . "$(dirname "$0")/lib.sh"
 need_shim
 [ -e /dev/unload ] || skip "the kernel module is not loaded"
@@ -99,12 +99,13 @@ default_mode() {
 # loses"): its own figure in PAIRS interleaved pairs (interleave, lib.sh), the ratio printed
 # on a `measured:` line (above 1: the default faster), never checked: TCG's timings are
 # noisy (docs/perf/README.md has the runs). The pairs cost about a minute, so each kernel
-# times half the programs: 6.1 ib_write_bw and rping, 6.12 ib_write_lat and UCX.
+# times half the programs: 6.1 ib_write_bw, rping and fio at 4 KiB, 6.12 ib_write_lat, UCX
+# and fio at 64 KiB.
 # REACH_TIMED lists the programs to time instead (`all`; empty: none), REACH_PAIRS the pairs.
 read -r kernel </proc/sys/kernel/osrelease
 case $kernel in
-6.1.*) timed_here="bw4k bw4k_l8 bw64k bw64k_l8 rping" ;;
-6.12.*) timed_here="lat8 lat64k ucx_put_lat_short ucx_put_bw_zcopy" ;;
+6.1.*) timed_here="bw4k bw4k_l8 bw64k bw64k_l8 rping fio4k" ;;
+6.12.*) timed_here="lat8 lat64k ucx_put_lat_short ucx_put_bw_zcopy fio64k" ;;
 *) timed_here="" ;;
 esac
 TIMED=${REACH_TIMED-$timed_here}
@@ -112,10 +113,12 @@ PAIRS=${REACH_PAIRS:-3}
 # timed SHORT: whether this run times the program SHORT against no shim.
 timed() { [ "$TIMED" = all ] || [[ " $TIMED " == *" $1 "* ]]; }
 # figure KIND NAME: run NAME's figure: bw, lat (perftest's BW average, t_typical), ucx_bw,
-# ucx_lat (ucx_perftest's final overall bandwidth, latency), wall (the pair's wall time).
+# ucx_lat (ucx_perftest's final overall bandwidth, latency), fio_bw (fio's write bandwidth,
+# KiB/s, field 48 of its terse line), wall (the pair's wall time).
 figure() {
-	local us
+	local us terse
 	case $1 in
+	fio_bw) [ -r "$WORK/$2.cli" ] && IFS=';' read -ra terse <"$WORK/$2.cli" && echo "${terse[47]}" ;;
 	bw) perftest_figure "$WORK/$2.cli" "BW average" ;;
 	lat) perftest_figure "$WORK/$2.cli" t_typical ;;
 	ucx_bw) ucx_figure "$WORK/$2.cli" bw ;;
@@ -143,6 +146,7 @@ versus() {
 	case $kind in
 	bw) better=higher unit=MB/s what="bandwidth: ib_write_bw's BW average, default/noshim" ;;
 	ucx_bw) better=higher unit=MB/s what="bandwidth: ucx_perftest's final overall, default/noshim" ;;
+	fio_bw) better=higher unit=KiB/s what="bandwidth: fio's write bw, default/noshim" ;;
 	lat) unit=us what="latency: ib_write_lat's t_typical, noshim/default" ;;
 	ucx_lat) unit=us what="latency: ucx_perftest's final overall, noshim/default" ;;
 	wall) unit=us what="the pair's wall time, noshim/default" ;;
@@ -180,6 +184,24 @@ check "rping: CPU writes learnt at their wake-up marker" \
 	[ "$(stat "$WORK/adaptive_rping.stats" samples_at_wake)" -gt 0 ]
 timed rping && versus adaptive_rping wall \
 	rping -s -a "$ADDR" -C 1000 -S 64 -V -- rping -c -a "$ADDR" -C 1000 -S 64 -V
+# fio's rdma engine, issue 54's storage benchmark (0.70x in the default mode once): rdma_cm,
+# a completion channel it sleeps on (ibv_get_cq_event), 16 signaled writes in flight, the
+# server receiving. Each run writes 64 MiB, all of which its terse line must count.
+if command -v fio >/dev/null && fio --enghelp 2>/dev/null | grep -qx "[[:space:]]*rdma"; then
+	for v in fio4k:4k fio64k:64k; do
+		short=${v%%:*} bs=${v#*:} name=adaptive_${v%%:*}
+		job=(--name=storage --ioengine=rdma --port=7175 --bs="$bs" --size=64m --iodepth=16)
+		srv=(fio "${job[@]}" --rw=read --output=/dev/null)
+		cli=(fio "${job[@]}" --hostname="$ADDR" --verb=write --rw=write --output-format=terse)
+		check "fio rdma, $bs x 16 in flight, in the default mode" timed_pair "$name" - "${srv[@]}" -- "${cli[@]}"
+		IFS=';' read -ra terse <"$WORK/$name.cli"
+		check "fio rdma $bs: all 65536 KiB written (its terse line: ${terse[46]:-none})" [ "${terse[46]:-0}" = 65536 ]
+		default_mode "$name"
+		timed "$short" && versus "$name" fio_bw "${srv[@]}" -- "${cli[@]}"
+	done
+else
+	skip_check "fio's rdma engine in the default mode" "no fio with an rdma engine (Debian's fio: scripts/setup installs it)"
+fi
 if command -v ucx_perftest >/dev/null && ucx_info -d 2>/dev/null | grep -q "Transport: rc_verbs"; then
 	# ucx NAME ARGS...: ucx_perftest over rc_verbs without the shim, then in the
 	# default mode: both succeed and report alike (its columns, its final iteration count).
