@@ -28,8 +28,9 @@ namespace {
   return em.o;
 }
 
-int poll_merge(CqRec* c, int n, ibv_wc* wc, QpRec** drained) {
-  int got = c->pending.pop(wc, n);
+// The provider's completions merged into wc[got, n), `got` already popped from the
+// queue; returns how many the array holds now.
+int poll_merge_more(CqRec* c, int n, ibv_wc* wc, int got, QpRec** drained) {
   while (got < n) {
     // Never more than the pending queue can take: what the array has no room for goes there.
     const uint32_t room = c->pending.room();
@@ -121,15 +122,36 @@ using namespace unload::rt;
   return poll_through_owned(cq, c, n, wc);
 }
 
-// A poll of a CQ the shim tracks: through the merger, inside the gate.
-[[gnu::noinline]] static int poll_merging(CqRec* c, int n, ibv_wc* wc) {
-  GateScope g(c->gate);
+// poll_merging once the queue did not fill the array, or no QP holds c: the provider's
+// completions merged after the `got` popped, in the gate entered `how`, which it leaves.
+[[gnu::noinline]] static int poll_merging_more(CqRec* c, int n, ibv_wc* wc, int got, bool how) {
   QpRec* drained = nullptr;
-  const int got = poll_merge(c, n, wc, &drained);
+  got = poll_merge_more(c, n, wc, got, &drained);
   note_poll(got);
   if (drained) [[unlikely]]
     settled_let_go(drained);
   if (__builtin_expect(c->holders.load(std::memory_order_relaxed) == 0, 0)) cq_go_through(c);
+  c->gate.leave(how);
+  return got;
+}
+
+// poll_merging for a thread the owner's way into the gate refused: entered in full.
+[[gnu::noinline]] static int poll_merging_locked(CqRec* c, int n, ibv_wc* wc) {
+  const bool how = c->gate.enter(this_tid());
+  return poll_merging_more(c, n, wc, c->pending.pop(wc, n), how);
+}
+
+// A poll of a CQ the shim tracks: through the merger, inside the gate. The queue first:
+// what it holds comes before anything the provider has, so an array it fills is the
+// poll's answer. Every other case is a tail call, so that the usual one (a CPU path's
+// completion polled one at a time) needs no frame.
+[[gnu::noinline]] static int poll_merging(CqRec* c, int n, ibv_wc* wc) {
+  if (__builtin_expect(!c->gate.try_enter_biased(t_hot.tid), 0)) return poll_merging_locked(c, n, wc);
+  const int got = c->pending.pop(wc, n);
+  if (__builtin_expect(got <= 0 || got < n || c->holders.load(std::memory_order_relaxed) == 0, 0))
+    return poll_merging_more(c, n, wc, got, Gate::kBiased);
+  note_poll(got);  // got > 0: no clock read
+  c->gate.leave(Gate::kBiased);
   return got;
 }
 
