@@ -112,13 +112,25 @@ TIMED=${REACH_TIMED-$timed_here}
 PAIRS=${REACH_PAIRS:-3}
 # timed SHORT: whether this run times the program SHORT against no shim.
 timed() { [ "$TIMED" = all ] || [[ " $TIMED " == *" $1 "* ]]; }
+# fio_terse LOG FIELD: field FIELD (from 1) of fio's terse line in LOG (version 3: its first
+# field is 3), past any warning fio printed before it; nothing if none.
+fio_terse() {
+	local line f
+	[ -r "$1" ] || return 0
+	while IFS= read -r line; do
+		[[ $line == "3;fio-"* ]] || continue
+		IFS=';' read -ra f <<<"$line"
+		echo "${f[$2 - 1]}"
+		return 0
+	done <"$1"
+}
 # figure KIND NAME: run NAME's figure: bw, lat (perftest's BW average, t_typical), ucx_bw,
 # ucx_lat (ucx_perftest's final overall bandwidth, latency), fio_bw (fio's write bandwidth,
 # KiB/s, field 48 of its terse line), wall (the pair's wall time).
 figure() {
-	local us terse
+	local us
 	case $1 in
-	fio_bw) [ -r "$WORK/$2.cli" ] && IFS=';' read -ra terse <"$WORK/$2.cli" && echo "${terse[47]}" ;;
+	fio_bw) fio_terse "$WORK/$2.cli" 48 ;;
 	bw) perftest_figure "$WORK/$2.cli" "BW average" ;;
 	lat) perftest_figure "$WORK/$2.cli" t_typical ;;
 	ucx_bw) ucx_figure "$WORK/$2.cli" bw ;;
@@ -194,8 +206,8 @@ if command -v fio >/dev/null && fio --enghelp 2>/dev/null | grep -qx "[[:space:]
 		srv=(fio "${job[@]}" --rw=read --output=/dev/null)
 		cli=(fio "${job[@]}" --hostname="$ADDR" --verb=write --rw=write --output-format=terse)
 		check "fio rdma, $bs x 16 in flight, in the default mode" timed_pair "$name" - "${srv[@]}" -- "${cli[@]}"
-		IFS=';' read -ra terse <"$WORK/$name.cli"
-		check "fio rdma $bs: all 65536 KiB written (its terse line: ${terse[46]:-none})" [ "${terse[46]:-0}" = 65536 ]
+		kib=$(fio_terse "$WORK/$name.cli" 47)
+		check "fio rdma $bs: all 65536 KiB written (its terse line: ${kib:-none})" [ "${kib:-0}" = 65536 ]
 		default_mode "$name"
 		timed "$short" && versus "$name" fio_bw "${srv[@]}" -- "${cli[@]}"
 	done
