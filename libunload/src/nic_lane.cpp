@@ -15,8 +15,7 @@ void nic_lane_arm(QpRec* q, const ibv_send_wr& w, const Route& rt, Why direct_wh
   // The adaptive policy's decision, and not one it timed (a warm-up, a trial or an
   // exploration is, and is not the settled path: arming would end the express lane's memo
   // for it).
-  if (!rt.adaptive || rt.t0 != 0 || !lane_write_shape(w) ||
-      (rt.path != Path::offload && rt.path != Path::unload_inline) ||
+  if (!rt.adaptive || rt.t0 != 0 || !lane_write_shape(w) || !plain_path(rt.path) ||
       g_windows.load(std::memory_order_relaxed) != 0)
     return;
   x.inline_data = rt.req.user_inline;

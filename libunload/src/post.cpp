@@ -98,8 +98,7 @@ void count_offloaded(const ibv_send_wr* wr, int rc, ibv_send_wr* const* bad) {
 // it when settled, behind a ring whose entries retire), whose send CQ the shim polls
 // through the merger that counts plain completions (not an extended one).
 bool plain_fits(const QpRec* q, const ibv_send_wr& w, const Route& rt) {
-  return (rt.path == Path::offload || rt.path == Path::unload_inline) && rt.t0 == 0 && rt.req.is_write &&
-         rt.req.signaled && !w.next && lane_clear(q);
+  return plain_path(rt.path) && rt.t0 == 0 && rt.req.is_write && rt.req.signaled && !w.next && lane_clear(q);
 }
 
 // A copy of w, into *copy, that asks the provider for IBV_SEND_INLINE (the inline path's
@@ -228,11 +227,6 @@ bool list_inline_too_long(const QpRec* q, const ibv_send_wr* wr) {
 // walked writes routed off the NIC between them) before the QPs they go on count as settled.
 constexpr uint32_t kSettledAfter = 16;
 
-// The NIC's paths, a write as built or inline: what a settled QP's writes take.
-bool nic_path(Path p) {
-  return p == Path::offload || p == Path::unload_inline;
-}
-
 // Whether q may settle on the NIC now, its write given the NIC: the thread's streak
 // long enough, no remote write of q in flight and no request of it failed.
 bool may_settle_now(const QpRec* q) {
@@ -249,7 +243,7 @@ bool may_settle_now(const QpRec* q) {
 // (`untracked`, the busy byte raised for them), and once its ring is empty its send CQ is
 // held for it no more (settled_release): with every QP on it settled, polls pass through.
 void settle_after_lane(QpRec* q, const Route& rt) {
-  if (!nic_path(rt.path)) return;
+  if (!plain_path(rt.path)) return;
   // A settled QP whose consult found the decision charging the budget is tracked again
   // (its writes are still the NIC's: the streak goes on).
   if (!nic_lane_may_settle(rt)) [[unlikely]] {
@@ -279,7 +273,7 @@ void settle_after_lane(QpRec* q, const Route& rt) {
 // while: every poll went through the merger. Post gate.
 void settle_again(QpRec* q, const Route& rt) {
   SendQueue& sq = q->sq;
-  if (!nic_path(rt.path) || !nic_lane_may_settle(rt) || !sq.untracked.load(std::memory_order_relaxed) ||
+  if (!plain_path(rt.path) || !nic_lane_may_settle(rt) || !sq.untracked.load(std::memory_order_relaxed) ||
       !may_settle_now(q))
     return;
   sq.settled.store(true, std::memory_order_relaxed);
@@ -310,7 +304,7 @@ int post_tracked(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, const Tunables& t
     if (!routed) rt = route(q, *w, t, direct_why);
     routed = false;
     const Path placing = rt.path;  // direct, mapped or remote: the CPU places the run
-    if (!nic_path(placing)) t_lane_streak = 0;  // not all on the NIC
+    if (!plain_path(placing)) t_lane_streak = 0;  // off the NIC as built or inline: the streak ends
     if (!policy::places_here(placing) && placing != Path::unload_remote) {
       if (lone_nic && w == wr && !w->next) *lone_nic = rt;
       if (w == wr && plain_fits(q, *w, rt)) {

@@ -31,6 +31,12 @@ struct DirectWrite {
   Route rt;
 };
 
+// The paths a plain write takes (post.cpp), the NIC given it as built or inline with no
+// ring entry: what the NIC lane remembers and a QP settled on the NIC posts.
+inline bool plain_path(Path p) {
+  return p == Path::offload || p == Path::unload_inline;
+}
+
 // A request the express and NIC lanes can take: a lone RDMA WRITE of one SGE with no flag
 // but SIGNALED, INLINE and SOLICITED (a fence's or an immediate's route reads more than
 // their memos keep, and a list is the full path's to order).
