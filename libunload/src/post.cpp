@@ -475,6 +475,20 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   return rc;
 }
 
+// A lone request every write of which goes to the NIC as built (the pinned post, and a
+// QP passing straight through): the provider's post, a write counted once taken. Only
+// its length is kept across the provider's post (a refused write was not posted:
+// nothing to count); a request of another kind is the provider's alone.
+[[gnu::always_inline]] static inline int post_offload_lone(const ContextRec* c, ibv_qp* qp, ibv_send_wr* wr,
+                                                           ibv_send_wr** bad) {
+  if (!is_write(wr->opcode)) return c->provider.post_send(qp, wr, bad);
+  const uint64_t len = wr_length(*wr);
+  if (const int rc = c->provider.post_send(qp, wr, bad); __builtin_expect(rc != 0, 0))
+    return post_refused(rc);
+  count_writes(Path::offload, 1, len);
+  return 0;
+}
+
 // An offload post on a QP whose requests pass straight through (SendQueue::passing): the
 // list walked once (the shim's inline limit held, its writes counted), then the provider's
 // post. A list the provider cuts short is counted again, up to where it stopped.
@@ -504,12 +518,7 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   if (__builtin_expect((wr->send_flags & IBV_SEND_INLINE) && q->roomy, 0) &&
       wr_length(*wr) > q->shown.max_inline_data)
     return post_slow(q->qp, q, wr, bad);
-  if (!is_write(wr->opcode)) return q->c->provider.post_send(q->qp, wr, bad);
-  const uint64_t len = wr_length(*wr);
-  if (const int rc = q->c->provider.post_send(q->qp, wr, bad); __builtin_expect(rc != 0, 0))
-    return post_refused(rc);
-  count_writes(Path::offload, 1, len);
-  return 0;
+  return post_offload_lone(q->c, q->qp, wr, bad);
 }
 
 // A post on a QP settled on the NIC (SendQueue::settled): the list walked once, then,
@@ -600,18 +609,10 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
 // ops.post_send of a process pinned to the NIC (offload_pinned): the provider's post, then
 // the writes it took counted. No record is looked up: nothing of the QP's changes while
 // every request goes as built, its QP was made as asked (no room beyond it to refuse), and
-// the program's polls go to the provider unwrapped. A lone write keeps only its length
-// across the provider's post (a refused one was not posted: nothing to count); a lone
-// request of another kind is the provider's alone.
+// the program's polls go to the provider unwrapped.
 extern "C" int unload_qp_post_send_pinned(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   if (__builtin_expect(wr->next != nullptr, 0)) return post_pinned_list(qp, wr, bad);
-  const ContextRec* c = context_find(qp->context);
-  if (!is_write(wr->opcode)) return c->provider.post_send(qp, wr, bad);
-  const uint64_t len = wr_length(*wr);
-  if (const int rc = c->provider.post_send(qp, wr, bad); __builtin_expect(rc != 0, 0))
-    return post_refused(rc);
-  count_writes(Path::offload, 1, len);
-  return 0;
+  return post_offload_lone(context_find(qp->context), qp, wr, bad);
 }
 
 // ops.post_send's way in when its front cannot tell (no memo of the QP, the tunables moved,
