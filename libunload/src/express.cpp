@@ -5,30 +5,19 @@
 #include "kmod.hpp"
 #include "mapped.hpp"
 #include "registry.hpp"
-#include "stage.hpp"
 #include "stats.hpp"
 #include "tunables.hpp"
-#include "unload.h"
 
 namespace unload::rt {
 
 namespace {
 
-// What direct_blocker, the list's checks and the fence found for q, read again: paired
-// with a peer on this host in this session, no failure, nothing in flight or posted
-// around the ring (so no fence to wait and room in the queue), no fence given up on.
+// What direct_blocker, the list's checks and the fence found for q and may have changed
+// without disarming the memo: the session (a forked child's is another), no failure,
+// nothing in flight or posted around the ring (so no fence to wait and room in the queue).
 bool direct_clear(const QpRec* q) {
-  const PeerLink& p = q->peer;
-  return p.registered && p.session == g_kmod.session &&
-         (p.flags & (UNLOAD_PEER_PAIRED | UNLOAD_PEER_POISONED)) == UNLOAD_PEER_PAIRED && p.on_this_host() &&
-         !q->failed.load(std::memory_order_acquire) && send_queue_quiet(q->sq) &&
-         q->sq.ring.head() >= p.stuck_below;
-}
-
-// The source of a write that is not inline, as route() found it (source_holds), and the
-// stage path's part of the eligible set unchanged.
-bool source_as_routed(const QpRec* q, const ExpressMemo& x, const ibv_sge& sg) {
-  return source_holds(x.source, sg) && stage_usable(q->sq.stage) == x.stage_ok;
+  return q->peer.session == g_kmod.session && !q->failed.load(std::memory_order_acquire) &&
+         send_queue_quiet(q->sq);
 }
 
 }  // namespace
@@ -41,11 +30,9 @@ void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt) {
     return;
   const int target = mapped_index_of(q, rt.req.rkey);
   if (target < 0) return;
+  x.epoch = memo_epoch();  // before what it vouches for is looked at again
   x.inline_data = rt.req.user_inline;
-  if (!x.inline_data) {
-    if (!source_keep(q, w.sg_list[0], &x.source)) return;
-    x.stage_ok = stage_usable(q->sq.stage);
-  }
+  if (!x.inline_data && !source_keep(q, w.sg_list[0], &x.source)) return;
   x.target = static_cast<uint8_t>(target);
   x.length = rt.req.length;
   x.rkey = rt.req.rkey;
@@ -62,8 +49,8 @@ Express express_post(QpRec* q, const ibv_send_wr& w, const Tunables& t, Route* r
   if (sg.length != x.length || w.wr.rdma.rkey != x.rkey ||
       ((w.send_flags & IBV_SEND_INLINE) != 0) != x.inline_data)
     return Express::declined;
-  if (!x.inline_data && !source_as_routed(q, x, sg)) return Express::declined;
-  if (tunables_seq() != x.tunables_seq || g_windows.load(std::memory_order_relaxed) != 0 || !direct_clear(q))
+  if (memo_epoch() != x.epoch || (!x.inline_data && !source_inside(x.source, sg)) ||
+      tunables_seq() != x.tunables_seq || !direct_clear(q))
     return Express::declined;
   WriteRequest& r = rt->req;  // classify()'s answer for the shape
   r.is_write = true;

@@ -147,11 +147,18 @@ int slot_of(const MappedSet& s, uint32_t rkey) {
   return -1;
 }
 
+// unmap_target for one of q's: the express lane's memo may name it, and checks no more
+// than that it is still armed (place_mapped_at).
+void let_go(QpRec* q, MappedTarget& e, bool ours) {
+  q->express.armed.store(false, std::memory_order_relaxed);
+  unmap_target(e, ours);
+}
+
 // The mapping of rkey for q, granted now if need be; nullptr when there is none to use.
 MappedTarget* target_of(QpRec* q, uint32_t rkey) {
   MappedSet* s = q->mapped;
   if (s && s->session != g_kmod.session) {  // a parent's: its mappings are not in this child
-    for (MappedTarget& e : s->t) unmap_target(e, false);
+    for (MappedTarget& e : s->t) let_go(q, e, false);
     s->session = g_kmod.session;
     s->peer_pid = 0;
   }
@@ -163,15 +170,15 @@ MappedTarget* target_of(QpRec* q, uint32_t rkey) {
   }
   const int slot = slot_of(*s, rkey);
   MappedTarget* e = slot < 0 ? nullptr : &s->t[slot];
-  if (e && e->granted && !word_valid(*e)) unmap_target(*e, true);  // revoked: ask again
+  if (e && e->granted && !word_valid(*e)) let_go(q, *e, true);  // revoked: ask again
   if (e && e->used && !e->granted) {
     if (--e->retry_in != 0) return nullptr;
-    unmap_target(*e, true);
+    let_go(q, *e, true);
   }
   if (!e || !e->used) {
     if (!e) {
       e = &s->t[s->next++ % std::size(s->t)];
-      unmap_target(*e, true);
+      let_go(q, *e, true);
     }
     e->used = true;
     e->rkey = rkey;
@@ -290,12 +297,9 @@ int mapped_index_of(const QpRec* q, uint32_t rkey) {
   return slot >= 0 && s->t[slot].granted ? slot : -1;
 }
 
-bool place_mapped_at(QpRec* q, uint32_t index, uint32_t rkey, uint64_t remote_addr, const void* src,
-                     uint32_t len) {
-  const MappedSet* s = q->mapped;
-  if (!s || s->session != g_kmod.session) return false;
-  const MappedTarget& e = s->t[index % std::size(s->t)];
-  if (!e.granted || e.rkey != rkey || !inside(e, remote_addr, len)) return false;
+bool place_mapped_at(QpRec* q, uint32_t index, uint64_t remote_addr, const void* src, uint32_t len) {
+  const MappedTarget& e = q->mapped->t[index % std::size(q->mapped->t)];
+  if (!inside(e, remote_addr, len)) return false;
   if (!target_stands(e)) return false;
   copy_tail_last(e.base + e.page_offset + (remote_addr - e.iova), static_cast<const uint8_t*>(src), len);
   return target_stood(e);
@@ -305,7 +309,7 @@ void mapped_forget(QpRec* q) {
   MappedSet* s = q->mapped;
   if (!s) return;
   const bool ours = s->session == g_kmod.session;
-  for (MappedTarget& e : s->t) unmap_target(e, ours);
+  for (MappedTarget& e : s->t) let_go(q, e, ours);
   delete s;
   q->mapped = nullptr;
 }

@@ -21,11 +21,11 @@ namespace unload::rt {
 bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg);
 // The express lane's use (express.hpp): where in q's set a granted mapping of rkey is
 // (-1: none), and place_mapped of one buffer (`len` bytes at `src`, which the process
-// reads where the program put it) through that one without looking it up; false also
-// when it is not rkey's any more.
+// reads where the program put it) through that one without looking it up, for a memo
+// still armed: letting go of a mapping of q's disarms it, so the one at `index` is the
+// one it was armed with.
 int mapped_index_of(const QpRec* q, uint32_t rkey);
-bool place_mapped_at(QpRec* q, uint32_t index, uint32_t rkey, uint64_t remote_addr, const void* src,
-                     uint32_t len);
+bool place_mapped_at(QpRec* q, uint32_t index, uint64_t remote_addr, const void* src, uint32_t len);
 // q's mappings go (its destruction, or a reset): unmapped here when they are this
 // session's, forgotten when they are a parent's (a forked child has none).
 void mapped_forget(QpRec* q);

@@ -31,7 +31,6 @@ PtrTable<QpRec> g_qps_by_num;
 PtrTable<CqRec, 12> g_cqs;
 PtrTable<MrRec> g_mrs;
 PtrTable<ibv_mw> g_mws;
-std::atomic<uint64_t> g_mr_epoch{0};
 std::atomic<uint32_t> g_windows{0};
 
 ContextRec* g_contexts[kMaxContexts];
@@ -439,6 +438,9 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   if (rc) return rc;
   QpRec* q = g_qps.find(key_of(qp));
   if (!q) return rc;
+  // The peer link may change below (its host, the registration, the pairing's flags): the
+  // express lane's memo, which checks none of them again, goes until the full path arms it.
+  q->express.armed.store(false, std::memory_order_relaxed);
   if (mask & IBV_QP_DEST_QPN) q->peer.dest_qp_num = attr->dest_qp_num;
   // Before the registration below: whether the busy byte is kept (busy.hpp) depends on it.
   if ((mask & IBV_QP_AV) && attr->ah_attr.is_global && g_real.query_gid) {
@@ -584,7 +586,7 @@ ibv_mr* mr_track(ibv_pd* pd, ibv_mr* mr, void* addr, size_t len, uint64_t iova, 
 MrRec* mr_untrack(ibv_mr* mr) {
   ContextRec* c = context_find(mr->context);
   MrRec* m = c ? g_mrs.find(lkey_key(c, mr->lkey)) : nullptr;
-  g_mr_epoch.fetch_add(1, std::memory_order_release);
+  memo_epoch_move();  // before the record goes: a memo that names it holds no more
   if (!m || m->mr != mr || !g_mrs.remove_if(lkey_key(c, mr->lkey), m)) return nullptr;
   if (m->kmod_handle) {
     kmod_dereg_region(m->kmod_handle);
@@ -617,8 +619,10 @@ ibv_mr* unload_mr_reg_dmabuf(ibv_pd* pd, uint64_t offset, size_t len, uint64_t i
 ibv_mw* unload_mw_alloc(ibv_pd* pd, ibv_mw_type type) {
   ContextRec* c = context_find(pd->context);
   ibv_mw* mw = c && c->provider.alloc_mw ? c->provider.alloc_mw(pd, type) : nullptr;
-  if (mw && g_mws.insert(mw_key(mw->context, mw->rkey), mw) == 0)
+  if (mw && g_mws.insert(mw_key(mw->context, mw->rkey), mw) == 0) {
     g_windows.fetch_add(1, std::memory_order_relaxed);
+    memo_epoch_move();  // the express lane's memo was kept with none
+  }
   return mw;
 }
 
@@ -630,7 +634,10 @@ int unload_mw_dealloc(ibv_mw* mw) {
   const bool was = g_mws.remove_if(key, mw);
   const int rc = c->provider.dealloc_mw(mw);
   if (rc && was && g_mws.insert(key, mw) == 0) return rc;  // still there: still recorded
-  if (was) g_windows.fetch_sub(1, std::memory_order_relaxed);
+  if (was) {
+    g_windows.fetch_sub(1, std::memory_order_relaxed);
+    memo_epoch_move();
+  }
   return rc;
 }
 

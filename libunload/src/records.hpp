@@ -165,27 +165,30 @@ struct SampleBox {
   std::atomic<uint64_t> w[6] = {};  // path | sge_count << 8 | length << 32, rkey, addr, cost, wait, cpu
 };
 
-// The express lane's memo (express.hpp): a write shape the full route sent direct through
-// a mapping, with what that answer depended on. Post gate.
 // The region a memo's source SGE lay in when a route found it valid (its PD, bounds and
-// CPU access): an SGE inside it is valid as found while g_mr_epoch has not moved (no
+// CPU access): an SGE inside it is valid as found while the memo epoch has not moved (no
 // region deregistered or re-registered since). source_keep and source_holds, registry.hpp.
 struct SourceRegion {
   uint32_t lkey = 0;
-  uint64_t mr_epoch = 0;
+  uint64_t epoch = 0;  // memo_epoch() when kept
   uint64_t lo = 0, hi = 0;
 };
 
+// The express lane's memo (express.hpp): a write shape the full route sent direct through
+// a mapping, with what that answer depended on. Post gate. What it depended on beyond the
+// QP (the stage arena, windows, the module, the source region) is the memo epoch's; what
+// of the QP's peer link it depended on (registered, paired and not poisoned, on this host,
+// no fence given up on) disarms it where that changes (a modify, an unpairing, a fence).
 struct ExpressMemo {
   // Read by the post's front outside the gate (post.cpp): relaxed, the lane itself
   // looks again inside.
   std::atomic<bool> armed{false};
   bool inline_data = false;  // IBV_SEND_INLINE: no source region to check
-  bool stage_ok = false;     // stage_usable() then (the stage path's part of `eligible`)
   uint8_t target = 0;        // the mapping's place in the QP's MappedSet
   uint32_t length = 0;
   uint32_t rkey = 0;
   uint32_t tunables_seq = 0;
+  uint64_t epoch = 0;   // memo_epoch() when armed
   SourceRegion source;  // not inline
   policy::PathSet eligible;
   // The adaptive policy whose settled decision a write of this shape was last reused

@@ -2,6 +2,7 @@
 // completions, by context and QP number; for local checks, by context and lkey).
 #pragma once
 
+#include "memo_epoch.hpp"
 #include "records.hpp"
 #include "tables.hpp"
 #include "tls.hpp"
@@ -37,9 +38,6 @@ extern PtrTable<QpRec> g_qps_by_num;     // by qpn_key(context, qp_num)
 extern PtrTable<CqRec, 12> g_cqs;        // by ibv_cq*
 extern PtrTable<MrRec> g_mrs;            // by lkey_key(context, lkey)
 extern PtrTable<ibv_mw> g_mws;           // by mw_key(context, rkey) (nic_only.hpp)
-// Moves before a region's record leaves g_mrs: what was learnt of a region (a memo's
-// SourceRegion) holds while it has not moved.
-extern std::atomic<uint64_t> g_mr_epoch;
 extern std::atomic<uint32_t> g_windows;  // how many g_mws holds: 0, no write looks
 
 // The open contexts' records, each in the first free slot: most programs open one device,
@@ -85,7 +83,7 @@ inline uint64_t lkey_key(const ContextRec* c, uint32_t lkey) {
 // Keeps in *s the region of q's PD that holds sg (whose SGE a route just found valid);
 // false, nothing kept, when the table has none.
 inline bool source_keep(const QpRec* q, const ibv_sge& sg, SourceRegion* s) {
-  s->mr_epoch = g_mr_epoch.load(std::memory_order_acquire);  // before the lookup it vouches for
+  s->epoch = memo_epoch();  // before the lookup it vouches for
   const MrRec* m = g_mrs.find(lkey_key(q->c, sg.lkey));
   if (!m || m->pd != q->qp->pd) return false;
   s->lkey = sg.lkey;
@@ -94,11 +92,16 @@ inline bool source_keep(const QpRec* q, const ibv_sge& sg, SourceRegion* s) {
   return true;
 }
 
-// Whether sg lies inside the kept region and no region left since (no overflow on any input).
-inline bool source_holds(const SourceRegion& s, const ibv_sge& sg) {
+// Whether sg lies inside the kept region (no overflow on any input); the caller holds the
+// epoch s was kept in.
+inline bool source_inside(const SourceRegion& s, const ibv_sge& sg) {
   const uint64_t end = sg.addr + sg.length;
-  return sg.lkey == s.lkey && sg.addr >= s.lo && end <= s.hi && end >= sg.addr &&
-         g_mr_epoch.load(std::memory_order_acquire) == s.mr_epoch;
+  return sg.lkey == s.lkey && sg.addr >= s.lo && end <= s.hi && end >= sg.addr;
+}
+
+// Whether sg lies inside the kept region and the memo epoch has not moved since.
+inline bool source_holds(const SourceRegion& s, const ibv_sge& sg) {
+  return source_inside(s, sg) && memo_epoch() == s.epoch;
 }
 
 }  // namespace unload::rt

@@ -12,6 +12,7 @@
 #include <new>
 #include <vector>
 
+#include "memo_epoch.hpp"
 #include "parts.hpp"
 #include "stats.hpp"
 #include "tunables.hpp"
@@ -32,6 +33,7 @@ void unmake(StageRing& s) {
   munmap(s.base, s.size);
   s.mr = nullptr;
   s.base = nullptr;
+  memo_epoch_move();  // stage_usable() may answer otherwise now
 }
 
 // Producer side, with no arena yet.
@@ -52,7 +54,10 @@ bool make(StageRing& s) {
   if (!mr) {
     munmap(a, s.size);
     // Out of locked memory already: leave the rest to the program.
-    if (errno == ENOMEM) g_pressure.store(true, std::memory_order_relaxed);
+    if (errno == ENOMEM) {
+      g_pressure.store(true, std::memory_order_relaxed);
+      memo_epoch_move();
+    }
     return false;
   }
   if (!s.listed) {
@@ -67,6 +72,7 @@ bool make(StageRing& s) {
   }
   s.base = static_cast<uint8_t*>(a);
   s.mr = mr;
+  memo_epoch_move();
   return true;
 }
 
@@ -111,6 +117,7 @@ void stage_close(StageRing& s) {
 
 bool stage_reclaim() {
   g_pressure.store(true, std::memory_order_relaxed);
+  memo_epoch_move();
   bool any = false;
   std::lock_guard<std::mutex> g(g_mu);
   for (StageRing* s : g_made) {
@@ -135,6 +142,7 @@ void stage_forget_after_fork() {
   }
   g_made.clear();
   g_pressure.store(false, std::memory_order_relaxed);
+  memo_epoch_move();
 }
 
 const Part g_stage_part = {

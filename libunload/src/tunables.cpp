@@ -12,6 +12,7 @@
 
 #include "env_tunables.hpp"
 #include "kmod.hpp"
+#include "memo_epoch.hpp"
 #include "tls.hpp"
 #include "unload/policy/resident_set.hpp"
 #include "unload/runtime.h"
@@ -31,6 +32,12 @@ Path g_forced_path = Path::offload;
 EnvTunables g_env{};  // the UNLOAD_* tunable variables: with the kmod, they narrow the page's
 // The environment keeps every write on the NIC (offload_pinned).
 bool g_offload_pinned = false;
+
+// The module found or let go of: what a route's memo kept of the stage path moves with it.
+void kmod_have(bool have) {
+  g_have_kmod.store(have, have ? std::memory_order_release : std::memory_order_relaxed);
+  memo_epoch_move();
+}
 
 bool parse_mode(const char* s, uint32_t& out) {
   static const char* const names[] = {"offload", "unload", "threshold", "adaptive"};
@@ -97,7 +104,7 @@ bool env_path() {
 bool kmod_open_pending() {
   std::lock_guard<std::mutex> g(g_kmod_mu);
   if (g_kmod_pending.load(std::memory_order_relaxed)) {
-    if (!kmod_open()) g_have_kmod.store(true, std::memory_order_release);
+    if (!kmod_open()) kmod_have(true);
     g_kmod_pending.store(false, std::memory_order_relaxed);
   }
   return g_have_kmod.load(std::memory_order_acquire);
@@ -172,13 +179,13 @@ void tunables_init() {
   g_offload_pinned =
       env_tunables_disable(g_env) || (g_path_forced ? g_forced_path == Path::offload : mode_offload);
   if (const char* why = kmod_open()) {
-    g_have_kmod.store(false, std::memory_order_relaxed);
+    kmod_have(false);
     std::fprintf(stderr,
                  "unload: kernel module not available (%s): stage and direct paths off, "
                  "tunables from UNLOAD_* environment\n",
                  why);
   } else {
-    g_have_kmod.store(true, std::memory_order_release);
+    kmod_have(true);
     // Once a process: every variable set that the control page's value replaces, named.
     Tunables page;
     kmod_tunables(page, 1);
@@ -189,7 +196,7 @@ void tunables_init() {
 void tunables_after_fork() {
   if (!g_have_kmod.load(std::memory_order_relaxed)) return;
   kmod_leave_inherited();
-  g_have_kmod.store(false, std::memory_order_relaxed);
+  kmod_have(false);
   new (&g_kmod_mu) std::mutex();
   g_kmod_pending.store(true, std::memory_order_relaxed);
 }
