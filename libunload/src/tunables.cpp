@@ -51,7 +51,7 @@ bool parse_mode(const char* s, uint32_t& out) {
 
 }  // namespace
 
-UNLOAD_TLS_HOT thread_local Tunables t_tunables;
+UNLOAD_TLS_HOT constinit thread_local Tunables t_tunables;
 
 bool env_switch_on(const char* var) {
   const char* v = std::getenv(var);

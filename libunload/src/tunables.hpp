@@ -20,7 +20,7 @@ using policy::Tunables;
 // Inline: every post reads them, and the call was a seventh of an offload post's
 // instructions in the shim; the fast case is the copy whose sequence the page still shows.
 const Tunables& tunables_slow();
-UNLOAD_TLS_HOT extern thread_local Tunables t_tunables;
+UNLOAD_TLS_HOT extern constinit thread_local Tunables t_tunables;  // constinit: no TLS wrapper call
 // This thread's copy is the control page's current one.
 inline bool tunables_fresh() {
   // Without the module the page is kNoControl, whose odd sequence no copy was taken at.
