@@ -320,8 +320,8 @@ int run_mapped(QpRec* q, const DirectWrite* w, int n, const RunClock& clk) {
     const DirectWrite& x = w[placed];
     uint64_t ticket = 0;
     if (x.rt.req.signaled && !c->pending.claim(ticket)) break;
-    const uint64_t copy_ns = x.rt.t0 ? now_ns() : 0;
-    if (!place_mapped(q, x.rt, x.sg)) {
+    uint64_t copy_ns = 0;
+    if (!place_mapped(q, x.rt, x.sg, x.rt.t0 ? &copy_ns : nullptr)) {
       if (x.rt.req.signaled) c->pending.cancel(ticket);
       break;
     }

@@ -285,9 +285,11 @@ bool place_into(QpRec* q, MappedTarget* e, const Route& rt, const ibv_sge* sg) {
 
 }  // namespace
 
-bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg) {
+bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg, uint64_t* copy_ns) {
   MappedTarget* e = target_of(q, rt.req.rkey);
-  return e && place_into(q, e, rt, sg);
+  if (!e) return false;
+  if (copy_ns) *copy_ns = now_ns();  // after a grant target_of may have waited for
+  return place_into(q, e, rt, sg);
 }
 
 int mapped_index_of(const QpRec* q, uint32_t rkey) {

@@ -18,7 +18,10 @@ namespace unload::rt {
 // placed by this engine (no mapping granted, out of its bounds, or revoked during the copy,
 // when bytes may have landed): the module's checked submission takes it, and its answer
 // stands.
-bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg);
+// A timed write passes `copy_ns`: the clock read once the mapping is there, so that the
+// cost adaptive learns of a write that had to ask the module for one (an ioctl, a mmap,
+// perhaps the peer's mem file) is the copy's, not the grant's, which a QP pays once.
+bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg, uint64_t* copy_ns = nullptr);
 // The express lane's use (express.hpp): where in q's set a granted mapping of rkey is
 // (-1: none), and place_mapped of one buffer (`len` bytes at `src`, which the process
 // reads where the program put it) through that one without looking it up, for a memo

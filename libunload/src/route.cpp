@@ -283,9 +283,15 @@ bool route_reuses_mapped(QpRec* q, const WriteRequest& r, PathSet eligible, cons
   Path forced;
   if (forced_path(forced)) return forced == Path::unload_mapped;
   if (!pol || t.mode != static_cast<uint32_t>(Mode::adaptive)) return false;
-  if (!pol->decide_reused_as(features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible), t,
-                             Path::unload_mapped))
-    return false;
+  const policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible);
+  if (!pol->decide_reused_as(f, t, Path::unload_mapped)) {
+    // Another target (another page, or a QP of many, each writing its own region, after
+    // another's write): decided as route() decides it when that is certainly mapped, as
+    // route_reuses_nic does. Else every write of a program's many QPs took the route.
+    if (q->sample.seq.load(std::memory_order_acquire) != q->sample.learnt ||
+        !pol->decide_elsewhere_as(f, t, Path::unload_mapped))
+      return false;
+  }
   x.policy = pol;
   x.policy_gen = pol->settled_gen();
   return true;
