@@ -17,7 +17,15 @@ using namespace sem;
 
 namespace {
 
-enum class Change { none, source_dereg, target_dereg, sender_err, source_elsewhere };
+enum class Change {
+  none,
+  source_dereg,
+  target_dereg,
+  sender_err,
+  source_elsewhere,
+  window,
+  responder_narrowed
+};
 
 constexpr int kStream = 48;
 constexpr uint32_t kLen = 64;
@@ -53,6 +61,7 @@ void run(Env& e, const char* name, Change change) {
       die(("stream write " + std::to_string(i) + ": " + describe(got)).c_str(), 0);
   }
   ibv_mr* other = nullptr;
+  ibv_mw* mw = nullptr;
   switch (change) {
     case Change::none:
       break;
@@ -71,6 +80,16 @@ void run(Env& e, const char* name, Change change) {
     case Change::source_elsewhere:  // the same lkey, the SGE past its region's end
       sg.addr = reinterpret_cast<uintptr_t>(src + 4096);
       break;
+    case Change::window:  // a memory window now exists (the write still names the region)
+      mw = ibv_alloc_mw(e.pd, IBV_MW_TYPE_1);
+      if (!mw) die("ibv_alloc_mw");
+      break;
+    case Change::responder_narrowed: {  // the responder takes no RDMA WRITE now
+      ibv_qp_attr a{};
+      a.qp_access_flags = 0;
+      if (ibv_modify_qp(r, &a, IBV_QP_ACCESS_FLAGS)) die("ibv_modify_qp ACCESS_FLAGS");
+      break;
+    }
   }
   const uint64_t last = reinterpret_cast<uintptr_t>(dst + kStream * kLen);
   wr.wr_id = 999;
@@ -82,6 +101,7 @@ void run(Env& e, const char* name, Change change) {
   const bool placed = std::memcmp(dst + kStream * kLen, reinterpret_cast<const void*>(sg.addr), kLen) == 0;
   out("%s: post %d, completions %s, sender %s, responder %s, last write %s", name, prc, describe(got).c_str(),
       qp_state(s), qp_state(r), placed ? "placed" : "not placed");
+  if (mw && ibv_dealloc_mw(mw)) die("ibv_dealloc_mw");
   (void)other;
 }
 
@@ -95,5 +115,7 @@ int main() {
   run(e, "target_dereg", Change::target_dereg);
   run(e, "sender_err", Change::sender_err);
   run(e, "source_elsewhere", Change::source_elsewhere);
+  run(e, "window", Change::window);
+  run(e, "responder_narrowed", Change::responder_narrowed);
   return 0;
 }
