@@ -125,7 +125,7 @@ static long unload_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 	return -ENOTTY;
 }
 
-/* One page the module writes and userspace only reads (the control and status pages). */
+/* One page the module writes and userspace only reads (the control page). */
 static int unload_mmap_read_only(struct vm_area_struct *vma, struct page *page)
 {
 	if (vma->vm_end - vma->vm_start != PAGE_SIZE)
@@ -135,6 +135,20 @@ static int unload_mmap_read_only(struct vm_area_struct *vma, struct page *page)
 	unload_vm_flags_clear(vma, VM_MAYWRITE);
 	unload_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
 	return vm_insert_page(vma, vma->vm_start, page);
+}
+
+/* The session's status words, all of them, read-only. */
+static int unload_mmap_status(struct vm_area_struct *vma, struct unload_session *sess)
+{
+	unsigned long n = UNLOAD_STATUS_PAGES;
+
+	if (vma->vm_end - vma->vm_start != UNLOAD_STATUS_PAGES * PAGE_SIZE)
+		return -EINVAL;
+	if (vma->vm_flags & VM_WRITE)
+		return -EPERM;
+	unload_vm_flags_clear(vma, VM_MAYWRITE);
+	unload_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	return vm_insert_pages(vma, vma->vm_start, sess->status_pages, &n);
 }
 
 static int unload_mmap(struct file *file, struct vm_area_struct *vma)
@@ -151,7 +165,7 @@ static int unload_mmap(struct file *file, struct vm_area_struct *vma)
 	if (off == UNLOAD_MMAP_CONTROL)
 		return unload_mmap_read_only(vma, virt_to_page(unload_ctl));
 	if (off == UNLOAD_MMAP_STATUS)
-		return unload_mmap_read_only(vma, sess->status_page);
+		return unload_mmap_status(vma, sess);
 	if (off == UNLOAD_MMAP_COUNTERS) {
 		if (size != PAGE_SIZE)
 			return -EINVAL;

@@ -6,7 +6,7 @@
  * submission would; this file keeps them, maps them, and revokes them.
  *
  * Revocation is what makes the mapping safe: it clears the mapping's validity word in the
- * sender's status page, then zaps every PTE of it (unmap_mapping_range, which flushes the
+ * sender's status words, then zaps every PTE of it (unmap_mapping_range, which flushes the
  * TLBs), all before it returns, and lifecycle.c revokes before anything the mapping shows
  * is let go (a region is unpinned only after its mappings are revoked). A touch after the
  * zap faults, and the fault of a revoked mapping inserts its sink page: a write racing a
@@ -52,7 +52,7 @@ struct unload_mapping {
 	struct kref ref;		/* while live, plus one per VMA */
 	u32 id;				/* in unload_map_ids: its mmap offset */
 	struct unload_session *sess;	/* the sender's: compared only (its close revokes) */
-	u32 slot;			/* its word in sess's status page, while live */
+	u32 slot;			/* its word in sess's status words, while live */
 	u64 cookie;			/* the word's value while live (unique) */
 	/* What it was granted on: compared only, by the revocations. */
 	struct ib_device *dev;		/* the sender QP's device */

@@ -10,6 +10,7 @@
 #include <linux/mm.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
+#include <linux/vmalloc.h>
 
 #include "unload_kmod.h"
 
@@ -84,12 +85,45 @@ static void unload_session_free_rcu(struct rcu_head *head)
 			container_of(head, struct unload_session, rcu));
 }
 
+/*
+ * The status words' pages, each charged to the opener, and one kernel view of them for the
+ * module's stores (mappings.c). Process context: vmap may sleep.
+ */
+static int unload_status_alloc(struct unload_session *sess)
+{
+	unsigned int i;
+
+	for (i = 0; i < UNLOAD_STATUS_PAGES; i++) {
+		sess->status_pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+		if (!sess->status_pages[i])
+			goto err_put_pages;
+	}
+	sess->status = vmap(sess->status_pages, UNLOAD_STATUS_PAGES, VM_MAP, PAGE_KERNEL);
+	if (!sess->status)
+		goto err_put_pages;
+	return 0;
+
+err_put_pages:
+	while (i--)
+		put_page(sess->status_pages[i]);
+	return -ENOMEM;
+}
+
+static void unload_status_free(struct unload_session *sess)
+{
+	unsigned int i;
+
+	vunmap(sess->status);
+	for (i = 0; i < UNLOAD_STATUS_PAGES; i++)
+		put_page(sess->status_pages[i]);
+}
+
 static void unload_session_destroy(struct kref *ref)
 {
 	struct unload_session *sess = container_of(ref, struct unload_session, ref);
 
 	put_page(sess->counters_page);
-	put_page(sess->status_page);
+	unload_status_free(sess);
 	put_page(sess->busy_page);
 	unload_acct_put(sess->acct);
 	unload_user_put(sess->user);
@@ -131,10 +165,8 @@ struct unload_session *unload_session_alloc(struct file *file)
 	if (!sess->counters_page)
 		goto err_put_user;
 	sess->counters = page_address(sess->counters_page);
-	sess->status_page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
-	if (!sess->status_page)
+	if (unload_status_alloc(sess))
 		goto err_free_counters;
-	sess->status = page_address(sess->status_page);
 	sess->busy_page = alloc_page(GFP_KERNEL_ACCOUNT);
 	if (!sess->busy_page)
 		goto err_free_status;
@@ -168,7 +200,7 @@ struct unload_session *unload_session_alloc(struct file *file)
 	return sess;
 
 err_free_status:
-	put_page(sess->status_page);
+	unload_status_free(sess);
 err_free_counters:
 	put_page(sess->counters_page);
 err_put_user:

@@ -23,6 +23,9 @@
 
 #include "unload.h"
 
+/* The pages of a session's status words (UNLOAD_STATUS_SIZE, uapi/unload.h). */
+#define UNLOAD_STATUS_PAGES	DIV_ROUND_UP(UNLOAD_STATUS_SIZE, PAGE_SIZE)
+
 /*
  * The statistics folded from the counters pages: writes[5], bytes[5], fences,
  * why_not[UNLOAD_WHY_COUNT], in the page's own order; then the page's writes and bytes of
@@ -60,8 +63,9 @@ struct unload_session {
 					 * no CAP_SYS_ADMIN */
 	struct page *counters_page;	/* the counters page, mapped RW by userspace */
 	struct unload_counters *counters;	/* its kernel address */
-	struct page *status_page;	/* the mappings' validity words, mapped read-only */
-	u64 *status;			/* its kernel address; written under
+	struct page *status_pages[UNLOAD_STATUS_PAGES];	/* the mappings' validity words,
+							 * mapped read-only */
+	u64 *status;			/* their kernel view (vmap); written under
 					 * unload_maps_lock with smp_store_release */
 	DECLARE_BITMAP(map_slots, UNLOAD_MAX_MAPPINGS);	/* words in use (unload_maps_lock) */
 	struct page *busy_page;		/* its QPs' busy bytes, mapped RW by userspace */

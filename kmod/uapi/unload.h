@@ -32,7 +32,7 @@
 #include <linux/types.h>
 
 /* Bumped on every incompatible change of this file. */
-#define UNLOAD_ABI_VERSION 6
+#define UNLOAD_ABI_VERSION 7
 
 #define UNLOAD_DEVICE_PATH "/dev/unload"
 #define UNLOAD_SYSFS_ROOT "/sys/kernel/unload"
@@ -611,8 +611,8 @@ struct unload_session_list {
 /* --- the mapped path ------------------------------------------------------------- */
 
 /*
- * The status page: one page per session, mapped read-only at UNLOAD_MMAP_STATUS, holding
- * one 64-bit validity word per mapping slot. A mapping is valid while its word equals its
+ * The status words: UNLOAD_STATUS_SIZE bytes per session, mapped read-only at
+ * UNLOAD_MMAP_STATUS, one 64-bit validity word per mapping slot. A mapping is valid while its word equals its
  * cookie; the module sets the word when it grants the mapping and clears it when it
  * revokes it (then a slot may be reused, under a new cookie). A writer through a mapping:
  *
@@ -625,7 +625,8 @@ struct unload_session_list {
  * A revocation clears the word, then zaps the mapping's PTEs before it returns; a touch
  * after that maps a sink page of the mapping's own, never the region's memory.
  */
-#define UNLOAD_MAX_MAPPINGS	512	/* per session: the words of a 4 KiB page */
+#define UNLOAD_MAX_MAPPINGS	2048	/* per session: a QP's mapping each for 1024 QPs, twice over */
+#define UNLOAD_STATUS_SIZE	(UNLOAD_MAX_MAPPINGS * 8)	/* bytes to mmap at UNLOAD_MMAP_STATUS */
 
 /*
  * The busy page: one page per session, mapped PROT_READ | PROT_WRITE at UNLOAD_MMAP_BUSY

@@ -66,7 +66,7 @@ const char* kmod_open() {
     return "cannot map the control or counters page";
   }
   // The mapped engine's validity words; a module without them has no mapped path.
-  void* st = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, UNLOAD_MMAP_STATUS);
+  void* st = mmap(nullptr, UNLOAD_STATUS_SIZE, PROT_READ, MAP_SHARED, fd, UNLOAD_MMAP_STATUS);
   g_kmod.status = st == MAP_FAILED ? nullptr : static_cast<const uint64_t*>(st);
   void* busy = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, UNLOAD_MMAP_BUSY);
   g_kmod.busy = busy == MAP_FAILED ? nullptr : static_cast<uint8_t*>(busy);
@@ -84,7 +84,7 @@ void kmod_leave_inherited() {
   if (g_kmod.fd < 0) return;
   munmap(const_cast<unload_control*>(g_kmod.ctl), g_kmod.ctl_size);
   munmap(g_kmod.cnt, g_kmod.cnt_size);
-  if (g_kmod.status) munmap(const_cast<uint64_t*>(g_kmod.status), 4096);
+  if (g_kmod.status) munmap(const_cast<uint64_t*>(g_kmod.status), UNLOAD_STATUS_SIZE);
   if (g_kmod.busy) munmap(g_kmod.busy, 4096);
   close(g_kmod.fd);
   const uint32_t session = g_kmod.session;

@@ -71,7 +71,7 @@ int map_ioctl(int fd, uint32_t qpn, uint32_t rkey, int mem_fd, unload_map* out) 
 }
 
 const uint64_t* map_status(int fd) {
-  void* p = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, UNLOAD_MMAP_STATUS);
+  void* p = mmap(nullptr, UNLOAD_STATUS_SIZE, PROT_READ, MAP_SHARED, fd, UNLOAD_MMAP_STATUS);
   if (p == MAP_FAILED) die("mmap status page");
   return static_cast<const uint64_t*>(p);
 }
