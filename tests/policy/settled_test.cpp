@@ -373,6 +373,44 @@ TEST(policy_settled, AVoucherEndsWithTheDecisionItNamed) {
       << "reused as " << name_of(p) << " from the 4 KiB write's decision";
 }
 
+// A voucher names the settled decision, not the moment: a sample that confirms it, and a
+// decision that settles it again (the end of a reuse), leave a write of the vouched shape
+// reused from it, so that a runtime's many QPs of one shape (each with its own memo) do not
+// each ask again after every sample.
+TEST(policy_settled, AVoucherOutlivesWhatConfirmsItsDecision) {
+  Policy policy;
+  Tunables t = tunables_in(Mode::adaptive);
+  t.cpu_budget_pct = 100;
+  const WriteFeatures f = write_of(64, PathSet::cpu_paths(), true);
+  const auto cost = [](Path p) -> uint64_t { return p == Path::unload_direct ? 1000 : 5000; };
+  uint64_t gen = 0;
+  for (int i = 0; i < 4000 && gen == 0; ++i) {
+    if (policy.decide_reused_as(f, t, Path::unload_direct))
+      gen = policy.settled_gen();
+    else if (const Path p = policy.decide(f, t); policy.sampled())
+      policy.observe(p, f, cost(p));
+  }
+  ASSERT_NE(gen, 0u) << "a 64 B write reused as direct";
+  // As the express lane: the voucher first, then the shortcut that renews it, then the
+  // whole decision (a sample due, an exploration drawn) and its sample.
+  const uint64_t page = f.remote_addr >> kTargetPageShift;
+  unsigned renewed = 0, confirmed = 0;
+  for (int i = 0; i < 4000; ++i) {
+    Path p;
+    if (policy.decide_reused_vouched(gen, page, p)) {
+      ASSERT_EQ(p, Path::unload_direct);
+    } else if (policy.decide_reused_as(f, t, Path::unload_direct)) {
+      gen = policy.settled_gen();
+      ++renewed;
+    } else if (p = policy.decide_unreused(f, t); policy.sampled()) {
+      policy.observe(p, f, cost(p));
+      ++confirmed;
+    }
+  }
+  ASSERT_GT(confirmed, 20u);
+  EXPECT_LT(renewed * 2, confirmed) << "renewed " << renewed << " times for " << confirmed << " samples";
+}
+
 // A runtime that stops asking the policy for a settled decision's writes (a QP settled on
 // the NIC) must know when that decision draws on the budget: a program that computes
 // between writes is charged for its CPU writes, one that waits for each is not.

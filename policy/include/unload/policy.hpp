@@ -130,13 +130,19 @@ class Policy {
   Path decide_unreused(const WriteFeatures& f, const Tunables& t) {
     Path p;
     reuse_left_ = 0;
-    ++settled_gen_;
-    if (!settled_.live || settled_differs_beside_target(f, t) != 0)
+    // A voucher (settled_gen()) stands for the settled decision's path, rkey and all beside
+    // the target: a decision that settles the same again leaves it standing, so that a
+    // runtime's many QPs of one shape need not each ask again after it.
+    const bool same = settled_.live && settled_differs_beside_target(f, t) == 0;
+    const bool voucher_holds = same && f.rkey == settled_.rkey;
+    const Path before = settled_.path;
+    if (!same)
       p = decide_full(f, t);
     else if (settled_on_target(f))
       p = decide_settled(f, t);
     else
       p = decide_settled_elsewhere(f, t);
+    if (!voucher_holds || !settled_.live || settled_.path != before) ++settled_gen_;
     arm_reuse();
     return p;
   }
@@ -152,9 +158,10 @@ class Policy {
 
   // A caller that keeps writes of one shape (the runtime's express lane, per QP) can vouch
   // for the comparison decide_reused() makes, all but the target page: after one of them
-  // was reused, settled_gen() names the settled decision it matched, and while no decision
-  // was made whole and nothing observed (either changes the generation) a write with the
-  // same features and tunables beside the target matches it too.
+  // was reused, settled_gen() names the settled decision it matched, and while no whole
+  // decision settled another (another path, rkey or features beside the target, or none)
+  // and no observe() ended it (either moves the generation) a write with the same features
+  // and tunables beside the target matches it too.
   uint64_t settled_gen() const { return settled_gen_; }
   // Whether the settled decision (the one a reuse just took) draws on a capped CPU budget:
   // a runtime that would stop asking for such writes must not, or they go uncharged.
