@@ -149,7 +149,7 @@ def kernel_figures(path):
 
 
 def goal_of(row, rows, goals):
-    """A row's goal: its own, or for ROW.q1024 and ROW.p16 within 10 % of ROW's count."""
+    """A row's goal: its own, or for ROW.qN and ROW.pN within 10 % of ROW's count."""
     if row in goals:
         return float(goals[row])
     base = row.split(".")[0]
