@@ -612,9 +612,10 @@ struct unload_session_list {
 
 /*
  * The status words: UNLOAD_STATUS_SIZE bytes per session, mapped read-only at
- * UNLOAD_MMAP_STATUS, one 64-bit validity word per mapping slot. A mapping is valid while its word equals its
- * cookie; the module sets the word when it grants the mapping and clears it when it
- * revokes it (then a slot may be reused, under a new cookie). A writer through a mapping:
+ * UNLOAD_MMAP_STATUS (that length exactly), one 64-bit validity word per mapping slot. A
+ * mapping is valid while its word equals its cookie; the module sets the word when it
+ * grants the mapping and clears it when it revokes it (then a slot may be reused, under a
+ * new cookie). A writer through a mapping:
  *
  *   if (__atomic_load_n(&status[slot], __ATOMIC_ACQUIRE) != cookie) -> not mapped
  *   memcpy(map + page_offset + (remote_addr - iova), src, len);
