@@ -192,6 +192,41 @@ int cmd_grant() {
   munmap(const_cast<uint8_t*>(view), 4096);
   munmap(own, 4096);
 
+  // Every slot a session has: each grant's word in the status words (the last one in
+  // their last page), the one past them refused, and each word cleared by its unmap.
+  void* one_page = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, p.fd, UNLOAD_MMAP_STATUS);
+  expect(UNLOAD_STATUS_SIZE == 4096 || one_page == MAP_FAILED, "grant.status_whole_only",
+         "mmap of 4096 of the status words' %d bytes: %s", UNLOAD_STATUS_SIZE,
+         one_page == MAP_FAILED ? "refused" : "mapped");
+  if (one_page != MAP_FAILED) munmap(one_page, 4096);
+  std::vector<unload_map> more;
+  int refused = 0;
+  for (uint32_t i = 1; i <= UNLOAD_MAX_MAPPINGS && refused == 0; i++) {
+    unload_map g{};
+    refused = map_ioctl(p.fd, qpn, p.tmr->rkey, mem, &g);
+    if (refused == 0) more.push_back(g);
+  }
+  uint32_t standing = word_is(g_status, m), top = m.slot;
+  for (const unload_map& g : more) {
+    standing += word_is(g_status, g);
+    top = std::max(top, g.slot);
+  }
+  expect(more.size() + 1 == UNLOAD_MAX_MAPPINGS && refused == -ENOSPC && standing == UNLOAD_MAX_MAPPINGS &&
+             top == UNLOAD_MAX_MAPPINGS - 1,
+         "grant.every_slot",
+         "%zu grants (want %u), the next %d (want %d), %u words shown, the highest slot %u", more.size() + 1,
+         UNLOAD_MAX_MAPPINGS, refused, -ENOSPC, standing, top);
+  uint32_t cleared = 0;
+  for (const unload_map& g : more) {
+    unload_unmap u{};
+    u.slot = g.slot;
+    u.cookie = g.cookie;
+    cleared += uioctl(p.fd, UNLOAD_IOC_UNMAP, &u) == 0 && !word_is(g_status, g);
+  }
+  expect(cleared == more.size() && word_is(g_status, m), "grant.every_slot_unmapped",
+         "%u of %zu words cleared by UNLOAD_IOC_UNMAP, the first grant's %s", cleared, more.size(),
+         word_is(g_status, m) ? "standing" : "gone");
+
   ibv_mr* pinned = ibv_reg_mr(p.a.pd, map, 4096, IBV_ACCESS_LOCAL_WRITE);
   expect(!pinned, "grant.not_pinnable", "ibv_reg_mr on the mapping: %s", pinned ? "registered" : "refused");
   if (pinned) ibv_dereg_mr(pinned);
