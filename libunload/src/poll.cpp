@@ -28,15 +28,18 @@ namespace {
   return em.o;
 }
 
-// The provider's completions merged into wc[got, n), `got` already popped from the
-// queue; returns how many the array holds now.
-int poll_merge_more(CqRec* c, int n, ibv_wc* wc, int got, QpRec** drained) {
-  while (got < n) {
-    // Never more than the pending queue can take: what the array has no room for goes there.
-    const uint32_t room = c->pending.room();
-    const int want = n - got < static_cast<int>(room) ? n - got : static_cast<int>(room);
-    if (want <= 0) break;
-    const int r = c->c->provider.poll_cq(c->cq, want, wc + got);
+// How many the provider may give into wc[got, n): never more than the pending queue can
+// take, where what the array has no room for goes.
+int provider_want(CqRec* c, int n, int got) {
+  const uint32_t room = c->pending.room();
+  return n - got < static_cast<int>(room) ? n - got : static_cast<int>(room);
+}
+
+// The provider's completions merged into wc[got, n), `got` already popped from the queue
+// and `r` of `want` just polled into wc + got; returns how many the array holds now.
+[[gnu::always_inline]] inline int poll_merge_from(CqRec* c, int n, ibv_wc* wc, int got, int r, int want,
+                                                  QpRec** drained) {
+  for (;;) {
     if (r < 0) return got ? got : r;
     if (r == 0) break;
     if (merge_quiet(c, wc + got, r)) {  // the queue was idle: nothing to hand over first
@@ -48,9 +51,21 @@ int poll_merge_more(CqRec* c, int n, ibv_wc* wc, int got, QpRec** drained) {
         break;
       }
     }
-    if (r < want) break;  // polled everything there was
+    if (r < want || got >= n) break;  // polled everything there was, or the array is full
+    want = provider_want(c, n, got);
+    if (want <= 0) break;
+    r = c->c->provider.poll_cq(c->cq, want, wc + got);
   }
   return got;
+}
+
+// The provider's completions merged into wc[got, n), `got` already popped from the
+// queue; returns how many the array holds now.
+int poll_merge_more(CqRec* c, int n, ibv_wc* wc, int got, QpRec** drained) {
+  if (got >= n) return got;
+  const int want = provider_want(c, n, got);
+  if (want <= 0) return got;
+  return poll_merge_from(c, n, wc, got, c->c->provider.poll_cq(c->cq, want, wc + got), want, drained);
 }
 
 // A QP settled on the NIC held its send CQ for its ring's entries (a consult's write,
@@ -122,17 +137,38 @@ using namespace unload::rt;
   return poll_through_owned(cq, c, n, wc);
 }
 
-// poll_merging once the queue did not fill the array, or no QP holds c: the provider's
-// completions merged after the `got` popped, in the gate entered `how`, which it leaves.
-[[gnu::noinline]] static int poll_merging_more(CqRec* c, int n, ibv_wc* wc, int got, bool how) {
-  QpRec* drained = nullptr;
-  got = poll_merge_more(c, n, wc, got, &drained);
+// What poll_merging_more does after the merge, the array holding `got`.
+[[gnu::always_inline]] static inline int poll_merging_done(CqRec* c, int got, bool how, QpRec* drained) {
   note_poll(got);
   if (drained) [[unlikely]]
     settled_let_go(drained);
   if (__builtin_expect(c->holders.load(std::memory_order_relaxed) == 0, 0)) cq_go_through(c);
   c->gate.leave(how);
   return got;
+}
+
+// poll_merging once the queue did not fill the array, or no QP holds c: the provider's
+// completions merged after the `got` popped, in the gate entered `how`, which it leaves.
+[[gnu::noinline]] static int poll_merging_more(CqRec* c, int n, ibv_wc* wc, int got, bool how) {
+  QpRec* drained = nullptr;
+  got = poll_merge_more(c, n, wc, got, &drained);
+  return poll_merging_done(c, got, how, drained);
+}
+
+// poll_merging with its queue empty and a QP holding c, the gate entered the owner's way:
+// the provider's poll straight into the array, and an empty one (a spin for a NIC
+// completion) returns at once, with no merge, no loop and no look at the CQ's holders;
+// what it polled is merged as poll_merging_more merges it.
+[[gnu::noinline]] static int poll_merging_provider(CqRec* c, int n, ibv_wc* wc) {
+  const int want = provider_want(c, n, 0);
+  const int r = want > 0 ? c->c->provider.poll_cq(c->cq, want, wc) : 0;
+  if (r == 0) {
+    note_poll(0);
+    c->gate.leave(Gate::kBiased);
+    return 0;
+  }
+  QpRec* drained = nullptr;
+  return poll_merging_done(c, poll_merge_from(c, n, wc, 0, r, want, &drained), Gate::kBiased, drained);
 }
 
 // poll_merging for a thread the owner's way into the gate refused: entered in full.
@@ -148,6 +184,7 @@ using namespace unload::rt;
 [[gnu::noinline]] static int poll_merging(CqRec* c, int n, ibv_wc* wc) {
   if (__builtin_expect(!c->gate.try_enter_biased(t_hot.tid), 0)) return poll_merging_locked(c, n, wc);
   const int got = c->pending.pop(wc, n);
+  if (got == 0 && c->holders.load(std::memory_order_relaxed) != 0) return poll_merging_provider(c, n, wc);
   if (__builtin_expect(got <= 0 || got < n || c->holders.load(std::memory_order_relaxed) == 0, 0))
     return poll_merging_more(c, n, wc, got, Gate::kBiased);
   note_poll(got);  // got > 0: no clock read
