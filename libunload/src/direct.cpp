@@ -144,7 +144,7 @@ int fence_wait(QpRec* q, const WriteRequest& r, bool* waited) {
       last_progress = now;
     } else if (now - last_progress > kFenceIdleNs || now - start > kFenceTotalNs) {
       q->peer.stuck_below = ring.tail();  // no direct until these are done
-      q->express.armed.store(false, std::memory_order_relaxed);  // which it does not check
+      q->express.disarm();                // which it does not check
       // Plain writes whose completions were not seen: the next fence's marker stands for them.
       if (!plain_idle(sq)) sq.untracked.store(true, std::memory_order_relaxed);
       return -ETIMEDOUT;
@@ -299,7 +299,7 @@ int run_direct(QpRec* q, const DirectWrite* w, int n, Why* why, RunClock& clk) {
     // violation, or not paired any more) instead of trying again blind.
     q->peer.flags &= ~UNLOAD_PEER_PAIRED;
     q->peer.countdown = 1;
-    q->express.armed.store(false, std::memory_order_relaxed);  // which does not check the flags
+    q->express.disarm();  // which does not check the flags
   }
   if (signaled) wake_after_queueing(q, w[placed - 1].rt.req, carried.t0 ? &carried : nullptr);
   return placed;

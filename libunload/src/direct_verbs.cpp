@@ -15,7 +15,7 @@ namespace {
 void untrack_qp(QpRec* q) {
   if (!q->tracked) return;
   sender_detach(q);  // its CQ stays held: requests it tracked may still complete there
-  q->express.armed.store(false, std::memory_order_relaxed);
+  q->express.disarm();
   q->nic_lane.armed = false;
   q->tracked = false;
 }

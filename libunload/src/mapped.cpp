@@ -150,7 +150,7 @@ int slot_of(const MappedSet& s, uint32_t rkey) {
 // unmap_target for one of q's: the express lane's memo may name it, and checks no more
 // than that it is still armed (place_mapped_at).
 void let_go(QpRec* q, MappedTarget& e, bool ours) {
-  q->express.armed.store(false, std::memory_order_relaxed);
+  q->express.disarm();
   unmap_target(e, ours);
 }
 

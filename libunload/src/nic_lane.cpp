@@ -37,7 +37,7 @@ void nic_lane_arm(QpRec* q, const ibv_send_wr& w, const Route& rt, Why direct_wh
   // The policy's settled decision is now the NIC: an express memo left by an earlier
   // mapped write would take every write first, route it in full and never let this lane
   // (nor the QP's settling) have one. The next mapped write of the full path arms it again.
-  q->express.armed.store(false, std::memory_order_relaxed);
+  q->express.disarm();
 }
 
 bool nic_lane_take(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct_why, Route* rt) {

@@ -440,7 +440,7 @@ int unload_qp_modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   if (!q) return rc;
   // The peer link may change below (its host, the registration, the pairing's flags): the
   // express lane's memo, which checks none of them again, goes until the full path arms it.
-  q->express.armed.store(false, std::memory_order_relaxed);
+  q->express.disarm();
   if (mask & IBV_QP_DEST_QPN) q->peer.dest_qp_num = attr->dest_qp_num;
   // Before the registration below: whether the busy byte is kept (busy.hpp) depends on it.
   if ((mask & IBV_QP_AV) && attr->ah_attr.is_global && g_real.query_gid) {

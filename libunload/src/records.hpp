@@ -185,6 +185,8 @@ struct ExpressMemo {
   std::atomic<bool> armed{false};
   bool inline_data = false;  // IBV_SEND_INLINE: no source region to check
   uint8_t target = 0;        // the mapping's place in the QP's MappedSet
+  // Where what the lane no longer checks changes: the full path arms it again.
+  void disarm() { armed.store(false, std::memory_order_relaxed); }
   uint32_t length = 0;
   uint32_t rkey = 0;
   uint32_t tunables_seq = 0;
