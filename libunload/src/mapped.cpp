@@ -213,22 +213,6 @@ namespace {
          __atomic_load_n(e.busy, __ATOMIC_RELAXED) == 0;
 }
 
-// In ascending order, the last 8 bytes last and after the rest (release), as the module
-// places: a poller of the last byte sees the whole write.
-[[gnu::always_inline]] inline void copy_tail_last(uint8_t* dst, const uint8_t* src, uint64_t n) {
-  const uint64_t tail = n < 8 ? n : 8;
-  const uint64_t body = n - tail;
-  if (body) std::memcpy(dst, src, body);
-  std::atomic_thread_fence(std::memory_order_release);
-  if (tail == 8) {  // one 8-byte move rather than a call
-    uint64_t last;
-    std::memcpy(&last, src + body, 8);
-    std::memcpy(dst + body, &last, 8);
-  } else {
-    std::memcpy(dst + body, src + body, tail);
-  }
-}
-
 // place_into for a write of several buffers, or of translated ones: gathered in order,
 // the last 8 bytes of the whole write last.
 [[gnu::noinline]] bool place_gathered(QpRec* q, MappedTarget* e, const Route& rt, const ibv_sge* sg, uint8_t* dst) {
@@ -305,6 +289,18 @@ bool place_mapped_at(QpRec* q, uint32_t index, uint64_t remote_addr, const void*
   if (!target_stands(e)) return false;
   copy_tail_last(e.base + e.page_offset + (remote_addr - e.iova), static_cast<const uint8_t*>(src), len);
   return target_stood(e);
+}
+
+bool mapped_view_of(const QpRec* q, uint32_t index, uint32_t len, MappedView& v) {
+  const MappedTarget& e = q->mapped->t[index % std::size(q->mapped->t)];
+  if (len > e.length || !g_kmod.status) return false;
+  v.shift = reinterpret_cast<uintptr_t>(e.base) + e.page_offset - e.iova;
+  v.lo = e.iova;
+  v.span = e.length - len;
+  v.word = &g_kmod.status[e.slot];
+  v.cookie = e.cookie;
+  v.busy = e.busy;
+  return true;
 }
 
 void mapped_forget(QpRec* q) {

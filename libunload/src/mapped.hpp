@@ -5,7 +5,9 @@
 // engine").
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <cstring>
 
 #include "records.hpp"
 #include "request.hpp"
@@ -29,6 +31,38 @@ bool place_mapped(QpRec* q, const Route& rt, const ibv_sge* sg, uint64_t* copy_n
 // one it was armed with.
 int mapped_index_of(const QpRec* q, uint32_t rkey);
 bool place_mapped_at(QpRec* q, uint32_t index, uint64_t remote_addr, const void* src, uint32_t len);
+// The lane's own view of the mapping at `index` for writes of `len` bytes: false (the memo
+// not armed) when the region is shorter.
+bool mapped_view_of(const QpRec* q, uint32_t index, uint32_t len, MappedView& v);
+
+// In ascending order, the last 8 bytes last and after the rest (release), as the module
+// places: a poller of the last byte sees the whole write.
+[[gnu::always_inline]] inline void copy_tail_last(uint8_t* dst, const uint8_t* src, uint64_t n) {
+  const uint64_t tail = n < 8 ? n : 8;
+  const uint64_t body = n - tail;
+  if (body) std::memcpy(dst, src, body);
+  std::atomic_thread_fence(std::memory_order_release);
+  if (tail == 8) {  // one 8-byte move rather than a call
+    uint64_t last;
+    std::memcpy(&last, src + body, 8);
+    std::memcpy(dst + body, &last, 8);
+  } else {
+    std::memcpy(dst + body, src + body, tail);
+  }
+}
+
+// place_mapped_at through the memo's view `v`: the same bounds (no overflow on any input),
+// the same word and busy byte before the copy and after it.
+[[gnu::always_inline]] inline bool place_mapped_view(const MappedView& v, uint64_t remote_addr,
+                                                     const void* src, uint32_t len) {
+  if (remote_addr - v.lo > v.span) return false;
+  if (__atomic_load_n(v.word, __ATOMIC_ACQUIRE) != v.cookie || __atomic_load_n(v.busy, __ATOMIC_ACQUIRE) != 0)
+    return false;
+  copy_tail_last(reinterpret_cast<uint8_t*>(v.shift + remote_addr), static_cast<const uint8_t*>(src), len);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return __atomic_load_n(v.word, __ATOMIC_RELAXED) == v.cookie &&
+         __atomic_load_n(v.busy, __ATOMIC_RELAXED) == 0;
+}
 // q's mappings go (its destruction, or a reset): unmapped here when they are this
 // session's, forgotten when they are a parent's (a forked child has none).
 void mapped_forget(QpRec* q);

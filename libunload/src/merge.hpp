@@ -36,7 +36,7 @@ struct Emitter {
   QpRec* drained = nullptr;
   void emit(const ibv_wc& wc) {
     if (o < limit && o < n && cq->pending.idle()) {
-      if (&out[o] != &wc) out[o] = wc;  // the poll's own array, merged in place: there already
+      if (&out[o] != &wc) copy_wc(out[o], wc);  // the poll's own array, merged in place: there already
       ++o;
       return;
     }

@@ -179,6 +179,17 @@ struct SourceRegion {
 // QP (the stage arena, windows, the module, the source region) is the memo epoch's; what
 // of the QP's peer link it depended on (registered, paired and not poisoned, on this host,
 // no fence given up on) disarms it where that changes (a modify, an unpairing, a fence).
+// Where the express lane copies a write of its memo's length (mapped.cpp fills it from
+// the mapping the memo names; letting go of that mapping disarms the memo first).
+struct MappedView {
+  uintptr_t shift = 0;             // the mapping's address of remote address 0 (mod 2^64)
+  uint64_t lo = 0;                 // the region's first remote address
+  uint64_t span = 0;               // its length less the memo's: the last start allowed is lo + span
+  const uint64_t* word = nullptr;  // the mapping's validity word, and its value while valid
+  uint64_t cookie = 0;
+  const uint8_t* busy = nullptr;  // the responder QP's busy byte
+};
+
 struct ExpressMemo {
   // Read by the post's front outside the gate (post.cpp): relaxed, the lane itself
   // looks again inside.
@@ -198,6 +209,8 @@ struct ExpressMemo {
   // hold, the next write of the shape needs only its target page compared.
   const policy::Policy* policy = nullptr;
   uint64_t policy_gen = 0;
+  MappedView view;
+  ibv_wc wc{};  // a placed write's completion but its wr_id
 };
 
 // The NIC lane's memo (nic_lane.hpp): the plain write the full path last gave the NIC by

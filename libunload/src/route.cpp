@@ -271,19 +271,20 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
   return out;
 }
 
-bool route_reuses_mapped(QpRec* q, const WriteRequest& r, PathSet eligible, const Tunables& t) {
+bool route_reuses_mapped(QpRec* q, uint64_t remote_addr, PathSet eligible, const Tunables& t) {
   ExpressMemo& x = q->express;
   policy::Policy* pol = t_policy;
   // The express lane checked the shape, the tunables' sequence and a quiet send queue
   // against its memo: what the policy compared when it reused this shape's last write.
   // (The peer's locality is the QP's from its move to RTR on.)
   Path vouched;
-  if (x.policy == pol && pol && pol->decide_reused_vouched(x.policy_gen, r.remote_addr >> policy::kTargetPageShift, vouched))
+  if (x.policy == pol && pol &&
+      pol->decide_reused_vouched(x.policy_gen, remote_addr >> policy::kTargetPageShift, vouched))
     return true;
   Path forced;
   if (forced_path(forced)) return forced == Path::unload_mapped;
   if (!pol || t.mode != static_cast<uint32_t>(Mode::adaptive)) return false;
-  const policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible);
+  const policy::WriteFeatures f = features_of(q, x.length, 1, x.rkey, remote_addr, eligible);
   if (!pol->decide_reused_as(f, t, Path::unload_mapped)) {
     // Another target (another page, or a QP of many, each writing its own region, after
     // another's write): decided as route() decides it when that is certainly mapped, as

@@ -24,11 +24,12 @@ inline Route route(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct
   return route(q, classify(w, q->sq.sig_all), w.sg_list, t, direct_why);
 }
 
-// The express lane's decision (express.hpp) for a write its memo found eligible for
-// `eligible`, which holds mapped: true when route() would send it mapped with nothing
-// owed (mapped forced, or adaptive reusing a settled mapped decision, which this counts
-// as route() does); false, with nothing counted, when route() must decide.
-bool route_reuses_mapped(QpRec* q, const WriteRequest& r, policy::PathSet eligible, const Tunables& t);
+// The express lane's decision (express.hpp) for a write of its memo's shape to
+// `remote_addr`, the memo having found it eligible for `eligible`, which holds mapped: true
+// when route() would send it mapped with nothing owed and untimed (mapped forced, or
+// adaptive reusing a settled mapped decision, which this counts as route() does); false,
+// with nothing counted, when route() must decide.
+bool route_reuses_mapped(QpRec* q, uint64_t remote_addr, policy::PathSet eligible, const Tunables& t);
 // The same for the NIC lane (nic_lane.hpp): whether adaptive reuses, for r of the memo's
 // shape, the settled decision the memo took (x.path), or decides x.path for r's other
 // target page as surely, counted as route() counts it.

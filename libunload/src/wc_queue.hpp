@@ -18,6 +18,18 @@
 
 namespace unload::rt {
 
+// A completion in three 16-byte moves: GCC copies one with `rep movs`, which callgrind and
+// TCG run a word at a time.
+[[gnu::always_inline]] inline void copy_wc(ibv_wc& to, const ibv_wc& from) {
+  typedef uint64_t Chunk __attribute__((vector_size(16), may_alias, aligned(8)));
+  static_assert(sizeof(ibv_wc) == 3 * sizeof(Chunk));
+  Chunk* d = reinterpret_cast<Chunk*>(&to);
+  const Chunk* s = reinterpret_cast<const Chunk*>(&from);
+  d[0] = s[0];
+  d[1] = s[1];
+  d[2] = s[2];
+}
+
 class WcQueue {
  public:
   // capacity: rounded up to a power of two. 0 or -ENOMEM.
@@ -46,7 +58,7 @@ class WcQueue {
   // The claimant: publishes its cell with a completion, or as void.
   void fill(uint64_t ticket, const ibv_wc& wc) {
     Cell& c = cells_[ticket & mask_];
-    c.wc = wc;
+    copy_wc(c.wc, wc);
     c.live = true;
     c.seq.store(ticket + 1, std::memory_order_release);
   }
@@ -92,7 +104,7 @@ class WcQueue {
     while (o < n) {
       Cell& c = cells_[head_ & mask_];
       if (c.seq.load(std::memory_order_acquire) != head_ + 1) break;
-      if (c.live) out[o++] = c.wc;
+      if (c.live) copy_wc(out[o++], c.wc);
       c.seq.store(head_ + mask_ + 1, std::memory_order_release);  // free for lap + 1
       ++head_;
     }

@@ -14,8 +14,11 @@ build=${UNLOAD_BUILD_DIR:?}
 [ -x "$build/bench/verbs/bench_write_count" ] || skip "no bench_write_count (valgrind's header missing at build)"
 command -v valgrind >/dev/null || skip "no valgrind here (scripts/setup installs it)"
 dir=$(mktemp -d)
-if ! "$root/scripts/lib/guest/bench-count" --out "$dir" --build "$build" \
-	--rows "noshim offload sysoffload inline nic nic.q1024 random mapped" --writes 300 --repeat 3 >"$dir/log" 2>&1; then
+# Each row's line as it ends, so a run stopped by its time limit shows the row it was on.
+"$root/scripts/lib/guest/bench-count" --out "$dir" --build "$build" \
+	--rows "noshim offload sysoffload inline nic nic.q1024 random mapped" --writes 300 --repeat 3 2>&1 |
+	tee "$dir/log" | sed -u 's/^/  /'
+if [ "${PIPESTATUS[0]}" != 0 ]; then
 	fail "every row counted" "$(tail -5 "$dir/log")"
 	finish
 fi
