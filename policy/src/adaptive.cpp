@@ -450,7 +450,11 @@ void Policy::pass_draw() {
   if (!others.empty())
     wc.explored_last = static_cast<uint8_t>(first_path_from(others, (wc.explored_last + 1u) % kPathCount));
   next_draw();
-  if (explore_left_ <= reuse_left_ && settled_draw_explores() != s.path) reuse_left_ = static_cast<uint32_t>(explore_left_ - 1);
+  if (explore_left_ <= reuse_left_ && settled_draw_explores() != s.path) {
+    const uint32_t cut = reuse_left_ - static_cast<uint32_t>(explore_left_ - 1);
+    reuse_left_ -= cut;
+    run_armed_ -= cut;  // the run's reuses taken stay to count
+  }
 }
 
 // A settled write at exploration's draw: the draw alone, and the settled decision goes on

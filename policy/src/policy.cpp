@@ -28,7 +28,7 @@ Path Policy::decide_full(const WriteFeatures& f, const Tunables& t) {
 
 void Policy::observe(Path path, const WriteFeatures& f, uint64_t cost_ns, uint64_t cpu_ns,
                      uint64_t nic_wait_ns) {
-  reuse_left_ = 0;  // a sample may move the countdowns (learn) or the choice
+  end_run();  // a sample may move the countdowns (learn) or the choice
   learn(path, f, cost_ns, cpu_ns, nic_wait_ns);
   // Most samples confirm the choice: the reuse goes on unless this one moved it, from the
   // next write on (it was the next whole decision's to arm, a full route at the runtime),

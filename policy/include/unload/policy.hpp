@@ -129,7 +129,7 @@ class Policy {
   // asking again.
   Path decide_unreused(const WriteFeatures& f, const Tunables& t) {
     Path p;
-    reuse_left_ = 0;
+    end_run();
     // A voucher (settled_gen()) stands for the settled decision's path, rkey and all beside
     // the target: a decision that settles the same again leaves it standing, so that a
     // runtime's many QPs of one shape need not each ask again after it.
@@ -191,6 +191,7 @@ class Policy {
   // resident set to ask), and the caller calls decide_unreused(). Random targets then cost
   // the sketch's touch and the countdowns, not a whole decision's lookups.
   bool decide_elsewhere_as(const WriteFeatures& f, const Tunables& t, Path want) {
+    pay_run();
     const Settled& s = settled_;
     if (!s.live || s.path != want || reuse_ != Reuse::on || s.charged_ns != 0 || wants_clock() ||
         (s.explores && explore_left_ == 1) || resident_on(f.peer_local) || settled_on_target(f) ||
@@ -209,6 +210,7 @@ class Policy {
   // Whether the next decision needs f.now_ns (a periodic sample, or an empty CPU budget
   // that must refill to let a CPU path through). Only adaptive decisions use the clock.
   bool wants_clock() const {
+    pay_run();
     return sample_countdown_ <= 1 || (budget_enforced_ && budget_.tokens_ns() <= 0);
   }
 
@@ -249,7 +251,10 @@ class Policy {
   Reason reason() const { return reason_; }
 
   // Introspection for statistics and tests; never needed on the fast path.
-  const PolicyStats& stats() const { return stats_; }
+  const PolicyStats& stats() const {
+    pay_run();
+    return stats_;
+  }
   Path chosen_path(const WriteFeatures& f) const;  // the write class's current choice
   const CostEstimate& estimate(const WriteFeatures& f, Path p) const;
   const CostEstimate& nic_wait(const WriteFeatures& f) const;  // the class's offload wait
@@ -306,7 +311,7 @@ class Policy {
     Path path = Path::offload;
     bool live = false;
     bool hot = false;           // its page's hotness when it was decided: its class's
-    uint32_t touches_left = 0;  // reuses whose hotness is known without the sketch
+    mutable uint32_t touches_left = 0;  // reuses whose hotness is known without the sketch
     uint64_t waived_ns = 0;     // what an unsampled decision adds to budget_waived_ns
     uint64_t charged_ns = 0;    // ... and charges the budget (charge_cpu())
     uint16_t sample_every = kSteadySampleEvery;  // its steady sampling interval
@@ -353,29 +358,50 @@ class Policy {
     (std::make_index_sequence<sizeof(Tunables) / 8>{});
   }
   // A reused decision: what a full one would count, and the settled path.
+  // A reuse of the run arm_reuse() allowed: what it decides by now (its exploration's
+  // countdown, its charge on a capped budget), the rest counted by pay_run().
   void take_reuse(Path& p) {
     --reuse_left_;
-    ++stats_.decisions;
-    ++stats_.reused;
-    --sample_countdown_;
-    --settled_.touches_left;
-    ++touches_owed_;
     explore_left_ -= settled_.explores;
     if (explore_left_ == 0 && settled_.explores) [[unlikely]]
       pass_draw();
-    count_unsampled_settled();
+    if (settled_.charged_ns != 0) [[unlikely]]
+      charge_settled();
     sampled_ = false;
     p = settled_.path;
+  }
+  // The run's reuses take_reuse() took and did not count: what a whole decision counts for
+  // each (decide_settled()), counted at once before anything reads it (every entry but the
+  // reuses'). Within a run those counts only move by one a reuse and nothing reads them,
+  // so counting late counts them exactly (tests/policy/settled_test.cpp).
+  void pay_run() const {
+    const uint32_t n = run_armed_ - reuse_left_;
+    if (n == 0) return;
+    run_armed_ = reuse_left_;
+    stats_.decisions += n;
+    stats_.reused += n;
+    stats_.budget_waived_ns += uint64_t{n} * settled_.waived_ns;
+    sample_countdown_ = static_cast<uint16_t>(sample_countdown_ - n);
+    settled_.touches_left -= n;
+    touches_owed_ += n;
+  }
+  // The run ends: its reuses counted, none left.
+  void end_run() {
+    pay_run();
+    reuse_left_ = 0;
+    run_armed_ = 0;
   }
   // An unsampled write of the settled decision: what its usual CPU time waives and, when
   // the decision draws on the budget, charges, as charge_cpu() split it for the decision.
   void count_unsampled_settled() {
     stats_.budget_waived_ns += settled_.waived_ns;
-    if (settled_.charged_ns != 0) [[unlikely]] {
-      budget_.charge(settled_.charged_ns);
-      stats_.budget_charged_ns += settled_.charged_ns;
-      parked_.live = false;
-    }
+    if (settled_.charged_ns != 0) [[unlikely]]
+      charge_settled();
+  }
+  void charge_settled() {
+    budget_.charge(settled_.charged_ns);
+    stats_.budget_charged_ns += settled_.charged_ns;
+    parked_.live = false;
   }
   // Whether a settled decision that draws on a capped budget must make way for a whole
   // one: the balance, refilled at `now_ns` when the write read the clock, is spent, and a
@@ -406,6 +432,7 @@ class Policy {
       if (k < n) n = k;
     }
     reuse_left_ = static_cast<uint32_t>(n);
+    run_armed_ = reuse_left_;
   }
   // A write settled_matches(): count what a full decision counts, and take the settled
   // path unless the page's hotness changed or exploration is due.
@@ -471,6 +498,7 @@ class Policy {
   void retarget(const WriteFeatures& f, bool hot, uint64_t key);
   void charge_cpu(WriteClass& wc, Path path, uint64_t cpu_ns);
   void pay_touches() const {
+    pay_run();
     if (touches_owed_ == 0) return;
     if (!resident_on(settled_.peer_local)) {  // the sketch alone: at once (touch_many)
       hotness_.touch_many(settled_.slots, touches_owed_);
@@ -498,9 +526,10 @@ class Policy {
   // it, and still live while nothing it depended on changed: a hot set's writes among
   // cold ones turn between the two without a full decision at each turn.
   Settled parked_;
-  PolicyStats stats_;
-  uint16_t sample_countdown_ = 1;  // adaptive decisions until the next periodic sample
+  mutable PolicyStats stats_;              // pay_run() counts into it and the two below
+  mutable uint16_t sample_countdown_ = 1;  // adaptive decisions until the next periodic sample
   uint32_t reuse_left_ = 0;       // decide_reused() decisions left (arm_reuse())
+  mutable uint32_t run_armed_ = 0;  // reuse_left_ when the run was armed, less those counted
   uint64_t settled_gen_ = 1;      // settled_gen(): a whole decision or an observe() moves it
   bool sampled_ = true;           // the last decision's write is to be observed
   bool steady_ = false;           // the last adaptive decision was steady (kSteadySampleEvery)

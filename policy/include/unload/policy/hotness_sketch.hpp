@@ -63,10 +63,21 @@ class HotnessSketch {
     uint16_t& b = rows_[1][s.row1];
     a = static_cast<uint16_t>(a + n < UINT16_MAX ? a + n : UINT16_MAX);
     b = static_cast<uint16_t>(b + n < UINT16_MAX ? b + n : UINT16_MAX);
-    for (; n != 0; --n) {
-      rows_[0][cursor_] >>= 1;
-      rows_[1][cursor_] >>= 1;
-      cursor_ = (cursor_ + 1) & kMask;
+    // The sweep over n positions: eight counters of a row in one shift where the cursor
+    // is at a multiple of eight (a chunk never wraps: kWidth is one of eight too).
+    while (n != 0) {
+      const unsigned c = cursor_;
+      if ((c % kChunk) == 0 && n >= kChunk) {
+        *reinterpret_cast<Chunk*>(&rows_[0][c]) >>= 1;
+        *reinterpret_cast<Chunk*>(&rows_[1][c]) >>= 1;
+        cursor_ = (c + kChunk) & kMask;
+        n -= kChunk;
+      } else {
+        rows_[0][c] >>= 1;
+        rows_[1][c] >>= 1;
+        cursor_ = (c + 1) & kMask;
+        --n;
+      }
     }
   }
   // How many more touches of `s` are certain to answer as touch(s) would answer now
@@ -92,6 +103,10 @@ class HotnessSketch {
  private:
   static constexpr unsigned kMask = kWidth - 1;
   static_assert(kWidth <= 1u << 16, "Slots hold a row index in 16 bits");
+  // Eight counters of a row, halved at once by touch_many's sweep.
+  typedef uint16_t Chunk __attribute__((vector_size(16), may_alias));
+  static constexpr unsigned kChunk = sizeof(Chunk) / sizeof(uint16_t);
+  static_assert(kWidth % kChunk == 0, "a chunk never wraps");
 
   // Two independent-enough 32-bit halves of one 64-bit mix, one per row.
   static uint64_t hash(uint32_t rkey, uint64_t page) {
@@ -100,7 +115,7 @@ class HotnessSketch {
     return x ^ (x >> 29);
   }
 
-  uint16_t rows_[2][kWidth] = {};
+  alignas(16) uint16_t rows_[2][kWidth] = {};
   unsigned cursor_ = 0;
 };
 
