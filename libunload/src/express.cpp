@@ -29,8 +29,9 @@ void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt) {
       rt.translated || g_windows.load(std::memory_order_relaxed) != 0)
     return;
   const int target = mapped_index_of(q, rt.req.rkey);
-  if (target < 0 || !mapped_view_of(q, static_cast<uint32_t>(target), rt.req.length, x.view)) return;
-  x.epoch = memo_epoch();  // before what it vouches for is looked at again
+  if (target < 0) return;
+  x.epoch = memo_epoch();  // before what it vouches for is looked at again (the module's words)
+  if (!mapped_view_of(q, static_cast<uint32_t>(target), rt.req.length, x.view)) return;
   x.inline_data = rt.req.user_inline;
   if (!x.inline_data && !source_keep(q, w.sg_list[0], &x.source)) return;
   x.target = static_cast<uint8_t>(target);

@@ -357,7 +357,6 @@ class Policy {
     }
     (std::make_index_sequence<sizeof(Tunables) / 8>{});
   }
-  // A reused decision: what a full one would count, and the settled path.
   // A reuse of the run arm_reuse() allowed: what it decides by now (its exploration's
   // countdown, its charge on a capped budget), the rest counted by pay_run().
   void take_reuse(Path& p) {
@@ -526,7 +525,8 @@ class Policy {
   // it, and still live while nothing it depended on changed: a hot set's writes among
   // cold ones turn between the two without a full decision at each turn.
   Settled parked_;
-  mutable PolicyStats stats_;              // pay_run() counts into it and the two below
+  mutable PolicyStats stats_;              // pay_run() counts into it, sample_countdown_,
+                                           // settled_.touches_left and touches_owed_
   mutable uint16_t sample_countdown_ = 1;  // adaptive decisions until the next periodic sample
   uint32_t reuse_left_ = 0;       // decide_reused() decisions left (arm_reuse())
   mutable uint32_t run_armed_ = 0;  // reuse_left_ when the run was armed, less those counted
