@@ -22,6 +22,21 @@ struct WriteRequest {
   uint64_t remote_addr = 0;
 };
 
+// classify()'s answer for a lone RDMA WRITE of one SGE, with no fence (what the lanes'
+// memos know of a write of their shape).
+inline WriteRequest one_sge_write(bool user_inline, bool signaled, uint32_t length, uint32_t rkey,
+                                  uint64_t remote_addr) {
+  WriteRequest r;
+  r.is_write = true;
+  r.user_inline = user_inline;
+  r.signaled = signaled;
+  r.length = length;
+  r.sge_count = 1;
+  r.rkey = rkey;
+  r.remote_addr = remote_addr;
+  return r;
+}
+
 // The bytes a request's SGEs name, summed (one SGE, the usual case, without the loop).
 inline uint64_t wr_length(const ibv_send_wr& wr) {
   if (wr.num_sge == 1) return wr.sg_list[0].length;

@@ -84,6 +84,23 @@ struct CarriedSample {
 // Whether timed write r's sample would ride on a wake-up marker (the channel is armed
 // now; wake_after_queueing decides, and learns it at once if no marker goes).
 bool carries_sample(const QpRec* q, const WriteRequest& r, bool timed);
+// The completion of a write the CPU placed: an RDMA WRITE's, as the NIC gives it.
+[[gnu::always_inline]] inline ibv_wc placed_write_wc(uint64_t wr_id, uint32_t byte_len, uint32_t qp_num) {
+  return ibv_wc{.wr_id = wr_id,
+                .status = IBV_WC_SUCCESS,
+                .opcode = IBV_WC_RDMA_WRITE,
+                .vendor_err = 0,
+                .byte_len = byte_len,
+                .imm_data = 0,
+                .qp_num = qp_num,
+                .src_qp = 0,
+                .wc_flags = 0,
+                .pkey_index = 0,
+                .slid = 0,
+                .sl = 0,
+                .dlid_path_bits = 0};
+}
+
 // Completions were queued on q's send CQ: makes the CQ's event fire if it is armed.
 // `last`: a placed write of q, a valid marker target; `s`: last's sample, to carry. Inline
 // up to the fence and the look at the channel, which most writes end with.

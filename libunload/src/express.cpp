@@ -40,20 +40,7 @@ void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt) {
   x.tunables_seq = tunables_seq();
   x.eligible = rt.eligible;
   x.policy_gen = 0;  // another shape, perhaps: vouched for once reused again
-  // finish_direct's completion for a write of this shape, but its wr_id.
-  x.wc = ibv_wc{.wr_id = 0,
-                .status = IBV_WC_SUCCESS,
-                .opcode = IBV_WC_RDMA_WRITE,
-                .vendor_err = 0,
-                .byte_len = x.length,
-                .imm_data = 0,
-                .qp_num = q->qp_num,
-                .src_qp = 0,
-                .wc_flags = 0,
-                .pkey_index = 0,
-                .slid = 0,
-                .sl = 0,
-                .dlid_path_bits = 0};
+  x.wc = placed_write_wc(0, x.length, q->qp_num);  // a write of this shape's, but its wr_id
   x.armed.store(true, std::memory_order_relaxed);
 }
 
@@ -61,15 +48,7 @@ namespace {
 
 // The memo's write to `remote_addr` as classify() would describe it.
 WriteRequest lane_request(const ExpressMemo& x, uint64_t remote_addr, bool signaled) {
-  WriteRequest r;
-  r.is_write = true;
-  r.user_inline = x.inline_data;
-  r.signaled = signaled;
-  r.length = x.length;
-  r.sge_count = 1;
-  r.rkey = x.rkey;
-  r.remote_addr = remote_addr;
-  return r;
+  return one_sge_write(x.inline_data, signaled, x.length, x.rkey, remote_addr);
 }
 
 // A reused decision's write that the view refused: the full path goes on as from route().

@@ -54,14 +54,8 @@ bool nic_lane_take(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct
       nic_outstanding(q->sq) != x.nic_outstanding || stage_usable(q->sq.stage) != x.stage_ok ||
       !lane_clear(q) || direct_why != x.direct_why)
     return false;
-  WriteRequest& r = rt->req;  // classify()'s answer for the shape
-  r.is_write = true;
-  r.user_inline = x.inline_data;
-  r.signaled = true;
-  r.length = x.length;
-  r.sge_count = 1;
-  r.rkey = x.rkey;
-  r.remote_addr = w.wr.rdma.remote_addr;
+  WriteRequest& r = rt->req;
+  r = one_sge_write(x.inline_data, true, x.length, x.rkey, w.wr.rdma.remote_addr);
   if (!route_reuses_nic(q, x, r, t)) return false;
   rt->path = x.path;
   rt->preferred = x.preferred;
