@@ -63,6 +63,7 @@ bool mapped_view_of(const QpRec* q, uint32_t index, uint32_t len, MappedView& v)
   return __atomic_load_n(v.word, __ATOMIC_RELAXED) == v.cookie &&
          __atomic_load_n(v.busy, __ATOMIC_RELAXED) == 0;
 }
+
 // q's mappings go (its destruction, or a reset): unmapped here when they are this
 // session's, forgotten when they are a parent's (a forked child has none).
 void mapped_forget(QpRec* q);

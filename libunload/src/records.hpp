@@ -174,11 +174,6 @@ struct SourceRegion {
   uint64_t lo = 0, hi = 0;
 };
 
-// The express lane's memo (express.hpp): a write shape the full route sent direct through
-// a mapping, with what that answer depended on. Post gate. What it depended on beyond the
-// QP (the stage arena, windows, the module, the source region) is the memo epoch's; what
-// of the QP's peer link it depended on (registered, paired and not poisoned, on this host,
-// no fence given up on) disarms it where that changes (a modify, an unpairing, a fence).
 // Where the express lane copies a write of its memo's length (mapped.cpp fills it from
 // the mapping the memo names; letting go of that mapping disarms the memo first).
 struct MappedView {
@@ -190,6 +185,11 @@ struct MappedView {
   const uint8_t* busy = nullptr;  // the responder QP's busy byte
 };
 
+// The express lane's memo (express.hpp): a write shape the full route sent direct through
+// a mapping, with what that answer depended on. Post gate. What it depended on beyond the
+// QP (the stage arena, windows, the module, the source region) is the memo epoch's; what
+// of the QP's peer link it depended on (registered, paired and not poisoned, on this host,
+// no fence given up on) disarms it where that changes (a modify, an unpairing, a fence).
 struct ExpressMemo {
   // Read by the post's front outside the gate (post.cpp): relaxed, the lane itself
   // looks again inside.
