@@ -1,7 +1,6 @@
 // Adaptive mode: per write class, keep a chosen path, leave it only for a clear and
 // fence-aware gain, and keep sampling the others.
 #include <bit>
-#include <cmath>
 
 #include "unload/policy.hpp"
 
@@ -278,9 +277,7 @@ bool Policy::unpark(const WriteFeatures& f, const Tunables& t, bool hot) {
 bool Policy::explore_due(uint32_t explore_shift, uint16_t& coin) {
   if (explore_shift != explore_shift_) {
     explore_shift_ = explore_shift;
-    explore_log_ = explore_shift == 0 || explore_shift >= 64
-                       ? 0.0
-                       : std::log1p(-std::ldexp(1.0, -static_cast<int>(explore_shift)));
+    explore_gap_ = GeometricGap(explore_shift);
     next_draw();
   }
   if (--explore_left_ != 0) return false;
@@ -290,14 +287,7 @@ bool Policy::explore_due(uint32_t explore_shift, uint16_t& coin) {
 }
 
 void Policy::next_draw() {
-  const uint32_t shift = explore_shift_;
-  if (shift == 0 || shift >= 64) {
-    explore_left_ = UINT64_MAX;  // never
-  } else {
-    const double u = (static_cast<double>(prng_.next() >> 11) + 1.0) * 0x1p-53;  // (0, 1]
-    const double misses = std::floor(std::log(u) / explore_log_);
-    explore_left_ = misses < 1e18 ? static_cast<uint64_t>(misses) + 1 : UINT64_MAX;
-  }
+  explore_left_ = explore_gap_.draw(prng_.next());
   explore_coin_ = static_cast<uint16_t>(prng_.next() & 0xFFFF);
 }
 

@@ -23,6 +23,7 @@
 
 #include "unload/policy/cost_estimate.hpp"
 #include "unload/policy/cpu_budget.hpp"
+#include "unload/policy/geometric.hpp"
 #include "unload/policy/hotness_sketch.hpp"
 #include "unload/policy/path.hpp"
 #include "unload/policy/prng.hpp"
@@ -545,7 +546,7 @@ class Policy {
   uint64_t explore_left_ = 0;
   uint32_t explore_shift_ = UINT32_MAX;
   uint16_t explore_coin_ = 0;  // the coin of that next draw (explore_outcome())
-  double explore_log_ = 0.0;   // log(1 - 2^-explore_shift_), the gap's denominator
+  GeometricGap explore_gap_{0};  // draws for explore_shift_
   CpuBudget budget_;
   Prng prng_;
   mutable HotnessSketch hotness_;
