@@ -1,6 +1,10 @@
 // The express lane: the memo, its checks, and the write placed through the mapping.
 #include "express.hpp"
 
+#include <bit>
+#include <cstddef>
+#include <cstring>
+
 #include "direct.hpp"
 #include "kmod.hpp"
 #include "mapped.hpp"
@@ -15,9 +19,33 @@ namespace {
 // What direct_blocker, the list's checks and the fence found for q and may have changed
 // without disarming the memo: the session (a forked child's is another), no failure,
 // nothing in flight or posted around the ring (so no fence to wait and room in the queue).
-bool direct_clear(const QpRec* q) {
+[[gnu::always_inline]] inline bool direct_clear(const QpRec* q) {
   return q->peer.session == g_kmod.session && !q->failed.load(std::memory_order_acquire) &&
          send_queue_quiet(q->sq);
+}
+
+// Whether `w` is the memo's shape (lane_write_shape, its length, rkey and INLINE flag),
+// from the memo's source region, while nothing else the memo depended on changed. The
+// SGE count and the opcode, and an SGE's length and lkey, lie side by side: a word each.
+[[gnu::always_inline]] inline bool lane_holds(const QpRec* q, const ExpressMemo& x, const ibv_send_wr& w) {
+  static_assert(std::endian::native == std::endian::little);
+  static_assert(offsetof(ibv_send_wr, opcode) == offsetof(ibv_send_wr, num_sge) + 4);
+  static_assert(offsetof(ibv_sge, lkey) == offsetof(ibv_sge, length) + 4);
+  constexpr uint64_t kOneSgeWrite = 1 | uint64_t{IBV_WR_RDMA_WRITE} << 32;
+  uint64_t shape;
+  std::memcpy(&shape, &w.num_sge, sizeof shape);
+  if (w.next || shape != kOneSgeWrite ||
+      (w.send_flags & ~(IBV_SEND_SIGNALED | IBV_SEND_SOLICITED)) != x.flags || w.wr.rdma.rkey != x.rkey)
+    return false;
+  const ibv_sge& sg = w.sg_list[0];
+  uint64_t sge;
+  std::memcpy(&sge, &sg.length, sizeof sge);
+  if (((sge ^ x.sge_key) & x.sge_mask) != 0 || sg.addr - x.src_lo > x.src_span) return false;
+  return memo_epoch() == x.epoch && tunables_seq() == x.tunables_seq && direct_clear(q);
+}
+
+bool signaled_write(const QpRec* q, const ibv_send_wr& w) {
+  return q->sq.sig_all | ((w.send_flags & IBV_SEND_SIGNALED) != 0);
 }
 
 }  // namespace
@@ -33,7 +61,20 @@ void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt) {
   x.epoch = memo_epoch();  // before what it vouches for is looked at again (the module's words)
   if (!mapped_view_of(q, static_cast<uint32_t>(target), rt.req.length, x.view)) return;
   x.inline_data = rt.req.user_inline;
-  if (!x.inline_data && !source_keep(q, w.sg_list[0], &x.source)) return;
+  x.flags = x.inline_data ? IBV_SEND_INLINE : 0;
+  x.sge_key = rt.req.length;
+  x.sge_mask = UINT32_MAX;
+  x.src_lo = 0;
+  x.src_span = UINT64_MAX;
+  if (!x.inline_data) {
+    SourceRegion s;
+    if (!source_keep(q, w.sg_list[0], &s) || s.hi - s.lo < rt.req.length) return;
+    x.sge_key |= uint64_t{s.lkey} << 32;
+    x.sge_mask = UINT64_MAX;
+    x.src_lo = s.lo;
+    x.src_span = s.hi - s.lo - rt.req.length;
+  }
+  x.plain = rt.req.length >= kShortMin && rt.req.length <= kShortMax && !q->scq->cq->channel;
   x.target = static_cast<uint8_t>(target);
   x.length = rt.req.length;
   x.rkey = rt.req.rkey;
@@ -51,33 +92,30 @@ WriteRequest lane_request(const ExpressMemo& x, uint64_t remote_addr, bool signa
   return one_sge_write(x.inline_data, signaled, x.length, x.rkey, remote_addr);
 }
 
-// A reused decision's write that the view refused: the full path goes on as from route().
-Express lane_routed(const ExpressMemo& x, const ibv_send_wr& w, bool signaled, Route* rt) {
-  rt->req = lane_request(x, w.wr.rdma.remote_addr, signaled);
-  rt->path = Path::unload_mapped;
-  rt->preferred = Path::unload_mapped;
-  rt->eligible = x.eligible;
-  return Express::routed;
-}
-
 // A completion queued while q's CQ may be armed: the marker's target is this write's.
 [[gnu::noinline, gnu::cold]] void lane_wake(QpRec* q, const ExpressMemo& x, uint64_t remote_addr) {
   wake_armed(q, lane_request(x, remote_addr, true), nullptr);
 }
 
 // place_mapped_one for a reused decision's write, from the memo: its view, its count, its
-// completion from the template, nothing timed.
-bool lane_place(QpRec* q, const ExpressMemo& x, const ibv_send_wr& w, bool signaled) {
+// completion from the template, nothing timed. kPlain: as express_take_plainly found it,
+// calling nothing (a short copy, a count that flushes nothing, no channel to wake).
+template <bool kPlain>
+[[gnu::always_inline]] inline bool lane_place(QpRec* q, const ExpressMemo& x, const ibv_send_wr& w,
+                                              bool signaled) {
   CqRec* c = q->scq;
   const uint64_t addr = w.wr.rdma.remote_addr;
   uint64_t ticket = 0;
   // The completion's cell first: a full queue sends the write on to the module's copy.
   if (signaled && !c->pending.claim(ticket)) return false;
-  if (!place_mapped_view(x.view, addr, reinterpret_cast<const void*>(w.sg_list[0].addr), x.length)) {
+  if (!place_mapped_view<kPlain>(x.view, addr, reinterpret_cast<const void*>(w.sg_list[0].addr), x.length)) {
     if (signaled) c->pending.cancel(ticket);
     return false;
   }
-  count_mapped_write(x.length, true);
+  if constexpr (kPlain)
+    count_express_write_plainly(x.length);
+  else
+    count_mapped_write(x.length, true);
   q->peer.last_rkey = x.rkey;
   q->peer.last_addr = addr;
   q->peer.has_last = true;
@@ -86,7 +124,7 @@ bool lane_place(QpRec* q, const ExpressMemo& x, const ibv_send_wr& w, bool signa
   copy_wc(wc, x.wc);
   wc.wr_id = w.wr_id;
   c->pending.publish(ticket);
-  if (c->cq->channel) {  // else never armed (wake_after_queueing)
+  if (!kPlain && c->cq->channel) {  // else never armed (wake_after_queueing)
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (c->armed.load(std::memory_order_relaxed)) lane_wake(q, x, addr);
   }
@@ -95,27 +133,39 @@ bool lane_place(QpRec* q, const ExpressMemo& x, const ibv_send_wr& w, bool signa
 
 }  // namespace
 
-Express express_post(QpRec* q, const ibv_send_wr& w, const Tunables& t, Route* rt) {
+Express express_take_plainly(QpRec* q, const ibv_send_wr& w) {
   const ExpressMemo& x = q->express;
-  if (!x.armed.load(std::memory_order_relaxed) || !lane_write_shape(w)) return Express::declined;
-  const ibv_sge& sg = w.sg_list[0];
-  if (sg.length != x.length || w.wr.rdma.rkey != x.rkey ||
-      ((w.send_flags & IBV_SEND_INLINE) != 0) != x.inline_data)
-    return Express::declined;
-  if (memo_epoch() != x.epoch || (!x.inline_data && !source_inside(x.source, sg)) ||
-      tunables_seq() != x.tunables_seq || !direct_clear(q))
-    return Express::declined;
-  const bool signaled = q->sq.sig_all | ((w.send_flags & IBV_SEND_SIGNALED) != 0);
-  if (route_reuses_mapped(q, w.wr.rdma.remote_addr, x.eligible, t))
-    return lane_place(q, x, w, signaled) ? Express::placed : lane_routed(x, w, signaled, rt);
+  if (!x.armed.load(std::memory_order_relaxed) || !lane_holds(q, x, w)) return Express::declined;
+  if (!x.plain || count_calls_out() || !route_reuses_mapped_plainly(q, w.wr.rdma.remote_addr))
+    return Express::full;
+  return lane_place<true>(q, x, w, signaled_write(q, w)) ? Express::placed : Express::refused;
+}
+
+Express express_take(QpRec* q, const ibv_send_wr& w, const Tunables& t) {
+  const ExpressMemo& x = q->express;
+  if (!x.armed.load(std::memory_order_relaxed) || !lane_holds(q, x, w)) return Express::declined;
   // Not the reused decision (a sample is due, an observe ended the reuse, or a mode that
-  // decides each write): the route decides it as the full path would, with nothing
-  // blocking direct (direct_clear), and from its own memo.
+  // decides each write): express_route decides it.
+  if (!route_reuses_mapped(q, w.wr.rdma.remote_addr, x.eligible, t)) return Express::decide;
+  return lane_place<false>(q, x, w, signaled_write(q, w)) ? Express::placed : Express::refused;
+}
+
+bool express_route(QpRec* q, const ibv_send_wr& w, const Tunables& t, Express e, Route* rt) {
+  const ExpressMemo& x = q->express;
+  if (e == Express::refused) {  // the full path goes on as from route()
+    rt->req = lane_request(x, w.wr.rdma.remote_addr, signaled_write(q, w));
+    rt->path = Path::unload_mapped;
+    rt->preferred = Path::unload_mapped;
+    rt->eligible = x.eligible;
+    return false;
+  }
+  // Decided as the full path would, with nothing blocking direct (lane_holds) and from
+  // route()'s own memo. Another path (the module's copy by cost, an exploration): the full
+  // post takes it, and a translated source, which the memo's region rules out, the
+  // gathering engine.
   *rt = route(q, w, t, Why::none);
-  // Another path (the module's copy by cost, an exploration): the full post takes it, and
-  // a translated source, which the memo's region rules out, the gathering engine.
-  if (rt->path != Path::unload_mapped || rt->translated) return Express::routed;
-  return place_mapped_one(q, w.sg_list, w.wr_id, *rt, x.target) ? Express::placed : Express::routed;
+  if (rt->path != Path::unload_mapped || rt->translated) return false;
+  return place_mapped_one(q, w.sg_list, w.wr_id, *rt, x.target);
 }
 
 }  // namespace unload::rt

@@ -19,8 +19,9 @@ namespace unload::rt {
 enum class Express : uint8_t {
   declined,  // not the memo's shape, or something it depended on changed: nothing done
   placed,    // placed and finished as the full path finishes it (its completion queued)
-  routed,    // routed, and not placed here (another path, or the mapping refused it): the full
-             // path goes on from *rt
+  refused,   // the policy's reused decision, which the mapping refused: express_route
+  decide,    // the memo's shape but not a reused decision: express_route, which routes it
+  full,      // express_take_plainly's: nothing done, express_take's to take
 };
 
 // The full path placed the one-request list `w` direct, routed `rt`: remembers its shape
@@ -28,7 +29,18 @@ enum class Express : uint8_t {
 void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt);
 
 // Takes `w` when the memo is armed, `w` is of its shape and nothing the memo depended on
-// changed; `t` is tunables(), read for this post. Post gate.
-Express express_post(QpRec* q, const ibv_send_wr& w, const Tunables& t, Route* rt);
+// changed, and places it when the policy reuses its decision; `t` is tunables(), read for
+// this post. Builds no Route, so that the lane's own post keeps a small frame. Post gate.
+Express express_take(QpRec* q, const ibv_send_wr& w, const Tunables& t);
+
+// express_take for a post that calls nothing (and so saves no register): a write of a
+// plain memo (records.hpp, ExpressMemo::plain) that the policy reuses with nothing but
+// its countdown to count, and whose count flushes nothing; else `full`, nothing done, or
+// `declined`. Post gate.
+Express express_take_plainly(QpRec* q, const ibv_send_wr& w);
+
+// After express_take's `refused` or `decide`: places `w` as the full path would (true),
+// or routes it in *rt for the full path to go on from (false). Post gate.
+bool express_route(QpRec* q, const ibv_send_wr& w, const Tunables& t, Express e, Route* rt);
 
 }  // namespace unload::rt

@@ -51,14 +51,33 @@ bool mapped_view_of(const QpRec* q, uint32_t index, uint32_t len, MappedView& v)
   }
 }
 
+// copy_tail_last of 8 to 16 bytes in two 8-byte moves and no call: the first 8 bytes,
+// which may hold some of the last 8 (the same values again), then the last 8.
+[[gnu::always_inline]] inline void copy_short_tail_last(uint8_t* dst, const uint8_t* src, uint64_t n) {
+  uint64_t word;
+  if (n > 8) {
+    std::memcpy(&word, src, 8);
+    std::memcpy(dst, &word, 8);
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  std::memcpy(&word, src + n - 8, 8);
+  std::memcpy(dst + n - 8, &word, 8);
+}
+constexpr uint32_t kShortMin = 8, kShortMax = 16;
+
 // place_mapped_at through the memo's view `v`: the same bounds (no overflow on any input),
-// the same word and busy byte before the copy and after it.
+// the same word and busy byte before the copy and after it. kShort: `len` is 8 to 16.
+template <bool kShort = false>
 [[gnu::always_inline]] inline bool place_mapped_view(const MappedView& v, uint64_t remote_addr,
                                                      const void* src, uint32_t len) {
   if (remote_addr - v.lo > v.span) return false;
   if (__atomic_load_n(v.word, __ATOMIC_ACQUIRE) != v.cookie || __atomic_load_n(v.busy, __ATOMIC_ACQUIRE) != 0)
     return false;
-  copy_tail_last(reinterpret_cast<uint8_t*>(v.shift + remote_addr), static_cast<const uint8_t*>(src), len);
+  uint8_t* const dst = reinterpret_cast<uint8_t*>(v.shift + remote_addr);
+  if constexpr (kShort)
+    copy_short_tail_last(dst, static_cast<const uint8_t*>(src), len);
+  else
+    copy_tail_last(dst, static_cast<const uint8_t*>(src), len);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   return __atomic_load_n(v.word, __ATOMIC_RELAXED) == v.cookie &&
          __atomic_load_n(v.busy, __ATOMIC_RELAXED) == 0;

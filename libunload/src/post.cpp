@@ -443,30 +443,51 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   return settled ? post_tracked_settled(q, wr, bad, t, nullptr) : post_tracked(q, wr, bad, t);
 }
 
-// A post on a QP whose express memo is armed (express.hpp), the lane's only way in: the
-// lane in the gate, tracked as post_slow tracks a QP with a memo (never consulted: a QP
-// settled on the NIC with a memo is tracked again). Whatever the lane declines, post_slow
-// takes afresh, without the lane.
-[[gnu::noinline]] static int post_express(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
-  if (__builtin_expect(!q->tracked, 0)) return post_slow(q->qp, q, wr, bad);  // vendor direct verbs
+// The express lane's post past its plain one, in the gate (entered `how`): the full lane
+// (express_take), a write it declined, which post_slow takes afresh without the lane, or
+// one the route is to decide or carry on (express_route).
+[[gnu::noinline]] static int post_express_full(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, bool how,
+                                               Express e) {
   SendQueue& sq = q->sq;
-  const bool how = sq.gate.enter(this_tid());
-  mark_tracked(q);
   const Tunables& t = tunables();
-  Route rt;
+  if (e == Express::full) e = express_take(q, *wr, t);
   int rc = 0;
-  switch (express_post(q, *wr, t, &rt)) {
-    case Express::placed:
-      break;
-    case Express::routed:
-      rc = post_tracked(q, wr, bad, t, &rt);
-      break;
-    case Express::declined:
-      sq.gate.leave(how);
-      return post_slow(q->qp, q, wr, bad);
+  if (e == Express::declined) {
+    sq.gate.leave(how);
+    return post_slow(q->qp, q, wr, bad);
+  }
+  if (e != Express::placed) {
+    Route rt;
+    if (!express_route(q, *wr, t, e, &rt)) rc = post_tracked(q, wr, bad, t, &rt);
   }
   sq.gate.leave(how);
   return rc;
+}
+
+// post_express when the gate is not its owner's to enter alone (shared, or this thread's
+// id not yet known).
+[[gnu::noinline]] static int post_express_entering(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  const bool how = q->sq.gate.enter(this_tid());
+  mark_tracked(q);
+  return post_express_full(q, wr, bad, how, Express::full);
+}
+
+// A post on a QP whose express memo is armed (express.hpp), the lane's only way in: the
+// lane in the gate, tracked as post_slow tracks a QP with a memo (never consulted: a QP
+// settled on the NIC with a memo is tracked again). The owner's way into the gate and the
+// plain lane call nothing, so this saves no register; everything else goes on in
+// post_express_full, a tail call.
+[[gnu::noinline]] static int post_express(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  if (__builtin_expect(!q->tracked, 0)) return post_slow(q->qp, q, wr, bad);  // vendor direct verbs
+  SendQueue& sq = q->sq;
+  if (__builtin_expect(!sq.gate.try_enter_biased(t_hot.tid), 0)) return post_express_entering(q, wr, bad);
+  mark_tracked(q);
+  const Express e = express_take_plainly(q, *wr);
+  if (__builtin_expect(e == Express::placed, 1)) {
+    sq.gate.leave(Gate::kBiased);
+    return 0;
+  }
+  return post_express_full(q, wr, bad, Gate::kBiased, e);
 }
 
 // A refused post's answer, out of line: a return of its own keeps the post's count from

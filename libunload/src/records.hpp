@@ -101,7 +101,7 @@ struct SendQueue {
 };
 
 // Plain writes of q whose completions the merger has not passed yet.
-inline uint64_t plain_in_flight(const SendQueue& sq) {
+[[gnu::always_inline]] inline uint64_t plain_in_flight(const SendQueue& sq) {
   const auto d = static_cast<int64_t>(sq.plain_posted.load(std::memory_order_relaxed) -
                                       sq.plain_done.load(std::memory_order_acquire));
   return d > 0 ? static_cast<uint64_t>(d) : 0;
@@ -114,11 +114,11 @@ inline bool plain_ordering_pending(const SendQueue& sq) {
   return sq.plain_done.load(std::memory_order_acquire) < sq.plain_ordering;
 }
 // Every NIC request of q in flight that a completion will report: the ring's and the plain ones.
-inline uint64_t nic_in_flight(const SendQueue& sq) {
+[[gnu::always_inline]] inline uint64_t nic_in_flight(const SendQueue& sq) {
   return sq.ring.in_flight() + plain_in_flight(sq);
 }
 // No NIC request in flight, counted or posted around the ring: a CPU-path write needs no fence.
-inline bool send_queue_quiet(const SendQueue& sq) {
+[[gnu::always_inline]] inline bool send_queue_quiet(const SendQueue& sq) {
   return nic_in_flight(sq) == 0 && !sq.untracked.load(std::memory_order_relaxed);
 }
 
@@ -195,14 +195,20 @@ struct ExpressMemo {
   // looks again inside.
   std::atomic<bool> armed{false};
   bool inline_data = false;  // IBV_SEND_INLINE: no source region to check
+  bool plain = false;        // 8 to 16 bytes, a send CQ without a channel (express_take_plainly)
   uint8_t target = 0;        // the mapping's place in the QP's MappedSet
   // Where what the lane no longer checks changes: the full path arms it again.
   void disarm() { armed.store(false, std::memory_order_relaxed); }
   uint32_t length = 0;
   uint32_t rkey = 0;
   uint32_t tunables_seq = 0;
-  uint64_t epoch = 0;   // memo_epoch() when armed
-  SourceRegion source;  // not inline
+  uint32_t flags = 0;  // a write's flags but SIGNALED and SOLICITED: INLINE or none
+  uint64_t epoch = 0;  // memo_epoch() when armed
+  // The SGE's length and lkey as one word (express.cpp, lane_holds), the lkey masked off
+  // when inline; where its address may start: src_lo up to src_lo + src_span, the source
+  // region less the length (anywhere when inline).
+  uint64_t sge_key = 0, sge_mask = 0;
+  uint64_t src_lo = 0, src_span = 0;
   policy::PathSet eligible;
   // The adaptive policy whose settled decision a write of this shape was last reused
   // from, and that decision's generation (Policy::settled_gen(); 0: none): while both

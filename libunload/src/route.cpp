@@ -271,6 +271,15 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
   return out;
 }
 
+bool route_reuses_mapped_plainly(const QpRec* q, uint64_t remote_addr) {
+  const ExpressMemo& x = q->express;
+  policy::Policy* pol = t_policy;
+  if (x.policy == pol && pol)
+    return pol->decide_reused_vouched_plainly(x.policy_gen, remote_addr >> policy::kTargetPageShift);
+  Path forced;
+  return forced_path(forced) && forced == Path::unload_mapped;
+}
+
 bool route_reuses_mapped(QpRec* q, uint64_t remote_addr, PathSet eligible, const Tunables& t) {
   ExpressMemo& x = q->express;
   policy::Policy* pol = t_policy;

@@ -30,6 +30,9 @@ inline Route route(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct
 // adaptive reusing a settled mapped decision, which this counts as route() does); false,
 // with nothing counted, when route() must decide.
 bool route_reuses_mapped(QpRec* q, uint64_t remote_addr, policy::PathSet eligible, const Tunables& t);
+// route_reuses_mapped's answer when it calls nothing (mapped forced, or a vouched reuse
+// with nothing but its countdown to count): false, nothing counted, else.
+bool route_reuses_mapped_plainly(const QpRec* q, uint64_t remote_addr);
 // The same for the NIC lane (nic_lane.hpp): whether adaptive reuses, for r of the memo's
 // shape, the settled decision the memo took (x.path), or decides x.path for r's other
 // target page as surely, counted as route() counts it.

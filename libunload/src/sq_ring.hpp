@@ -54,7 +54,7 @@ class SqRing {
   uint32_t capacity() const { return mask_ + 1; }
   uint64_t head() const { return head_.load(std::memory_order_acquire); }
   uint64_t tail() const { return tail_.load(std::memory_order_acquire); }
-  uint64_t in_flight() const { return tail() - head(); }
+  [[gnu::always_inline]] uint64_t in_flight() const { return tail() - head(); }
 
   // Producer side. reserve() returns the entry at `pending_tail` (nullptr when full);
   // nothing is visible to the consumer until publish(). rollback() forgets published

@@ -69,6 +69,19 @@ inline void count_mapped_write(uint64_t bytes, bool express) {
   s.express += express;
   if (++s.unsent >= kKmodBatch) count_flush(s);
 }
+// Whether this thread's next count would call out (make its block, or flush the batch).
+inline bool count_calls_out() {
+  return t_hot.stats == nullptr || t_hot.stats->unsent + 1 >= kKmodBatch;
+}
+// count_mapped_write of an express write for a caller that found !count_calls_out().
+inline void count_express_write_plainly(uint64_t bytes) {
+  ThreadStats& s = *t_hot.stats;
+  const unsigned i = policy::index_of(Path::unload_mapped);
+  ++s.writes[i];
+  s.bytes[i] += bytes;
+  ++s.express;
+  ++s.unsent;
+}
 
 // Counts one fence (a wait before a direct write) here and in the counters page.
 void count_fence();

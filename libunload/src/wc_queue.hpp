@@ -37,7 +37,7 @@ class WcQueue {
   uint32_t capacity() const { return static_cast<uint32_t>(mask_ + 1); }
 
   // Any thread: claims the next cell. false when full.
-  bool claim(uint64_t& ticket) {
+  [[gnu::always_inline]] bool claim(uint64_t& ticket) {
     uint64_t pos = tail_.load(std::memory_order_relaxed);
     for (;;) {
       Cell& c = cells_[pos & mask_];

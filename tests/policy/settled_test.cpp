@@ -62,6 +62,11 @@ struct Stream {
            std::memcmp(&at, &bt, sizeof at) == 0;
   }
   mutable uint64_t vouched_reuses = 0;
+  // ... and the voucher's plain entry before it, as the runtime's plain lane asks
+  // (decide_reused_vouched_plainly(), the memo's path taken when it says true).
+  bool plainly = false;
+  mutable uint64_t plain_reuses = 0;
+  mutable uint64_t charged_asked = 0, charged_plain = 0;  // the plain entry asked with a charge due
 
   std::vector<Seen> run(Policy& policy) const {
     Prng rng(seed);
@@ -106,7 +111,15 @@ struct Stream {
       bool lane_took = false;
       if (clock_late) {
         f.now_ns = 0;
-        if (vouch && policy.decide_reused_vouched(memo.gen, f.remote_addr >> kTargetPageShift, p)) {
+        const bool charges = vouch && plainly && policy.settled_charges();
+        charged_asked += charges;
+        if (vouch && plainly &&
+            policy.decide_reused_vouched_plainly(memo.gen, f.remote_addr >> kTargetPageShift)) {
+          p = Path::unload_direct;
+          ++plain_reuses;
+          charged_plain += charges;
+          lane_took = true;
+        } else if (vouch && policy.decide_reused_vouched(memo.gen, f.remote_addr >> kTargetPageShift, p)) {
           ++vouched_reuses;
           lane_took = true;
         } else if ((shortcut || vouched) && policy.decide_reused_as(f, t, Path::unload_direct)) {
@@ -310,15 +323,20 @@ TEST(policy_settled, ReusesCountedAtTheEndOfTheirRunChangeNoDecision) {
   // With the clock asked only when the lanes decline, runs of reuses go uncounted until
   // something reads what they count: every decision, sample and statistic as without reuse.
   for (uint64_t seed : {24, 25}) {
-    for (const bool vouched : {false, true}) {
+    for (const int lane : {0, 1, 2}) {  // the shortcut, the voucher, its plain entry first
       Stream s{seed, 0, false};
-      s.shortcut = !vouched;
-      s.vouched = vouched;
+      s.shortcut = lane == 0;
+      s.vouched = lane != 0;
+      s.plainly = lane == 2;
       s.clock_late = true;
-      SCOPED_TRACE(::testing::Message() << "seed " << seed << (vouched ? ", vouched" : ", shortcut"));
+      SCOPED_TRACE(::testing::Message() << "seed " << seed << ", lane " << lane);
       expect_reuse_changes_nothing(s);
-      if (vouched) {
+      if (lane == 1) {
         EXPECT_GT(s.vouched_reuses, 5'000u);
+      }
+      if (lane == 2) {  // most reuses plain; a draw due in one, the voucher's
+        EXPECT_GT(s.plain_reuses, 5'000u);
+        EXPECT_GT(s.vouched_reuses, 0u);
       }
     }
   }
@@ -330,12 +348,25 @@ TEST(policy_settled, ReusesCountedAtTheEndOfTheirRunChangeNoDecision) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed << ", threshold");
     expect_reuse_changes_nothing(s);
   }
-  {  // a program that computes: its copies charged to the budget as they are taken
+  for (const bool plainly : {false, true}) {  // a program that computes: its copies charged as taken
     Stream s{26, 4000, false};
     s.vouched = true;
+    s.plainly = plainly;
     s.clock_late = true;
     s.reused_pct = 40;
     expect_reuse_changes_nothing(s);
+  }
+  for (uint64_t seed : {30, 31}) {  // ... on a 2 % budget: the plain entry leaves a charged reuse alone
+    Stream s{seed, 8'000, false, 1, 64};
+    s.cpu_budget_pct = 2;
+    s.vouched = true;
+    s.plainly = true;
+    s.clock_late = true;
+    s.reused_pct = 40;
+    SCOPED_TRACE(::testing::Message() << "seed " << seed << ", a tight budget");
+    expect_reuse_changes_nothing(s);
+    EXPECT_GT(s.charged_asked, 100u);
+    EXPECT_EQ(s.charged_plain, 0u) << "a reuse with a charge due is the voucher's";
   }
 }
 

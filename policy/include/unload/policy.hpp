@@ -175,6 +175,18 @@ class Policy {
     take_reuse(p);
     return true;
   }
+  // decide_reused_vouched() when the reuse has nothing to do but count down (no draw due
+  // in it, no charge on a capped budget): false, nothing done, otherwise. A runtime's lane
+  // that calls nothing takes this one and leaves the rest to decide_reused_vouched().
+  bool decide_reused_vouched_plainly(uint64_t gen, uint64_t page) {
+    if (((gen ^ settled_gen_) | (page ^ settled_.page) | (reuse_left_ == 0) |
+         (settled_.explores & (explore_left_ == 1)) | (settled_.charged_ns != 0)) != 0)
+      return false;
+    --reuse_left_;
+    explore_left_ -= settled_.explores;
+    sampled_ = false;
+    return true;
+  }
 
   // decide_reused() for a caller that can carry out only `want` (a runtime's shortcut for
   // one path): false, with nothing counted, when the reused decision would be another path.

@@ -2,11 +2,12 @@
 //
 //   sem_express_change
 //
-// Each case on a fresh pair: 48 signaled 64 B writes of one shape (same source region, rkey,
+// Each case on a fresh pair: 48 signaled writes of one shape (same source region, rkey,
 // length, flags; each to its own place), each collected; then the change; then one more
 // write of that shape (wr_id 999). Under the shim the stream's writes after the first are the
 // express lane's (libunload/src/express.cpp), which must notice the change as the full
-// route does. Printed per case: ibv_post_send's value for the last write, its completions
+// route does: at 64 B, and at 12 B, which its plain case takes (no call, the request
+// compared a word at a time). Printed per case: ibv_post_send's value for the last write, its completions
 // (wr_id:status), both QP states, and whether its bytes reached the target.
 #include <cstring>
 #include <string>
@@ -23,14 +24,13 @@ enum class Change {
   target_dereg,
   sender_err,
   source_elsewhere,
+  source_straddles,
   window,
   responder_narrowed
 };
 
 constexpr int kStream = 48;
-constexpr uint32_t kLen = 64;
-
-void run(Env& e, const char* name, Change change) {
+void run(Env& e, const char* name, Change change, uint32_t len) {
   ibv_cq* cq = make_cq(e, 64);
   QpCaps caps;
   caps.send_wr = 16;
@@ -43,7 +43,7 @@ void run(Env& e, const char* name, Change change) {
   ibv_mr* smr = reg(e, src, 4096, IBV_ACCESS_LOCAL_WRITE);
   ibv_mr* dmr = reg(e, dst, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   connect_pair(e, s, r);
-  ibv_sge sg{reinterpret_cast<uintptr_t>(src), kLen, smr->lkey};
+  ibv_sge sg{reinterpret_cast<uintptr_t>(src), len, smr->lkey};
   ibv_send_wr wr{}, *bad = nullptr;
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.sg_list = &sg;
@@ -53,7 +53,7 @@ void run(Env& e, const char* name, Change change) {
   std::vector<ibv_wc> got;
   for (int i = 0; i < kStream; ++i) {
     wr.wr_id = static_cast<uint64_t>(i + 1);
-    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(dst + i * kLen);
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(dst + i * len);
     if (ibv_post_send(s, &wr, &bad)) die("ibv_post_send (stream)");
     got.clear();
     collect(cq, got, 1, 5000);
@@ -80,6 +80,9 @@ void run(Env& e, const char* name, Change change) {
     case Change::source_elsewhere:  // the same lkey, the SGE past its region's end
       sg.addr = reinterpret_cast<uintptr_t>(src + 4096);
       break;
+    case Change::source_straddles:  // the same lkey, the SGE's last bytes past its region's end
+      sg.addr = reinterpret_cast<uintptr_t>(src + 4096 - len / 2);
+      break;
     case Change::window:  // a memory window now exists (the write still names the region)
       mw = ibv_alloc_mw(e.pd, IBV_MW_TYPE_1);
       if (!mw) die("ibv_alloc_mw");
@@ -91,16 +94,16 @@ void run(Env& e, const char* name, Change change) {
       break;
     }
   }
-  const uint64_t last = reinterpret_cast<uintptr_t>(dst + kStream * kLen);
+  const uint64_t last = reinterpret_cast<uintptr_t>(dst + kStream * len);
   wr.wr_id = 999;
   wr.wr.rdma.remote_addr = last;
   const int prc = ibv_post_send(s, &wr, &bad);
   got.clear();
   collect(cq, got, prc == 0 ? 1 : 0, 5000);
   collect_extra(cq, got, 200);
-  const bool placed = std::memcmp(dst + kStream * kLen, reinterpret_cast<const void*>(sg.addr), kLen) == 0;
-  out("%s: post %d, completions %s, sender %s, responder %s, last write %s", name, prc, describe(got).c_str(),
-      qp_state(s), qp_state(r), placed ? "placed" : "not placed");
+  const bool placed = std::memcmp(dst + kStream * len, reinterpret_cast<const void*>(sg.addr), len) == 0;
+  out("%s, %u B: post %d, completions %s, sender %s, responder %s, last write %s", name, len, prc,
+      describe(got).c_str(), qp_state(s), qp_state(r), placed ? "placed" : "not placed");
   if (mw && ibv_dealloc_mw(mw)) die("ibv_dealloc_mw");
   (void)other;
 }
@@ -109,13 +112,16 @@ void run(Env& e, const char* name, Change change) {
 
 int main() {
   Env e = open_env();
-  watchdog(120, "express_change did not finish");
-  run(e, "none", Change::none);
-  run(e, "source_dereg", Change::source_dereg);
-  run(e, "target_dereg", Change::target_dereg);
-  run(e, "sender_err", Change::sender_err);
-  run(e, "source_elsewhere", Change::source_elsewhere);
-  run(e, "window", Change::window);
-  run(e, "responder_narrowed", Change::responder_narrowed);
+  watchdog(240, "express_change did not finish");
+  for (const uint32_t len : {64u, 12u}) {
+    run(e, "none", Change::none, len);
+    run(e, "source_dereg", Change::source_dereg, len);
+    run(e, "target_dereg", Change::target_dereg, len);
+    run(e, "sender_err", Change::sender_err, len);
+    run(e, "source_elsewhere", Change::source_elsewhere, len);
+    run(e, "source_straddles", Change::source_straddles, len);
+    run(e, "window", Change::window, len);
+    run(e, "responder_narrowed", Change::responder_narrowed, len);
+  }
   return 0;
 }
