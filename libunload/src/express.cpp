@@ -74,7 +74,7 @@ void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt) {
     x.src_lo = s.lo;
     x.src_span = s.hi - s.lo - rt.req.length;
   }
-  x.plain = rt.req.length >= kShortMin && rt.req.length <= kShortMax && !q->scq->cq->channel;
+  x.plain = rt.req.length >= kShortMin && rt.req.length <= kShortMax;
   x.target = static_cast<uint8_t>(target);
   x.length = rt.req.length;
   x.rkey = rt.req.rkey;
@@ -99,18 +99,19 @@ WriteRequest lane_request(const ExpressMemo& x, uint64_t remote_addr, bool signa
 
 // place_mapped_one for a reused decision's write, from the memo: its view, its count, its
 // completion from the template, nothing timed. kPlain: as express_take_plainly found it,
-// calling nothing (a short copy, a count that flushes nothing, no channel to wake).
+// calling nothing (a short copy, a count that flushes nothing), and `wake` for a
+// completion queued on an armed CQ, which the caller's express_wake wakes.
 template <bool kPlain>
-[[gnu::always_inline]] inline bool lane_place(QpRec* q, const ExpressMemo& x, const ibv_send_wr& w,
-                                              bool signaled) {
+[[gnu::always_inline]] inline Express lane_place(QpRec* q, const ExpressMemo& x, const ibv_send_wr& w,
+                                                 bool signaled) {
   CqRec* c = q->scq;
   const uint64_t addr = w.wr.rdma.remote_addr;
   uint64_t ticket = 0;
   // The completion's cell first: a full queue sends the write on to the module's copy.
-  if (signaled && !c->pending.claim(ticket)) return false;
+  if (signaled && !c->pending.claim(ticket)) return Express::refused;
   if (!place_mapped_view<kPlain>(x.view, addr, reinterpret_cast<const void*>(w.sg_list[0].addr), x.length)) {
     if (signaled) c->pending.cancel(ticket);
-    return false;
+    return Express::refused;
   }
   if constexpr (kPlain)
     count_express_write_plainly(x.length);
@@ -119,16 +120,19 @@ template <bool kPlain>
   q->peer.last_rkey = x.rkey;
   q->peer.last_addr = addr;
   q->peer.has_last = true;
-  if (!signaled) return true;
+  if (!signaled) return Express::placed;
   ibv_wc& wc = c->pending.cell(ticket);
   copy_wc(wc, x.wc);
   wc.wr_id = w.wr_id;
   c->pending.publish(ticket);
-  if (!kPlain && c->cq->channel) {  // else never armed (wake_after_queueing)
+  if (c->cq->channel) {  // else never armed (wake_after_queueing)
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (c->armed.load(std::memory_order_relaxed)) lane_wake(q, x, addr);
+    if (c->armed.load(std::memory_order_relaxed)) {
+      if constexpr (kPlain) return Express::wake;
+      lane_wake(q, x, addr);
+    }
   }
-  return true;
+  return Express::placed;
 }
 
 }  // namespace
@@ -137,17 +141,25 @@ Express express_take_plainly(QpRec* q, const ibv_send_wr& w) {
   const ExpressMemo& x = q->express;
   if (!x.armed.load(std::memory_order_relaxed) || !lane_holds(q, x, w)) return Express::declined;
   if (!x.plain || count_calls_out() || !route_reuses_mapped_plainly(q, w.wr.rdma.remote_addr))
-    return Express::full;
-  return lane_place<true>(q, x, w, signaled_write(q, w)) ? Express::placed : Express::refused;
+    return Express::held;
+  return lane_place<true>(q, x, w, signaled_write(q, w));
 }
 
 Express express_take(QpRec* q, const ibv_send_wr& w, const Tunables& t) {
   const ExpressMemo& x = q->express;
   if (!x.armed.load(std::memory_order_relaxed) || !lane_holds(q, x, w)) return Express::declined;
+  return express_take_held(q, w, t);
+}
+
+Express express_take_held(QpRec* q, const ibv_send_wr& w, const Tunables& t) {
   // Not the reused decision (a sample is due, an observe ended the reuse, or a mode that
   // decides each write): express_route decides it.
-  if (!route_reuses_mapped(q, w.wr.rdma.remote_addr, x.eligible, t)) return Express::decide;
-  return lane_place<false>(q, x, w, signaled_write(q, w)) ? Express::placed : Express::refused;
+  if (!route_reuses_mapped(q, w.wr.rdma.remote_addr, q->express.eligible, t)) return Express::decide;
+  return lane_place<false>(q, q->express, w, signaled_write(q, w));
+}
+
+void express_wake(QpRec* q, const ibv_send_wr& w) {
+  lane_wake(q, q->express, w.wr.rdma.remote_addr);
 }
 
 bool express_route(QpRec* q, const ibv_send_wr& w, const Tunables& t, Express e, Route* rt) {

@@ -21,7 +21,8 @@ enum class Express : uint8_t {
   placed,    // placed and finished as the full path finishes it (its completion queued)
   refused,   // the policy's reused decision, which the mapping refused: express_route
   decide,    // the memo's shape but not a reused decision: express_route, which routes it
-  full,      // express_take_plainly's: nothing done, express_take's to take
+  held,      // express_take_plainly's: the memo holds, nothing done: express_take_held
+  wake,      // express_take_plainly's: placed, its completion queued on an armed CQ: express_wake
 };
 
 // The full path placed the one-request list `w` direct, routed `rt`: remembers its shape
@@ -32,12 +33,17 @@ void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt);
 // changed, and places it when the policy reuses its decision; `t` is tunables(), read for
 // this post. Builds no Route, so that the lane's own post keeps a small frame. Post gate.
 Express express_take(QpRec* q, const ibv_send_wr& w, const Tunables& t);
+// express_take for a `w` the memo was found to hold for (express_take_plainly's `held`).
+Express express_take_held(QpRec* q, const ibv_send_wr& w, const Tunables& t);
 
 // express_take for a post that calls nothing (and so saves no register): a write of a
 // plain memo (records.hpp, ExpressMemo::plain) that the policy reuses with nothing but
-// its countdown to count, and whose count flushes nothing; else `full`, nothing done, or
+// its countdown to count, and whose count flushes nothing, or `held`, nothing done, or
 // `declined`. Post gate.
 Express express_take_plainly(QpRec* q, const ibv_send_wr& w);
+// After express_take_plainly's `wake`: the marker that wakes the CQ's channel, as the
+// full lane posts it. Post gate.
+void express_wake(QpRec* q, const ibv_send_wr& w);
 
 // After express_take's `refused` or `decide`: places `w` as the full path would (true),
 // or routes it in *rt for the full path to go on from (false). Post gate.

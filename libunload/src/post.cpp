@@ -444,32 +444,47 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
 }
 
 // The express lane's post past its plain one, in the gate (entered `how`): the full lane
-// (express_take), a write it declined, which post_slow takes afresh without the lane, or
-// one the route is to decide or carry on (express_route).
+// (express_take_held) for a write its memo holds for, a marker to wake an armed CQ, a
+// write it declined, which post_slow takes afresh without the lane, or one the route is
+// to decide or carry on (express_route).
 [[gnu::noinline]] static int post_express_full(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad, bool how,
                                                Express e) {
   SendQueue& sq = q->sq;
   const Tunables& t = tunables();
-  if (e == Express::full) e = express_take(q, *wr, t);
+  if (e == Express::held) e = express_take_held(q, *wr, t);
   int rc = 0;
-  if (e == Express::declined) {
-    sq.gate.leave(how);
-    return post_slow(q->qp, q, wr, bad);
-  }
-  if (e != Express::placed) {
-    Route rt;
-    if (!express_route(q, *wr, t, e, &rt)) rc = post_tracked(q, wr, bad, t, &rt);
+  switch (e) {
+    case Express::declined:
+      sq.gate.leave(how);
+      return post_slow(q->qp, q, wr, bad);
+    case Express::wake:
+      express_wake(q, *wr);
+      break;
+    case Express::refused:
+    case Express::decide: {
+      Route rt;
+      if (!express_route(q, *wr, t, e, &rt)) rc = post_tracked(q, wr, bad, t, &rt);
+      break;
+    }
+    case Express::placed:
+    case Express::held:
+      break;
   }
   sq.gate.leave(how);
   return rc;
 }
 
 // post_express when the gate is not its owner's to enter alone (shared, or this thread's
-// id not yet known).
+// id not yet known): the full lane.
 [[gnu::noinline]] static int post_express_entering(QpRec* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   const bool how = q->sq.gate.enter(this_tid());
   mark_tracked(q);
-  return post_express_full(q, wr, bad, how, Express::full);
+  const Express e = express_take(q, *wr, tunables());
+  if (e == Express::placed) {
+    q->sq.gate.leave(how);
+    return 0;
+  }
+  return post_express_full(q, wr, bad, how, e);
 }
 
 // A post on a QP whose express memo is armed (express.hpp), the lane's only way in: the

@@ -195,7 +195,7 @@ struct ExpressMemo {
   // looks again inside.
   std::atomic<bool> armed{false};
   bool inline_data = false;  // IBV_SEND_INLINE: no source region to check
-  bool plain = false;        // 8 to 16 bytes, a send CQ without a channel (express_take_plainly)
+  bool plain = false;        // 8 to 16 bytes: a copy with no call (express_take_plainly)
   uint8_t target = 0;        // the mapping's place in the QP's MappedSet
   // Where what the lane no longer checks changes: the full path arms it again.
   void disarm() { armed.store(false, std::memory_order_relaxed); }

@@ -190,6 +190,9 @@ TRIES=3 REF_RACED='bad_lkey: post 0, completions 1:WR_FLUSH_ERR' sem error_statu
 sem dlopen_write 100
 sem event block 150
 sem event fd 150
+# ... and a stream of one 12 B shape: the express lane's plain post, which wakes the channel
+# through the full lane's marker.
+sem event block 150 12
 sem fork 50
 sem fork_modify
 # A responder losing REMOTE_WRITE: a write posted inside its ibv_modify_qp, once rxe shows the change.
@@ -231,7 +234,7 @@ fi
 # Their streams are of one shape, so after its first write the mapped path's express lane
 # takes them (libunload/src/express.cpp): the parity above covers the lane only if it ran.
 if have_kmod && [[ " $PATHS " == *" mapped "* ]]; then
-	for run in "mapped_race_modify_err 40" "mapped_race_dereg 40" "mapped_race_exit 15" express_change; do  # sem's names
+	for run in "mapped_race_modify_err 40" "mapped_race_dereg 40" "mapped_race_exit 15" express_change "event_block 150 12"; do  # sem's names
 		[ -r "$WORK/$run.mapped.stats" ] || continue
 		n=$(stat "$WORK/$run.mapped.stats" writes_mapped_express)
 		if [ "$n" -gt 0 ]; then

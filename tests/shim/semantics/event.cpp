@@ -2,9 +2,10 @@
 // channel, then re-arm and poll): every signaled completion wakes the waiter; events acknowledged exactly
 // (ibv_destroy_cq returns).
 //
-//   sem_event block|fd [WRITES]
+//   sem_event block|fd [WRITES] [LEN]
 //
-// Random writes (1 B to 512 B) on one pair, every 3rd signaled (and the last). After each
+// Random writes (1 B to 512 B, or all LEN bytes: a stream of one shape, which the express
+// lane takes) on one pair, every 3rd signaled (and the last). After each
 // signaled one the program waits for its completion: block sleeps in ibv_get_cq_event; fd
 // first waits with poll(2) on the channel's fd (10 s). Then it re-arms and polls. A lost
 // wake-up is "lost wake-up" (fd) or the watchdog (block). At the end it acknowledges
@@ -24,11 +25,18 @@ namespace {
 
 constexpr uint32_t kDepth = 32, kMaxLen = 512;
 
-// Write k of a random stream: random length and offset, payload from slot k, mirrored in
-// `shadow`.
-int post_random(Pair& p, std::vector<uint8_t>& shadow, std::mt19937_64& rng, uint64_t k, bool sig) {
+// Write k of a random stream: random length (or `len`) and offset, payload from slot k,
+// mirrored in `shadow`.
+int post_random(Pair& p, std::vector<uint8_t>& shadow, std::mt19937_64& rng, uint64_t k, bool sig,
+                uint32_t len) {
   uint8_t* s = p.src + (k % kDepth) * kMaxLen;
-  const RandomWrite w = random_write(rng, 64, kMaxLen, s, shadow);
+  RandomWrite w = random_write(rng, 64, kMaxLen, s, shadow);
+  if (len != 0) {
+    w.len = len;
+    w.off = rng() % (shadow.size() - len);
+    for (uint32_t i = 0; i < len; ++i) s[i] = static_cast<uint8_t>(rng());
+    std::memcpy(&shadow[w.off], s, len);
+  }
   return post_write(p.s, k, s, w.len, p.smr->lkey, reinterpret_cast<uintptr_t>(p.dst + w.off), p.dmr->rkey,
                     sig ? IBV_SEND_SIGNALED : 0);
 }
@@ -38,6 +46,8 @@ int post_random(Pair& p, std::vector<uint8_t>& shadow, std::mt19937_64& rng, uin
 int main(int argc, char** argv) {
   const bool use_fd = argc > 1 && std::string(argv[1]) == "fd";
   const uint64_t writes = argc > 2 ? std::strtoull(argv[2], nullptr, 0) : 300;
+  const uint32_t len = argc > 3 ? static_cast<uint32_t>(std::strtoul(argv[3], nullptr, 0)) : 0;
+  if (len > kMaxLen) die("LEN is at most 512", 0);
   Env e = open_env();
   ibv_comp_channel* ch = ibv_create_comp_channel(e.ctx);
   if (!ch) die("ibv_create_comp_channel");
@@ -53,7 +63,7 @@ int main(int argc, char** argv) {
   uint64_t bad = 0, lost_at = ~0ull;
   for (uint64_t k = 0; k < writes && lost_at == ~0ull; ++k) {
     const bool s = k % 3 == 2 || k + 1 == writes;
-    if (int rc = post_random(p, shadow, rng, k, s)) {
+    if (int rc = post_random(p, shadow, rng, k, s, len)) {
       errno = rc;
       die("ibv_post_send");
     }
