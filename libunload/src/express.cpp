@@ -128,8 +128,10 @@ template <bool kPlain>
   if (c->cq->channel) {  // else never armed (wake_after_queueing)
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (c->armed.load(std::memory_order_relaxed)) {
-      if constexpr (kPlain) return Express::wake;
-      lane_wake(q, x, addr);
+      if constexpr (kPlain)
+        return Express::wake;
+      else
+        lane_wake(q, x, addr);
     }
   }
   return Express::placed;
