@@ -44,10 +44,6 @@ namespace {
   return memo_epoch() == x.epoch && tunables_seq() == x.tunables_seq && direct_clear(q);
 }
 
-bool signaled_write(const QpRec* q, const ibv_send_wr& w) {
-  return q->sq.sig_all | ((w.send_flags & IBV_SEND_SIGNALED) != 0);
-}
-
 }  // namespace
 
 void express_arm(QpRec* q, const ibv_send_wr& w, const Route& rt) {
@@ -144,7 +140,7 @@ Express express_take_plainly(QpRec* q, const ibv_send_wr& w) {
   if (!x.armed.load(std::memory_order_relaxed) || !lane_holds(q, x, w)) return Express::declined;
   if (!x.plain || count_calls_out() || !route_reuses_mapped_plainly(q, w.wr.rdma.remote_addr))
     return Express::held;
-  return lane_place<true>(q, x, w, signaled_write(q, w));
+  return lane_place<true>(q, x, w, wr_signaled(q, w));
 }
 
 Express express_take(QpRec* q, const ibv_send_wr& w, const Tunables& t) {
@@ -157,7 +153,7 @@ Express express_take_held(QpRec* q, const ibv_send_wr& w, const Tunables& t) {
   // Not the reused decision (a sample is due, an observe ended the reuse, or a mode that
   // decides each write): express_route decides it.
   if (!route_reuses_mapped(q, w.wr.rdma.remote_addr, q->express.eligible, t)) return Express::decide;
-  return lane_place<false>(q, q->express, w, signaled_write(q, w));
+  return lane_place<false>(q, q->express, w, wr_signaled(q, w));
 }
 
 void express_wake(QpRec* q, const ibv_send_wr& w) {
@@ -167,7 +163,7 @@ void express_wake(QpRec* q, const ibv_send_wr& w) {
 bool express_route(QpRec* q, const ibv_send_wr& w, const Tunables& t, Express e, Route* rt) {
   const ExpressMemo& x = q->express;
   if (e == Express::refused) {  // the full path goes on as from route()
-    rt->req = lane_request(x, w.wr.rdma.remote_addr, signaled_write(q, w));
+    rt->req = lane_request(x, w.wr.rdma.remote_addr, wr_signaled(q, w));
     rt->path = Path::unload_mapped;
     rt->preferred = Path::unload_mapped;
     rt->eligible = x.eligible;

@@ -44,7 +44,7 @@ bool nic_lane_take(QpRec* q, const ibv_send_wr& w, const Tunables& t, Why direct
   NicLaneMemo& x = q->nic_lane;
   if (!x.armed || !lane_write_shape(w)) return false;
   const ibv_sge& sg = w.sg_list[0];
-  const bool signaled = q->sq.sig_all || (w.send_flags & IBV_SEND_SIGNALED);
+  const bool signaled = wr_signaled(q, w);
   if (!signaled || sg.length != x.length || w.wr.rdma.rkey != x.rkey ||
       ((w.send_flags & IBV_SEND_INLINE) != 0) != x.inline_data)
     return false;

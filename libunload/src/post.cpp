@@ -163,7 +163,7 @@ int post_plain(QpRec* q, ibv_send_wr* w, const Route& rt, ibv_send_wr** bad) {
     default:
       return false;
   }
-  return ((w.send_flags & IBV_SEND_SIGNALED) || q->sq.sig_all) && !inline_too_long(q, &w);
+  return wr_signaled(q, w) && !inline_too_long(q, &w);
 }
 
 // Whether the lone request w, no write, may go to the NIC as a plain request, the QP

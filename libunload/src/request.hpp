@@ -45,6 +45,11 @@ inline bool lane_write_shape(const ibv_send_wr& w) {
   return !w.next && w.opcode == IBV_WR_RDMA_WRITE && w.num_sge == 1 && !(w.send_flags & ~kShapeFlags);
 }
 
+// Whether w asks for a completion on q: its flag, or a QP that signals every request.
+inline bool wr_signaled(const QpRec* q, const ibv_send_wr& w) {
+  return q->sq.sig_all | ((w.send_flags & IBV_SEND_SIGNALED) != 0);
+}
+
 // The reason to count for a write routed `rt` and carried out on `taken`: none when it
 // took its preferred path; the route's reason when it was routed elsewhere; `fallback`
 // when it was routed to its preferred path but that path could not run it after all.

@@ -61,13 +61,17 @@ inline void count_writes(Path p, uint64_t n, uint64_t bytes) {
 }
 // A write the mapped path placed (`express`: through the express lane): count_writes, and
 // the express lane's count.
-inline void count_mapped_write(uint64_t bytes, bool express) {
-  ThreadStats& s = thread_stats();
+inline void count_mapped_into(ThreadStats& s, uint64_t bytes, bool express) {
   const unsigned i = policy::index_of(Path::unload_mapped);
   ++s.writes[i];
   s.bytes[i] += bytes;
   s.express += express;
-  if (++s.unsent >= kKmodBatch) count_flush(s);
+  ++s.unsent;
+}
+inline void count_mapped_write(uint64_t bytes, bool express) {
+  ThreadStats& s = thread_stats();
+  count_mapped_into(s, bytes, express);
+  if (s.unsent >= kKmodBatch) count_flush(s);
 }
 // Whether this thread's next count would call out (make its block, or flush the batch).
 inline bool count_calls_out() {
@@ -75,12 +79,7 @@ inline bool count_calls_out() {
 }
 // count_mapped_write of an express write for a caller that found !count_calls_out().
 inline void count_express_write_plainly(uint64_t bytes) {
-  ThreadStats& s = *t_hot.stats;
-  const unsigned i = policy::index_of(Path::unload_mapped);
-  ++s.writes[i];
-  s.bytes[i] += bytes;
-  ++s.express;
-  ++s.unsent;
+  count_mapped_into(*t_hot.stats, bytes, true);
 }
 
 // Counts one fence (a wait before a direct write) here and in the counters page.
