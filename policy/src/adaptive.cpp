@@ -434,6 +434,7 @@ Path Policy::settled_draw_explores() const {
 // explores nothing: the draw's own changes (its turn, the next draw), as explore_from()
 // makes them; and the reuse stops short of the next draw if that one explores.
 void Policy::pass_draw() {
+  pay_run();  // the run's countdowns as at this reuse: exploration's is at its draw
   const Settled& s = settled_;
   WriteClass& wc = classes_[static_cast<size_t>(s.cls - classes_)];
   const PathSet others = s.explorable.without(s.path);
@@ -443,8 +444,9 @@ void Policy::pass_draw() {
   if (explore_left_ <= reuse_left_ && settled_draw_explores() != s.path) {
     const uint32_t cut = reuse_left_ - static_cast<uint32_t>(explore_left_ - 1);
     reuse_left_ -= cut;
-    run_armed_ -= cut;  // the run's reuses taken stay to count
+    run_armed_ -= cut;
   }
+  mark_run();
 }
 
 // A settled write at exploration's draw: the draw alone, and the settled decision goes on

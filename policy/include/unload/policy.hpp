@@ -179,11 +179,8 @@ class Policy {
   // in it, no charge on a capped budget): false, nothing done, otherwise. A runtime's lane
   // that calls nothing takes this one and leaves the rest to decide_reused_vouched().
   bool decide_reused_vouched_plainly(uint64_t gen, uint64_t page) {
-    if (((gen ^ settled_gen_) | (page ^ settled_.page) | (reuse_left_ == 0) |
-         (settled_.explores & (explore_left_ == 1)) | (settled_.charged_ns != 0)) != 0)
-      return false;
+    if (((gen ^ settled_gen_) | (page ^ settled_.page) | (reuse_left_ <= plain_floor_)) != 0) return false;
     --reuse_left_;
-    explore_left_ -= settled_.explores;
     sampled_ = false;
     return true;
   }
@@ -374,8 +371,7 @@ class Policy {
   // countdown, its charge on a capped budget), the rest counted by pay_run().
   void take_reuse(Path& p) {
     --reuse_left_;
-    explore_left_ -= settled_.explores;
-    if (explore_left_ == 0 && settled_.explores) [[unlikely]]
+    if (reuse_left_ == draw_at_) [[unlikely]]
       pass_draw();
     if (settled_.charged_ns != 0) [[unlikely]]
       charge_settled();
@@ -394,6 +390,7 @@ class Policy {
     stats_.reused += n;
     stats_.budget_waived_ns += uint64_t{n} * settled_.waived_ns;
     sample_countdown_ = static_cast<uint16_t>(sample_countdown_ - n);
+    explore_left_ -= uint64_t{n} * settled_.explores;
     settled_.touches_left -= n;
     touches_owed_ += n;
   }
@@ -445,6 +442,17 @@ class Policy {
     }
     reuse_left_ = static_cast<uint32_t>(n);
     run_armed_ = reuse_left_;
+    mark_run();
+  }
+  // Where the run's reuses reach exploration's draw (reuse_left_ == draw_at_ after one is
+  // taken, a draw the run passes), and how many of them are plain (reuse_left_ above
+  // plain_floor_: before the draw, and no charge on a capped budget), so that a reuse
+  // compares one count. With the countdowns as pay_run() leaves them.
+  void mark_run() {
+    draw_at_ = settled_.explores && explore_left_ - 1 < reuse_left_
+                   ? reuse_left_ - static_cast<uint32_t>(explore_left_)
+                   : kNoDraw;
+    plain_floor_ = settled_.charged_ns != 0 ? UINT32_MAX : draw_at_ == kNoDraw ? 0 : draw_at_ + 1;
   }
   // A write settled_matches(): count what a full decision counts, and take the settled
   // path unless the page's hotness changed or exploration is due.
@@ -543,6 +551,9 @@ class Policy {
   mutable uint16_t sample_countdown_ = 1;  // adaptive decisions until the next periodic sample
   uint32_t reuse_left_ = 0;       // decide_reused() decisions left (arm_reuse())
   mutable uint32_t run_armed_ = 0;  // reuse_left_ when the run was armed, less those counted
+  static constexpr uint32_t kNoDraw = UINT32_MAX;
+  uint32_t draw_at_ = kNoDraw;    // reuse_left_ at the run's draw (mark_run())
+  uint32_t plain_floor_ = 0;      // the run's reuses are plain while reuse_left_ is above it
   uint64_t settled_gen_ = 1;      // settled_gen(): a whole decision or an observe() moves it
   bool sampled_ = true;           // the last decision's write is to be observed
   bool steady_ = false;           // the last adaptive decision was steady (kSteadySampleEvery)
@@ -555,7 +566,7 @@ class Policy {
   mutable uint32_t touches_owed_ = 0;
   // Decisions at exploration's draw point until the next one explores: a geometric
   // countdown, drawn anew after each, for explore_shift_ (the tunable it was drawn for).
-  uint64_t explore_left_ = 0;
+  mutable uint64_t explore_left_ = 0;  // less a run's reuses until pay_run() counts them
   uint32_t explore_shift_ = UINT32_MAX;
   uint16_t explore_coin_ = 0;  // the coin of that next draw (explore_outcome())
   GeometricGap explore_gap_{0};  // draws for explore_shift_
