@@ -459,9 +459,11 @@ unsigned Policy::explore_thinning(const WriteClass& wc, bool nic_outstanding, Pa
     const uint64_t other_ns = explored_ns(wc, nic_outstanding, chosen, other);
     if (other_ns <= 2 * chosen_ns) return 0;
     if (chosen_ns == 0) continue;  // never explored (explore_outcome)
-    const uint64_t thinning = other == Path::offload ? 1 : 4;
-    const unsigned fits =
-        static_cast<unsigned>(std::bit_width(thinning * (other_ns - chosen_ns) / chosen_ns)) - 1;
+    // floor(log2(1 / odds)) without a division (an emulator's is a call): the widths'
+    // difference, or one less where chosen_ns shifted by it passes the dividend.
+    const uint64_t dividend = (other == Path::offload ? 1 : 4) * (other_ns - chosen_ns);
+    unsigned fits = static_cast<unsigned>(std::bit_width(dividend) - std::bit_width(chosen_ns));
+    if ((chosen_ns << fits) > dividend) --fits;
     if (fits < thin) thin = fits;
   }
   return thin;

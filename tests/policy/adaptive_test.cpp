@@ -288,8 +288,8 @@ TEST(policy_adaptive, DrawsAreThinnedOnlyAsFarAsTheLikeliestVisit) {
   const WriteFeatures f = write_of(256, PathSet(Path::unload_inline) | PathSet(Path::unload_direct), true);
   // Inline at 1.5x offload keeps every draw (a 2x change could make it the cheaper);
   // with it at 3x (odds 1/8) and the module's copy at 9x (1/32), draws are an eighth as
-  // frequent.
-  for (const uint64_t inline_ns : {1500, 3000}) {
+  // frequent; at 2.6x (odds 1/6.4) a quarter.
+  for (const uint64_t inline_ns : {1500, 2600, 3000}) {
     Policy policy;
     const CostOf cost = [&](Path p, uint64_t) -> uint64_t {
       return p == Path::offload ? 1000 : p == Path::unload_inline ? inline_ns : 9000;
@@ -300,12 +300,13 @@ TEST(policy_adaptive, DrawsAreThinnedOnlyAsFarAsTheLikeliestVisit) {
     constexpr uint64_t kWrites = 1 << 20;
     run(policy, t, f, kWrites, cost);
     const double draws = static_cast<double>(policy.stats().draws - before.draws) / kWrites;
-    const double expected = inline_ns == 1500 ? 1.0 / 32 : 1.0 / 32 / 8;
+    const double expected = inline_ns == 1500 ? 1.0 / 32 : inline_ns == 2600 ? 1.0 / 32 / 4 : 1.0 / 32 / 8;
     EXPECT_NEAR(draws, expected, 0.1 * expected) << "inline at " << inline_ns;
     // Each path visited as often as unthinned draws visit it: inline on half the draws
-    // (its turn) at odds 1 or 1/8, the module's copy on the other half at 1/32.
+    // (its turn) at its odds, the module's copy on the other half at 1/32.
     const double explored = static_cast<double>(policy.stats().explorations - before.explorations) / kWrites;
-    const double visits = (inline_ns == 1500 ? 1.0 : 1.0 / 8) / 64 + 1.0 / 32 / 64;
+    const double odds = inline_ns == 1500 ? 1.0 : 1000.0 / (4 * (inline_ns - 1000));
+    const double visits = odds / 64 + 1.0 / 32 / 64;
     EXPECT_NEAR(explored, visits, 0.1 * visits) << "inline at " << inline_ns;
   }
 }
