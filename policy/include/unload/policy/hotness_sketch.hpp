@@ -63,22 +63,20 @@ class HotnessSketch {
     uint16_t& b = rows_[1][s.row1];
     a = static_cast<uint16_t>(a + n < UINT16_MAX ? a + n : UINT16_MAX);
     b = static_cast<uint16_t>(b + n < UINT16_MAX ? b + n : UINT16_MAX);
-    // The sweep over n positions: eight counters of a row in one shift where the cursor
-    // is at a multiple of eight (a chunk never wraps: kWidth is one of eight too).
-    while (n != 0) {
-      const unsigned c = cursor_;
-      if ((c % kChunk) == 0 && n >= kChunk) {
-        *reinterpret_cast<Chunk*>(&rows_[0][c]) >>= 1;
-        *reinterpret_cast<Chunk*>(&rows_[1][c]) >>= 1;
-        cursor_ = (c + kChunk) & kMask;
-        n -= kChunk;
-      } else {
-        rows_[0][c] >>= 1;
-        rows_[1][c] >>= 1;
-        cursor_ = (c + 1) & kMask;
-        --n;
-      }
+    // The sweep over n positions: one counter at a time up to a multiple of a chunk,
+    // then a chunk of a row in one shift (four at once while they last: a sample pays a
+    // run's worth, about 200), then the rest one at a time. Chunks never wrap: kWidth is
+    // a multiple of four of them.
+    unsigned c = cursor_;
+    for (; n != 0 && c % kChunk != 0; --n, c = (c + 1) & kMask) halve_at(c);
+    for (; n >= kChunk && c % (4 * kChunk) != 0; n -= kChunk, c = (c + kChunk) & kMask) halve_chunk_at(c);
+    for (; n >= 4 * kChunk; n -= 4 * kChunk, c = (c + 4 * kChunk) & kMask) {
+      *reinterpret_cast<Chunk4*>(&rows_[0][c]) >>= 1;
+      *reinterpret_cast<Chunk4*>(&rows_[1][c]) >>= 1;
     }
+    for (; n >= kChunk; n -= kChunk, c = (c + kChunk) & kMask) halve_chunk_at(c);
+    for (; n != 0; --n, c = (c + 1) & kMask) halve_at(c);
+    cursor_ = c;
   }
   // How many more touches of `s` are certain to answer as touch(s) would answer now
   // (hot if count(s) + 1 >= kHotCount): until the sweep halves one of its counters or its
@@ -105,8 +103,17 @@ class HotnessSketch {
   static_assert(kWidth <= 1u << 16, "Slots hold a row index in 16 bits");
   // Eight counters of a row, halved at once by touch_many's sweep.
   typedef uint16_t Chunk __attribute__((vector_size(16), may_alias));
+  typedef uint16_t Chunk4 __attribute__((vector_size(64), aligned(16), may_alias));  // rows_ is 16-aligned
   static constexpr unsigned kChunk = sizeof(Chunk) / sizeof(uint16_t);
-  static_assert(kWidth % kChunk == 0, "a chunk never wraps");
+  static_assert(kWidth % (4 * kChunk) == 0, "a chunk never wraps, nor four");
+  void halve_at(unsigned c) {
+    rows_[0][c] >>= 1;
+    rows_[1][c] >>= 1;
+  }
+  void halve_chunk_at(unsigned c) {
+    *reinterpret_cast<Chunk*>(&rows_[0][c]) >>= 1;
+    *reinterpret_cast<Chunk*>(&rows_[1][c]) >>= 1;
+  }
 
   // Two independent-enough 32-bit halves of one 64-bit mix, one per row.
   static uint64_t hash(uint32_t rkey, uint64_t page) {
