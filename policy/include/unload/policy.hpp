@@ -576,7 +576,7 @@ class Policy {
   // Touches of settled_'s page the sketch has not had yet (decide_settled()).
   mutable uint32_t touches_owed_ = 0;
   // Decisions at exploration's draw point until the next one explores: a geometric
-  // countdown, drawn anew after each, for explore_shift_ (the tunable it was drawn for).
+  // countdown, drawn anew after each, for explore_base_ and explore_thin_ (explore_due()).
   mutable uint64_t explore_left_ = 0;  // less a run's reuses until pay_run() counts them
   uint32_t explore_base_ = UINT32_MAX;      // the explore_shift tunable explore_gaps_ are for
   static constexpr unsigned kMaxThin = 15;  // (0x10000 << thin) * a 32-bit estimate fits
