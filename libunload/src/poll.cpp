@@ -167,8 +167,11 @@ using namespace unload::rt;
     c->gate.leave(Gate::kBiased);
     return 0;
   }
+  // Two statements: as one call's arguments, `drained` could be read before the merge set it
+  // (their order is unspecified; GCC read it first, and no settled QP's poll let its CQ go).
   QpRec* drained = nullptr;
-  return poll_merging_done(c, poll_merge_from(c, n, wc, 0, r, want, &drained), Gate::kBiased, drained);
+  const int got = poll_merge_from(c, n, wc, 0, r, want, &drained);
+  return poll_merging_done(c, got, Gate::kBiased, drained);
 }
 
 // poll_merging for a thread the owner's way into the gate refused: entered in full.

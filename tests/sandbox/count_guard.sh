@@ -28,7 +28,9 @@ rc=$?
 sed 's/^/  /' "$dir/report"
 noshim=$(awk -F'\t' '$1 == "noshim" { print $5 }' "$dir/count.tsv")
 expect "without the shim the count is zero" "$([ "${noshim%.*}" = 0 ] && echo 1)" "${noshim:-none}"
+# The rows over, named in the check itself: a CI log cut short still says which.
+over=$(sed -n 's/^FAIL: //p' "$dir/report" | paste -sd';' -)
 expect "no row rose over its bound (15 %, or the row's own)" "$([ "$rc" = 0 ] && echo 1)" \
-	"$(grep -c '^FAIL' "$dir/report") rows over"
+	"${over:-every row within it}"
 rm -rf "$dir"
 finish

@@ -1,0 +1,125 @@
+// A QP settled on the NIC that held its send CQ for one tracked write (a consult's sample)
+// lets the CQ go in the program's poll that retires the write, so the CQ's polls pass
+// through again at once: at 1024 QPs its own next post, which would let it go too, is a
+// round of the others away, and every poll until then went through the merger.
+#include <gtest/gtest.h>
+
+#include "gate.hpp"
+#include "registry.hpp"
+#include "tls.hpp"
+#include "unload/runtime.h"
+
+namespace unload::rt {
+namespace {
+
+// The fake provider's CQ: one completion to give, then none.
+ibv_wc g_completion;
+bool g_has_completion = false;
+
+int one_completion(ibv_cq*, int n, ibv_wc* wc) {
+  if (!g_has_completion || n < 1) return 0;
+  wc[0] = g_completion;
+  g_has_completion = false;
+  return 1;
+}
+
+struct SettledQpHoldingItsCq : ::testing::Test {
+  static constexpr uint32_t kQpn = 0x4242;
+  ibv_context ctx_verbs{};
+  ibv_cq cq_verbs{};
+  ibv_qp qp_verbs{};
+  ContextRec ctx{};
+  CqRec cq{};
+  QpRec qp{};
+
+  void SetUp() override {
+    if (!gate_init())
+      GTEST_SKIP() << "no private expedited membarrier: no gate is biased, and the let-go is the owner's";
+    ctx.ctx = &ctx_verbs;
+    ctx.id = 0x7e57;
+    ctx.provider.poll_cq = one_completion;
+    cq_verbs.context = &ctx_verbs;
+    cq.cq = &cq_verbs;
+    cq.c = &ctx;
+    ASSERT_EQ(cq.pending.init(64), 0);
+    qp_verbs.qp_num = kQpn;
+    qp.qp = &qp_verbs;
+    qp.c = &ctx;
+    qp.scq = &cq;
+    qp.qp_num = kQpn;
+    qp.tracked = true;
+    ASSERT_EQ(qp.sq.ring.init(16), 0);
+    // This thread owns both gates, as the program's posting and polling thread does.
+    for (Gate* g : {&qp.sq.gate, &cq.gate}) {
+      ASSERT_EQ(g->enter(this_tid()), Gate::kBiased);
+      g->leave(Gate::kBiased);
+    }
+    ASSERT_EQ(g_cqs.insert(key_of(&cq_verbs), &cq), 0);
+    ASSERT_EQ(g_qps_by_num.insert(qpn_key(&ctx, kQpn), &qp), 0);
+  }
+  void TearDown() override {
+    g_qps_by_num.remove_if(qpn_key(&ctx, kQpn), &qp);
+    g_cqs.remove_if(key_of(&cq_verbs), &cq);
+  }
+
+  // The consult's write: tracked (the CQ held for it, its entry in the ring), the QP
+  // settled again at once (post.cpp, settle_again); returns the completion the NIC gives.
+  ibv_wc sample(uint64_t wr_id) {
+    mark_tracked(&qp);
+    const uint64_t t = qp.sq.ring.tail();
+    SqEntry* e = qp.sq.ring.reserve(t);
+    *e = SqEntry{};
+    e->seq = t;
+    e->user_wr_id = wr_id;
+    e->flags = kSignaled | kWrite;
+    qp.sq.ring.publish(t + 1);
+    qp.sq.untracked.store(true);
+    qp.sq.settled.store(true);
+    settled_release(&qp);  // its entry is in flight: the CQ stays held
+    ibv_wc wc{};
+    wc.wr_id = qp.sq.ring.tag_of(e);
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = IBV_WC_RDMA_WRITE;
+    wc.qp_num = kQpn;
+    return wc;
+  }
+};
+
+TEST_F(SettledQpHoldingItsCq, ThePollThatRetiresItsWriteLetsTheCqGo) {
+  g_completion = sample(77);
+  ASSERT_TRUE(qp.sq.holds);
+  ASSERT_EQ(cq.holders.load(), 1u);
+  ASSERT_TRUE(cq.tracked.load());
+  ibv_wc wc{};
+  g_has_completion = false;
+  EXPECT_EQ(unload_cq_poll(&cq_verbs, 1, &wc), 0);  // nothing yet: still held
+  EXPECT_EQ(cq.holders.load(), 1u);
+  g_has_completion = true;
+  ASSERT_EQ(unload_cq_poll(&cq_verbs, 1, &wc), 1);
+  EXPECT_EQ(wc.wr_id, 77u);
+  EXPECT_EQ(qp.sq.ring.in_flight(), 0u);
+  EXPECT_FALSE(qp.sq.holds) << "the QP still holds its CQ: its polls wait for its next post";
+  EXPECT_EQ(cq.holders.load(), 0u);
+  EXPECT_FALSE(cq.tracked.load()) << "the CQ's polls do not pass through again";
+  EXPECT_TRUE(qp.sq.settled.load());
+}
+
+// A poll that first hands over a queued completion merges the provider's the longer way
+// (poll_merging_more), which lets go alike.
+TEST_F(SettledQpHoldingItsCq, APollBehindAQueuedCompletionLetsGoAlike) {
+  g_completion = sample(78);
+  g_has_completion = true;
+  ibv_wc queued{};
+  queued.wr_id = 5;
+  queued.opcode = IBV_WC_RECV;
+  cq.pending.push(queued);
+  ibv_wc wc[4]{};
+  ASSERT_EQ(unload_cq_poll(&cq_verbs, 4, wc), 2);
+  EXPECT_EQ(wc[0].wr_id, 5u);
+  EXPECT_EQ(wc[1].wr_id, 78u);
+  EXPECT_FALSE(qp.sq.holds);
+  EXPECT_FALSE(cq.tracked.load());
+}
+
+}  // namespace
+}  // namespace unload::rt
