@@ -129,6 +129,7 @@ inline constexpr AdaptiveCount kAdaptiveCounts[] = {
     {"adaptive_reused", &policy::PolicyStats::reused},
     {"adaptive_warmups", &policy::PolicyStats::warmups},
     {"adaptive_explorations", &policy::PolicyStats::explorations},
+    {"adaptive_draws", &policy::PolicyStats::draws},
     {"adaptive_trials", &policy::PolicyStats::trials},
     {"adaptive_switches", &policy::PolicyStats::switches},
     {"adaptive_budget_denials", &policy::PolicyStats::budget_denials},

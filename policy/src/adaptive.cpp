@@ -166,6 +166,9 @@ bool Policy::settled_still_holds(Settled& s) {
   const Path chosen = eligible.contains(wc.chosen) ? wc.chosen : best;
   if (chosen != s.path) return false;
   if (trial_due(wc, chosen, explorable)) return false;
+  if (explore_thinning(wc, s.nic_outstanding, chosen, explorable.without(chosen), t.explore_shift) !=
+      s.explore_thin)
+    return false;  // its draws would be drawn anew
   uint64_t waived_ns = 0, charged_ns = 0;
   settled_charge(wc, chosen, t.cpu_budget_pct < 100, waived_ns, charged_ns);
   if (sample_every_of(wc, chosen, eligible, charged_ns) != s.sample_every)
@@ -210,6 +213,7 @@ void Policy::settle(const WriteFeatures& f, const Tunables& t, bool hot, bool ex
   retarget(f, hot, HotnessSketch::key_of(f.rkey, s.page));
   s.cls = &class_of(f, hot);
   s.explores = explores;
+  s.explore_thin = explores ? explore_thin_ : 0;
   s.path = p;
   s.waived_ns = waived_ns;
   s.charged_ns = charged_ns;
@@ -243,7 +247,7 @@ Path Policy::decide_settled_elsewhere(const WriteFeatures& f, const Tunables& t)
   const bool hot = touch_target(f.peer_local, key);
   if (hot != settled_.hot && !unpark(f, t, hot)) [[unlikely]]
     return decide_in_class(f, t, hot);
-  if (settled_.explores && explore_left_ == 1) [[unlikely]]
+  if (settled_.explores && (explore_left_ == 1 || draws_elsewise(settled_))) [[unlikely]]
     return decide_in_class(f, t, hot);
   if (settled_budget_spent(f.now_ns, t)) [[unlikely]]
     return decide_in_class(f, t, hot);
@@ -274,20 +278,30 @@ bool Policy::unpark(const WriteFeatures& f, const Tunables& t, bool hot) {
 // between cost a decrement and a settled decision can be reused up to the next one. Each
 // draw's coin (explore_outcome()) is drawn with its gap, ahead: a reuse can then tell
 // whether the draw will explore anything and, when not, go on across it (pass_draw()).
-bool Policy::explore_due(uint32_t explore_shift, uint16_t& coin) {
-  if (explore_shift != explore_shift_) {
-    explore_shift_ = explore_shift;
-    explore_gap_ = GeometricGap(explore_shift);
+//
+// A draw thinned by `thin` (explore_thinning()) is one 2^-thin as likely: a class of
+// another thinning than the countdown was drawn for draws its countdown anew, which the
+// draws' independence allows (a geometric gap has no memory).
+bool Policy::explore_due(uint32_t explore_shift, unsigned thin, uint16_t& coin) {
+  if (explore_shift != explore_base_) [[unlikely]] {
+    explore_base_ = explore_shift;
+    for (unsigned i = 0; i <= kMaxThin; ++i)
+      explore_gaps_[i] = GeometricGap(explore_shift == 0 || explore_shift + i >= 64 ? 0 : explore_shift + i);
+    explore_thin_ = kNoThin;
+  }
+  if (thin != explore_thin_) [[unlikely]] {
+    explore_thin_ = static_cast<uint8_t>(thin);
     next_draw();
   }
   if (--explore_left_ != 0) return false;
+  ++stats_.draws;
   coin = explore_coin_;
   next_draw();
   return true;
 }
 
 void Policy::next_draw() {
-  explore_left_ = explore_gap_.draw(prng_.next());
+  explore_left_ = explore_gaps_[explore_thin_].draw(prng_.next());
   explore_coin_ = static_cast<uint16_t>(prng_.next() & 0xFFFF);
 }
 
@@ -394,28 +408,65 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
 Path Policy::explore_from(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet explorable,
                           Path chosen) {
   uint16_t coin = 0;
-  if (!explore_due(t.explore_shift, coin)) return chosen;
   const PathSet others = explorable.without(chosen);
+  const unsigned thin = explore_thinning(wc, f.nic_outstanding, chosen, others, t.explore_shift);
+  if (!explore_due(t.explore_shift, thin, coin)) return chosen;
   if (others.empty()) return chosen;
   const unsigned i = first_path_from(others, (wc.explored_last + 1u) % kPathCount);
   wc.explored_last = static_cast<uint8_t>(i);
-  if (!explore_outcome(wc, f.nic_outstanding, chosen, static_cast<Path>(i), coin)) return chosen;
+  if (!explore_outcome(wc, f.nic_outstanding, chosen, static_cast<Path>(i), coin, thin)) return chosen;
   ++stats_.explorations;
   reason_ = Reason::exploring;
   sampled_ = true;
   return static_cast<Path>(i);
 }
 
-// Whether a draw whose turn is `other` explores it: always within 2x of the chosen path,
-// past that only on the coin's thinned odds (choose()).
-bool Policy::explore_outcome(const WriteClass& wc, bool nic_outstanding, Path chosen, Path other, uint16_t coin) {
-  const uint64_t chosen_ns = wc.estimate[index_of(chosen)].settled_ns();
+// What a visit of `other` costs against the chosen path, fence included, and how much its
+// visits are thinned (choose()).
+uint64_t Policy::explored_ns(const WriteClass& wc, bool nic_outstanding, Path chosen, Path other) {
   const bool crosses = needs_fence_after_nic(other) ? nic_outstanding && !needs_fence_after_nic(chosen)
                                                     : needs_fence_after_nic(chosen);
-  const uint64_t other_ns =
-      wc.estimate[index_of(other)].settled_ns() + (crosses ? wc.estimate[index_of(Path::offload)].settled_ns() : 0);
+  return wc.estimate[index_of(other)].settled_ns() +
+         (crosses ? wc.estimate[index_of(Path::offload)].settled_ns() : 0);
+}
+
+// Whether a draw whose turn is `other` explores it: always within 2x of the chosen path,
+// past that only on the coin's thinned odds (choose()), times 2^thin for draws that many
+// times rarer (explore_thinning()).
+bool Policy::explore_outcome(const WriteClass& wc, bool nic_outstanding, Path chosen, Path other,
+                             uint16_t coin, unsigned thin) {
+  const uint64_t chosen_ns = wc.estimate[index_of(chosen)].settled_ns();
+  const uint64_t other_ns = explored_ns(wc, nic_outstanding, chosen, other);
   const uint64_t thinning = other == Path::offload ? 1 : 4;
-  return !(other_ns > 2 * chosen_ns && thinning * coin * (other_ns - chosen_ns) >= 0x10000 * chosen_ns);
+  return !(other_ns > 2 * chosen_ns &&
+           thinning * coin * (other_ns - chosen_ns) >= (uint64_t{0x10000} << thin) * chosen_ns);
+}
+
+// How many times rarer than 2^-explore_shift exploration's draws can be for a class whose
+// choice is `chosen`, as a power of two: where every other path is far dearer, a draw
+// explores its turn only on thinned odds, at most p = 1 / (thinning * (other / chosen - 1)).
+// Drawing at 2^-thin the rate, with the odds 2^thin times p (2^thin <= 1 / p for every
+// other path), visits each path as often and passes 2^thin times fewer draws: in an 8 B
+// stream settled on mapped, a pass every 33 writes cost the runtime's lane a full walk.
+// 0 with a path within 2x, or with exploration off (shift 0).
+unsigned Policy::explore_thinning(const WriteClass& wc, bool nic_outstanding, Path chosen, PathSet others,
+                                  uint32_t explore_shift) {
+  if (explore_shift == 0 || others.empty()) return 0;
+  const uint64_t chosen_ns = wc.estimate[index_of(chosen)].settled_ns();
+  unsigned thin = explore_shift + kMaxThin < 64 ? kMaxThin : 63 - explore_shift;
+  for (unsigned bits = others.bits(); bits != 0 && thin != 0; bits &= bits - 1) {
+    const Path other = static_cast<Path>(std::countr_zero(bits));
+    const uint64_t other_ns = explored_ns(wc, nic_outstanding, chosen, other);
+    if (other_ns <= 2 * chosen_ns) return 0;
+    if (chosen_ns == 0) continue;  // never explored (explore_outcome)
+    // floor(log2(1 / odds)) without a division (an emulator's is a call): the widths'
+    // difference, or one less where chosen_ns shifted by it passes the dividend.
+    const uint64_t dividend = (other == Path::offload ? 1 : 4) * (other_ns - chosen_ns);
+    unsigned fits = static_cast<unsigned>(std::bit_width(dividend) - std::bit_width(chosen_ns));
+    if ((chosen_ns << fits) > dividend) --fits;
+    if (fits < thin) thin = fits;
+  }
+  return thin;
 }
 
 // The path the settled decision's next draw explores, or its own path when that draw
@@ -426,14 +477,17 @@ Path Policy::settled_draw_explores() const {
   if (others.empty()) return s.path;
   const WriteClass& wc = *s.cls;
   const unsigned i = first_path_from(others, (wc.explored_last + 1u) % kPathCount);
-  return explore_outcome(wc, s.nic_outstanding, s.path, static_cast<Path>(i), explore_coin_) ? static_cast<Path>(i)
-                                                                                              : s.path;
+  return explore_outcome(wc, s.nic_outstanding, s.path, static_cast<Path>(i), explore_coin_, s.explore_thin)
+             ? static_cast<Path>(i)
+             : s.path;
 }
 
 // A reused decision at exploration's draw, which arm_reuse() or the last pass found
 // explores nothing: the draw's own changes (its turn, the next draw), as explore_from()
 // makes them; and the reuse stops short of the next draw if that one explores.
 void Policy::pass_draw() {
+  pay_run();  // the run's countdowns as at this reuse: exploration's is at its draw
+  ++stats_.draws;
   const Settled& s = settled_;
   WriteClass& wc = classes_[static_cast<size_t>(s.cls - classes_)];
   const PathSet others = s.explorable.without(s.path);
@@ -443,8 +497,9 @@ void Policy::pass_draw() {
   if (explore_left_ <= reuse_left_ && settled_draw_explores() != s.path) {
     const uint32_t cut = reuse_left_ - static_cast<uint32_t>(explore_left_ - 1);
     reuse_left_ -= cut;
-    run_armed_ -= cut;  // the run's reuses taken stay to count
+    run_armed_ -= cut;
   }
+  mark_run();
 }
 
 // A settled write at exploration's draw: the draw alone, and the settled decision goes on

@@ -276,8 +276,39 @@ TEST(policy_adaptive, FarDearerPathsAreExploredLessOften) {
   // Stage costs 5x offload: sampled at a sixteenth of the rate (1/(4(r-1))).
   const CostOf cost = [](Path p, uint64_t) { return p == Path::offload ? 1000 : 5000; };
   run(policy, t, f, 100, cost);
+  const uint64_t draws = policy.stats().draws;
   const uint64_t stage = run(policy, t, f, 1 << 20, cost, Path::unload_stage);
   EXPECT_NEAR(static_cast<double>(stage) / (1 << 20), 1.0 / 32 / 16, 0.1 / 32 / 16);
+  // ... by draws a sixteenth as frequent, each of which explores: none passed in vain.
+  EXPECT_NEAR(static_cast<double>(policy.stats().draws - draws) / (1 << 20), 1.0 / 32 / 16, 0.1 / 32 / 16);
+}
+
+TEST(policy_adaptive, DrawsAreThinnedOnlyAsFarAsTheLikeliestVisit) {
+  const Tunables t = tunables_in(Mode::adaptive);
+  const WriteFeatures f = write_of(256, PathSet(Path::unload_inline) | PathSet(Path::unload_direct), true);
+  // Inline at 1.5x offload keeps every draw (a 2x change could make it the cheaper);
+  // with it at 3x (odds 1/8) and the module's copy at 9x (1/32), draws are an eighth as
+  // frequent; at 2.6x (odds 1/6.4) a quarter.
+  for (const uint64_t inline_ns : {1500, 2600, 3000}) {
+    Policy policy;
+    const CostOf cost = [&](Path p, uint64_t) -> uint64_t {
+      return p == Path::offload ? 1000 : p == Path::unload_inline ? inline_ns : 9000;
+    };
+    run(policy, t, f, 1000, cost);
+    ASSERT_EQ(policy.chosen_path(f), Path::offload);
+    const PolicyStats before = policy.stats();
+    constexpr uint64_t kWrites = 1 << 20;
+    run(policy, t, f, kWrites, cost);
+    const double draws = static_cast<double>(policy.stats().draws - before.draws) / kWrites;
+    const double expected = inline_ns == 1500 ? 1.0 / 32 : inline_ns == 2600 ? 1.0 / 32 / 4 : 1.0 / 32 / 8;
+    EXPECT_NEAR(draws, expected, 0.1 * expected) << "inline at " << inline_ns;
+    // Each path visited as often as unthinned draws visit it: inline on half the draws
+    // (its turn) at its odds, the module's copy on the other half at 1/32.
+    const double explored = static_cast<double>(policy.stats().explorations - before.explorations) / kWrites;
+    const double odds = inline_ns == 1500 ? 1.0 : 1000.0 / (4 * (inline_ns - 1000));
+    const double visits = odds / 64 + 1.0 / 32 / 64;
+    EXPECT_NEAR(explored, visits, 0.1 * visits) << "inline at " << inline_ns;
+  }
 }
 
 TEST(policy_adaptive, ExploringFarDearerCpuPathsCostsUnderOnePercent) {

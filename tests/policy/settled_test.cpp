@@ -176,6 +176,7 @@ void expect_same_stats(const PolicyStats& a, const PolicyStats& b) {
   EXPECT_EQ(a.decisions, b.decisions);
   EXPECT_EQ(a.warmups, b.warmups);
   EXPECT_EQ(a.explorations, b.explorations);
+  EXPECT_EQ(a.draws, b.draws);
   EXPECT_EQ(a.trials, b.trials);
   EXPECT_EQ(a.switches, b.switches);
   EXPECT_EQ(a.budget_denials, b.budget_denials);

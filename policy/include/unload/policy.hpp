@@ -39,6 +39,7 @@ struct PolicyStats {
   uint64_t reused = 0;             // ... that reused the settled decision before them
   uint64_t warmups = 0;            // ... taken to fill a path's first estimate
   uint64_t explorations = 0;       // ... sent to a non-chosen path at random
+  uint64_t draws = 0;              // ... at an exploration's draw, whether it explored or not
   uint64_t trials = 0;             // ... sent to a path whose last sample looked better
   uint64_t switches = 0;           // changes of a write class's chosen path
   uint64_t budget_denials = 0;     // CPU paths turned into offload by the CPU budget
@@ -179,11 +180,8 @@ class Policy {
   // in it, no charge on a capped budget): false, nothing done, otherwise. A runtime's lane
   // that calls nothing takes this one and leaves the rest to decide_reused_vouched().
   bool decide_reused_vouched_plainly(uint64_t gen, uint64_t page) {
-    if (((gen ^ settled_gen_) | (page ^ settled_.page) | (reuse_left_ == 0) |
-         (settled_.explores & (explore_left_ == 1)) | (settled_.charged_ns != 0)) != 0)
-      return false;
+    if (((gen ^ settled_gen_) | (page ^ settled_.page) | (reuse_left_ <= plain_floor_)) != 0) return false;
     --reuse_left_;
-    explore_left_ -= settled_.explores;
     sampled_ = false;
     return true;
   }
@@ -207,8 +205,8 @@ class Policy {
     pay_run();
     const Settled& s = settled_;
     if (!s.live || s.path != want || reuse_ != Reuse::on || s.charged_ns != 0 || wants_clock() ||
-        (s.explores && explore_left_ == 1) || resident_on(f.peer_local) || settled_on_target(f) ||
-        settled_differs_beside_target(f, t) != 0)
+        (s.explores && explore_left_ == 1) || draws_elsewise(s) || resident_on(f.peer_local) ||
+        settled_on_target(f) || settled_differs_beside_target(f, t) != 0)
       return false;
     // The touch decide_settled_elsewhere() makes, foreseen: owed touches first, as it pays
     // them (paying early changes nothing a later decision sees).
@@ -321,6 +319,7 @@ class Policy {
     bool nic_outstanding = false;
     const WriteClass* cls = nullptr;
     bool explores = false;  // its decisions count down to an exploration
+    uint8_t explore_thin = 0;  // ... drawn 2^-explore_thin as likely (explore_thinning())
     Path path = Path::offload;
     bool live = false;
     bool hot = false;           // its page's hotness when it was decided: its class's
@@ -331,6 +330,9 @@ class Policy {
   };
 
   bool settled_matches(const WriteFeatures& f, const Tunables& t) const { return settled_differs(f, t) == 0; }
+  // Whether exploration's countdown is drawn for another thinning than settled decision
+  // s's (another class's draw drew it anew): s's next decision draws it again, in full.
+  bool draws_elsewise(const Settled& s) const { return s.explores && s.explore_thin != explore_thin_; }
   // Nonzero when f or t is not what the settled decision saw: every field compared
   // without a branch, where == and && make one each (and GCC turns a memcmp of the
   // tunables into a call).
@@ -374,8 +376,7 @@ class Policy {
   // countdown, its charge on a capped budget), the rest counted by pay_run().
   void take_reuse(Path& p) {
     --reuse_left_;
-    explore_left_ -= settled_.explores;
-    if (explore_left_ == 0 && settled_.explores) [[unlikely]]
+    if (reuse_left_ == draw_at_) [[unlikely]]
       pass_draw();
     if (settled_.charged_ns != 0) [[unlikely]]
       charge_settled();
@@ -394,6 +395,7 @@ class Policy {
     stats_.reused += n;
     stats_.budget_waived_ns += uint64_t{n} * settled_.waived_ns;
     sample_countdown_ = static_cast<uint16_t>(sample_countdown_ - n);
+    explore_left_ -= uint64_t{n} * settled_.explores;
     settled_.touches_left -= n;
     touches_owed_ += n;
   }
@@ -429,7 +431,9 @@ class Policy {
   // sample, a touch of the sketch, an exploration), nor does the budget want a clock, so
   // its decrements are all they do. observe() disarms it.
   void arm_reuse() {
-    if (!settled_.live || sample_countdown_ <= 1 || (budget_enforced_ && budget_.tokens_ns() <= 0)) return;
+    if (!settled_.live || sample_countdown_ <= 1 || (budget_enforced_ && budget_.tokens_ns() <= 0) ||
+        draws_elsewise(settled_))
+      return;
     uint64_t n = sample_countdown_ - 1u;
     if (settled_.touches_left < n) n = settled_.touches_left;
     // A draw within the reuse that explores nothing is passed (pass_draw()).
@@ -445,6 +449,17 @@ class Policy {
     }
     reuse_left_ = static_cast<uint32_t>(n);
     run_armed_ = reuse_left_;
+    mark_run();
+  }
+  // Where the run's reuses reach exploration's draw (reuse_left_ == draw_at_ after one is
+  // taken, a draw the run passes), and how many of them are plain (reuse_left_ above
+  // plain_floor_: before the draw, and no charge on a capped budget), so that a reuse
+  // compares one count. With the countdowns as pay_run() leaves them.
+  void mark_run() {
+    draw_at_ = settled_.explores && explore_left_ - 1 < reuse_left_
+                   ? reuse_left_ - static_cast<uint32_t>(explore_left_)
+                   : kNoDraw;
+    plain_floor_ = settled_.charged_ns != 0 ? UINT32_MAX : draw_at_ == kNoDraw ? 0 : draw_at_ + 1;
   }
   // A write settled_matches(): count what a full decision counts, and take the settled
   // path unless the page's hotness changed or exploration is due.
@@ -460,7 +475,7 @@ class Policy {
       pay_touches();
       return decide_in_class(f, t, touch_target(settled_.peer_local, settled_.key));
     }
-    if (settled_.explores && explore_left_ == 1) [[unlikely]]
+    if (settled_.explores && (explore_left_ == 1 || draws_elsewise(settled_))) [[unlikely]]
       return decide_settled_draw(f, t);
     if (settled_budget_spent(f.now_ns, t)) [[unlikely]] {
       pay_touches();
@@ -487,10 +502,14 @@ class Policy {
   Path decide_in_class(const WriteFeatures& f, const Tunables& t, bool hot);
   Path choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet eligible, bool cpu_allowed,
               bool& settled);
-  bool explore_due(uint32_t explore_shift, uint16_t& coin);
+  bool explore_due(uint32_t explore_shift, unsigned thin, uint16_t& coin);
   void next_draw();
   Path explore_from(WriteClass& wc, const WriteFeatures& f, const Tunables& t, PathSet explorable, Path chosen);
-  static bool explore_outcome(const WriteClass& wc, bool nic_outstanding, Path chosen, Path other, uint16_t coin);
+  static uint64_t explored_ns(const WriteClass& wc, bool nic_outstanding, Path chosen, Path other);
+  static bool explore_outcome(const WriteClass& wc, bool nic_outstanding, Path chosen, Path other,
+                              uint16_t coin, unsigned thin);
+  static unsigned explore_thinning(const WriteClass& wc, bool nic_outstanding, Path chosen, PathSet others,
+                                   uint32_t explore_shift);
   Path settled_draw_explores() const;
   void pass_draw();
   static Path cheapest_warm(const WriteClass& wc, PathSet eligible, uint64_t& ns);
@@ -543,6 +562,9 @@ class Policy {
   mutable uint16_t sample_countdown_ = 1;  // adaptive decisions until the next periodic sample
   uint32_t reuse_left_ = 0;       // decide_reused() decisions left (arm_reuse())
   mutable uint32_t run_armed_ = 0;  // reuse_left_ when the run was armed, less those counted
+  static constexpr uint32_t kNoDraw = UINT32_MAX;
+  uint32_t draw_at_ = kNoDraw;    // reuse_left_ at the run's draw (mark_run())
+  uint32_t plain_floor_ = 0;      // the run's reuses are plain while reuse_left_ is above it
   uint64_t settled_gen_ = 1;      // settled_gen(): a whole decision or an observe() moves it
   bool sampled_ = true;           // the last decision's write is to be observed
   bool steady_ = false;           // the last adaptive decision was steady (kSteadySampleEvery)
@@ -554,11 +576,14 @@ class Policy {
   // Touches of settled_'s page the sketch has not had yet (decide_settled()).
   mutable uint32_t touches_owed_ = 0;
   // Decisions at exploration's draw point until the next one explores: a geometric
-  // countdown, drawn anew after each, for explore_shift_ (the tunable it was drawn for).
-  uint64_t explore_left_ = 0;
-  uint32_t explore_shift_ = UINT32_MAX;
-  uint16_t explore_coin_ = 0;  // the coin of that next draw (explore_outcome())
-  GeometricGap explore_gap_{0};  // draws for explore_shift_
+  // countdown, drawn anew after each, for explore_base_ and explore_thin_ (explore_due()).
+  mutable uint64_t explore_left_ = 0;  // less a run's reuses until pay_run() counts them
+  uint32_t explore_base_ = UINT32_MAX;      // the explore_shift tunable explore_gaps_ are for
+  static constexpr unsigned kMaxThin = 15;  // (0x10000 << thin) * a 32-bit estimate fits
+  static constexpr uint8_t kNoThin = UINT8_MAX;
+  uint8_t explore_thin_ = kNoThin;           // the countdown's draws are 2^-thin as likely
+  uint16_t explore_coin_ = 0;                // the coin of that next draw (explore_outcome())
+  GeometricGap explore_gaps_[kMaxThin + 1];  // by thin, for explore_base_
   CpuBudget budget_;
   Prng prng_;
   mutable HotnessSketch hotness_;

@@ -17,6 +17,7 @@ class GeometricGap {
 
   // shift 0, or 64 and above: never.
   explicit GeometricGap(uint32_t shift);
+  GeometricGap() = default;  // never
 
   // The gap for `random`, 64 uniformly random bits (its top 53 make u).
   uint64_t draw(uint64_t random) const;
