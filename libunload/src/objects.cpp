@@ -96,7 +96,9 @@ void SendQpList::remove(QpRec* q) {
 int sender_attach(QpRec* q) {
   if (const int rc = q->scq->send_qps.add(q)) return rc;
   CqRec* rcq = q->recv_cq ? g_cqs.find(key_of(q->recv_cq)) : nullptr;
-  q->sq.epoch_seen = q->scq->through_epoch.load(std::memory_order_relaxed);
+  const uint64_t held = q->sq.hold.load(std::memory_order_relaxed) & kHeld;
+  q->sq.hold.store(uint64_t{q->scq->through_epoch.load(std::memory_order_relaxed)} << 32 | held,
+                   std::memory_order_relaxed);
   if (rcq && rcq != q->scq && !q->rcq_held) {
     q->rcq_held = rcq;
     rcq->holders.fetch_add(1, std::memory_order_seq_cst);

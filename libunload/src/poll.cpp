@@ -71,14 +71,22 @@ int poll_merge_more(CqRec* c, int n, ibv_wc* wc, int got, QpRec** drained) {
 // A QP settled on the NIC held its send CQ for its ring's entries (a consult's write,
 // post.cpp, settle_again), and the poll just emptied the ring: the CQ is let go now, as
 // its next post would (settled_release), so that polls pass through again without waiting
-// a round of the program's QPs. Only by its post gate's owner, as a poll on the posting
-// thread is: another would turn the gate shared for good. The program's poll never runs
-// inside a post gate (the fence polls through the merger, not here). Inside c's gate.
+// a round of the program's QPs. By any poller, without q's post gate (entering it from
+// another thread than the poster's would turn it shared for good): the hold is one word,
+// which this and the post's own release clear once between them, and a post of q may have
+// taken the CQ again meanwhile. Such a post cleared `settled` before the hold's
+// read-modify-write (unsettle, cq_hold): ordered before the clear here, it is seen by the
+// look after it, which holds the CQ again; ordered after, the post finds the CQ let go and
+// counts its hold itself. A QP that settles again has its new entries in the ring before
+// `settled` (released). No go-through can come between: that is this gate's. Inside c's gate.
 [[gnu::noinline]] void settled_let_go(QpRec* q) {
-  Gate& g = q->sq.gate;
-  if (!g.try_enter_biased(t_hot.tid)) return;  // the QP's next post lets it go
-  if (q->sq.settled.load(std::memory_order_relaxed)) settled_release(q);
-  g.leave(Gate::kBiased);
+  SendQueue& sq = q->sq;
+  const auto let_go = [&sq] {
+    return sq.settled.load(std::memory_order_acquire) && sq.ring.in_flight() == 0;
+  };
+  if (!let_go() || !cq_release(q)) return;
+  if (!let_go() && !(sq.hold.fetch_or(kHeld, std::memory_order_seq_cst) & kHeld))
+    q->scq->holders.fetch_add(1, std::memory_order_seq_cst);
 }
 
 // Inside c's gate, after a merge, no QP holding c (each send QP on it settled on the NIC,
@@ -104,10 +112,17 @@ int poll_merge_more(CqRec* c, int n, ibv_wc* wc, int got, QpRec** drained) {
 using namespace unload::rt;
 
 // A pass-through poll whose completions include one of a request the shim tracked, posted
-// after the poll looked at `tracked`: merged as a tracked poll would have, in the gate.
+// after the poll looked at `tracked`: merged as a tracked poll would have, in the gate. The
+// request's QP held the CQ again for it; settled, with its ring emptied, it lets go here,
+// or the CQ stayed held with nothing left to retire.
 [[gnu::noinline]] static int poll_through_merge(CqRec* c, int n, ibv_wc* wc, int got) {
-  got = merge_polled(c, wc, n, 0, got, nullptr);  // a pass-through poll: nothing held to let go
+  QpRec* drained = nullptr;
+  got = merge_polled(c, wc, n, 0, got, &drained);
   if (!c->pending.empty()) got += c->pending.pop(wc + got, n - got);
+  if (drained) {
+    settled_let_go(drained);
+    if (c->holders.load(std::memory_order_relaxed) == 0) cq_go_through(c);
+  }
   return got;
 }
 

@@ -76,7 +76,7 @@ void count_offloaded(const ibv_send_wr* wr, int rc, ibv_send_wr* const* bad) {
   if (!q->sq.passing.load(std::memory_order_relaxed)) {
     GateScope g(q->sq.gate);
     if (q->sq.untracked.load(std::memory_order_relaxed) && !remote_pending(q)) {
-      q->sq.settled.store(false, std::memory_order_relaxed);  // passing instead
+      if (q->sq.settled.load(std::memory_order_relaxed)) unsettle(q->sq);  // passing instead
       q->sq.passing.store(true, std::memory_order_relaxed);
     }
   }
@@ -259,7 +259,7 @@ void settle_after_lane(QpRec* q, const Route& rt) {
     sq.untracked.store(true, std::memory_order_relaxed);
     busy_raise(q);  // a poller may have lowered it since the lane's write
   }
-  sq.settled.store(true, std::memory_order_relaxed);
+  sq.settled.store(true, std::memory_order_release);  // after its ring entries: settled_let_go
   nic_lane_settled(q);
   settled_release(q);
 }
@@ -276,7 +276,7 @@ void settle_again(QpRec* q, const Route& rt) {
   if (!plain_path(rt.path) || !nic_lane_may_settle(rt) || !sq.untracked.load(std::memory_order_relaxed) ||
       !may_settle_now(q))
     return;
-  sq.settled.store(true, std::memory_order_relaxed);
+  sq.settled.store(true, std::memory_order_release);  // after its ring entries: settled_let_go
   settled_release(q);
 }
 
@@ -574,7 +574,7 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
     GateScope g(q->sq.gate);
     SendQueue& sq = q->sq;
     if (__builtin_expect(sq.settled.load(std::memory_order_relaxed), 1)) {
-      if (__builtin_expect(sq.holds, 0)) settled_release(q);
+      if (__builtin_expect(cq_held(sq), 0)) settled_release(q);
       ibv_send_wr copy;
       const bool as_inline = sq.settled_path == Path::unload_inline && settled_inline(q, *wr);
       ibv_send_wr* given = as_inline ? asking_inline(*wr, &copy) : wr;
@@ -619,7 +619,7 @@ bool settled_inline(const QpRec* q, const ibv_send_wr& w) {
   if (__builtin_expect(wr->next != nullptr, 0)) return post_settled_list(q, wr, bad);
   if (__builtin_expect(!plain_kind(q, *wr), 0)) return post_slow(q->qp, q, wr, bad);
   if (__builtin_expect(!sq.gate.try_enter_biased(t_hot.tid), 0)) return post_settled_list(q, wr, bad);
-  if (__builtin_expect(!sq.settled.load(std::memory_order_relaxed) || sq.holds, 0)) {
+  if (__builtin_expect(!sq.settled.load(std::memory_order_relaxed) || cq_held(sq), 0)) {
     sq.gate.leave(Gate::kBiased);
     return post_settled_list(q, wr, bad);
   }

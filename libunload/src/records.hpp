@@ -94,11 +94,19 @@ struct SendQueue {
   uint64_t plain_ordering = 0;  // plain_posted after the newest plain READ or atomic
   uint64_t last_ordering = 0;  // ring seq + 1 of the newest READ or atomic
   uint64_t last_completing = 0;  // ring seq of the newest entry that yields a completion
-  // Counted in the send CQ's `holders` (cq_hold): from its first tracked request until it
-  // settles. `epoch_seen`: the CQ's through_epoch when it last held nothing. Post gate.
-  bool holds = false;
-  uint32_t epoch_seen = 0;
+  // kHeld: counted in the send CQ's `holders` (cq_hold), from its first tracked request
+  // until it settles; the high half: the CQ's through_epoch when it last held nothing
+  // (cq_release). One word, since a poller in the CQ's gate lets a settled QP's CQ go too
+  // (poll.cpp, settled_let_go): whoever clears kHeld does, once. Set by the post gate.
+  std::atomic<uint64_t> hold{0};
 };
+
+inline constexpr uint64_t kHeld = 1;
+
+// Whether q's send CQ is held for it: a hint outside the CQ's gate (a poller may let it go).
+[[gnu::always_inline]] inline bool cq_held(const SendQueue& sq) {
+  return (sq.hold.load(std::memory_order_relaxed) & kHeld) != 0;
+}
 
 // Plain writes of q whose completions the merger has not passed yet.
 [[gnu::always_inline]] inline uint64_t plain_in_flight(const SendQueue& sq) {
@@ -399,20 +407,27 @@ inline bool plain_clear(const QpRec* q) {
 // `failed` unset): its next CPU-path write's fence posts a marker, which would find it.
 // Post gate.
 inline void cq_hold(QpRec* q) {
-  if (q->sq.holds) return;
-  q->sq.holds = true;
+  SendQueue& sq = q->sq;
+  if (cq_held(sq)) return;
+  const uint64_t was = sq.hold.fetch_or(kHeld, std::memory_order_seq_cst);
+  if (was & kHeld) return;
   CqRec* c = q->scq;
   c->holders.fetch_add(1, std::memory_order_seq_cst);
-  if (c->through_epoch.load(std::memory_order_seq_cst) != q->sq.epoch_seen &&
-      !q->sq.untracked.load(std::memory_order_relaxed))
-    q->sq.untracked.store(true, std::memory_order_relaxed);
+  if (c->through_epoch.load(std::memory_order_seq_cst) != static_cast<uint32_t>(was >> 32) &&
+      !sq.untracked.load(std::memory_order_relaxed))
+    sq.untracked.store(true, std::memory_order_relaxed);
 }
-// q's completions need the merger no more (settled, or leaving the CQ's list).
-inline void cq_release(QpRec* q) {
-  if (!q->sq.holds) return;
-  q->sq.holds = false;
-  q->sq.epoch_seen = q->scq->through_epoch.load(std::memory_order_relaxed);
-  q->scq->holders.fetch_sub(1, std::memory_order_release);
+// q's completions need the merger no more (settled, or leaving the CQ's list): true when
+// this call let the CQ go, false when it was not held (or another let it go first).
+inline bool cq_release(QpRec* q) {
+  CqRec* c = q->scq;
+  const uint64_t free = uint64_t{c->through_epoch.load(std::memory_order_relaxed)} << 32;
+  uint64_t h = q->sq.hold.load(std::memory_order_relaxed);
+  do {
+    if (!(h & kHeld)) return false;
+  } while (!q->sq.hold.compare_exchange_weak(h, free, std::memory_order_seq_cst, std::memory_order_relaxed));
+  c->holders.fetch_sub(1, std::memory_order_release);
+  return true;
 }
 
 // A settled QP's send CQ is held for it no more once its ring is empty: only a tracked
@@ -421,10 +436,19 @@ inline void settled_release(QpRec* q) {
   if (q->sq.ring.in_flight() == 0) cq_release(q);
 }
 
+// The QP is settled no more. A poller may be letting its CQ go meanwhile (poll.cpp,
+// settled_let_go): the hold's read-modify-write after the clear makes the clear seen by a
+// let-go ordered after it, which holds the CQ again, and a let-go ordered before it seen
+// by the post's own look at the hold (cq_hold), which counts it again. Post gate.
+inline void unsettle(SendQueue& sq) {
+  sq.settled.store(false, std::memory_order_relaxed);
+  sq.hold.fetch_or(0, std::memory_order_seq_cst);
+}
+
 // What `passing` or `settled` stood on is about to change (a tracked post, `untracked` cleared).
 inline void passing_end(QpRec* q) {
   if (q->sq.passing.load(std::memory_order_relaxed)) q->sq.passing.store(false, std::memory_order_relaxed);
-  if (q->sq.settled.load(std::memory_order_relaxed)) q->sq.settled.store(false, std::memory_order_relaxed);
+  if (q->sq.settled.load(std::memory_order_relaxed)) unsettle(q->sq);
 }
 
 // Before a tracked request of q: its send CQ goes through the merger from now on (relaxed

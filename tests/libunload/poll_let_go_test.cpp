@@ -1,8 +1,14 @@
 // A QP settled on the NIC that held its send CQ for one tracked write (a consult's sample)
 // lets the CQ go in the program's poll that retires the write, so the CQ's polls pass
 // through again at once: at 1024 QPs its own next post, which would let it go too, is a
-// round of the others away, and every poll until then went through the merger.
+// round of the others away, and every poll until then went through the merger. Whichever
+// thread polls, and with the QP's posts going on beside the poll.
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 #include "gate.hpp"
 #include "registry.hpp"
@@ -12,15 +18,28 @@
 namespace unload::rt {
 namespace {
 
-// The fake provider's CQ: one completion to give, then none.
+// The fake provider's CQ: one completion to give, then none; or, for a test with a
+// poster beside the poller, what the poster queued, in order.
 ibv_wc g_completion;
 bool g_has_completion = false;
+std::mutex g_queue_mu;  // guards g_queue
+std::deque<ibv_wc> g_queue;
 
 int one_completion(ibv_cq*, int n, ibv_wc* wc) {
   if (!g_has_completion || n < 1) return 0;
   wc[0] = g_completion;
   g_has_completion = false;
   return 1;
+}
+
+int queued_completions(ibv_cq*, int n, ibv_wc* wc) {
+  std::lock_guard<std::mutex> l(g_queue_mu);
+  int got = 0;
+  for (; got < n && !g_queue.empty(); ++got) {
+    wc[got] = g_queue.front();
+    g_queue.pop_front();
+  }
+  return got;
 }
 
 struct SettledQpHoldingItsCq : ::testing::Test {
@@ -87,7 +106,7 @@ struct SettledQpHoldingItsCq : ::testing::Test {
 
 TEST_F(SettledQpHoldingItsCq, ThePollThatRetiresItsWriteLetsTheCqGo) {
   g_completion = sample(77);
-  ASSERT_TRUE(qp.sq.holds);
+  ASSERT_TRUE(cq_held(qp.sq));
   ASSERT_EQ(cq.holders.load(), 1u);
   ASSERT_TRUE(cq.tracked.load());
   ibv_wc wc{};
@@ -98,7 +117,7 @@ TEST_F(SettledQpHoldingItsCq, ThePollThatRetiresItsWriteLetsTheCqGo) {
   ASSERT_EQ(unload_cq_poll(&cq_verbs, 1, &wc), 1);
   EXPECT_EQ(wc.wr_id, 77u);
   EXPECT_EQ(qp.sq.ring.in_flight(), 0u);
-  EXPECT_FALSE(qp.sq.holds) << "the QP still holds its CQ: its polls wait for its next post";
+  EXPECT_FALSE(cq_held(qp.sq)) << "the QP still holds its CQ: its polls wait for its next post";
   EXPECT_EQ(cq.holders.load(), 0u);
   EXPECT_FALSE(cq.tracked.load()) << "the CQ's polls do not pass through again";
   EXPECT_TRUE(qp.sq.settled.load());
@@ -117,7 +136,67 @@ TEST_F(SettledQpHoldingItsCq, APollBehindAQueuedCompletionLetsGoAlike) {
   ASSERT_EQ(unload_cq_poll(&cq_verbs, 4, wc), 2);
   EXPECT_EQ(wc[0].wr_id, 5u);
   EXPECT_EQ(wc[1].wr_id, 78u);
-  EXPECT_FALSE(qp.sq.holds);
+  EXPECT_FALSE(cq_held(qp.sq));
+  EXPECT_FALSE(cq.tracked.load());
+}
+
+// A program that polls from a thread of its own: the QP's post gate is the posting
+// thread's, and the poller lets the CQ go without entering it (which would make every
+// later post of the QP take the shared way in).
+TEST_F(SettledQpHoldingItsCq, APollerOfAnotherThreadLetsGoAlike) {
+  g_completion = sample(79);
+  g_has_completion = true;
+  ibv_wc wc{};
+  int got = -1;
+  std::thread poller([&] { got = unload_cq_poll(&cq_verbs, 1, &wc); });
+  poller.join();
+  ASSERT_EQ(got, 1);
+  EXPECT_EQ(wc.wr_id, 79u);
+  EXPECT_FALSE(cq_held(qp.sq)) << "a poller that does not own the QP's gate left the CQ held";
+  EXPECT_EQ(cq.holders.load(), 0u);
+  EXPECT_FALSE(cq.tracked.load());
+  EXPECT_FALSE(qp.sq.gate.shared()) << "the let-go entered the QP's post gate";
+}
+
+// The posting thread takes samples one after another while another thread polls: each
+// completion reaches the program merged (its own wr_id, never the shim's tag, which a poll
+// that passed through while an entry was in flight would hand over), and once both are
+// done the CQ is let go and counted once.
+TEST_F(SettledQpHoldingItsCq, APosterBesideThePollerNeverLosesItsHold) {
+  constexpr uint64_t kSamples = 20000;
+  ctx.provider.poll_cq = queued_completions;
+  std::atomic<uint64_t> received{0};
+  std::atomic<bool> wrong{false};
+  std::thread poller([&] {
+    ibv_wc wc[4];
+    uint64_t next = 1;
+    while (next <= kSamples) {
+      const int got = unload_cq_poll(&cq_verbs, 4, wc);
+      if (got < 0) {
+        wrong = true;
+        return;
+      }
+      for (int i = 0; i < got; ++i)
+        if (wc[i].wr_id != next++) wrong = true;
+      received.store(next - 1, std::memory_order_release);
+      if (wrong) return;
+    }
+  });
+  for (uint64_t i = 1; i <= kSamples && !wrong; ++i) {
+    while (qp.sq.ring.in_flight() >= 8 && !wrong) std::this_thread::yield();
+    ASSERT_EQ(qp.sq.gate.enter(this_tid()), Gate::kBiased);
+    const ibv_wc wc = sample(i);
+    qp.sq.gate.leave(Gate::kBiased);
+    std::lock_guard<std::mutex> l(g_queue_mu);
+    g_queue.push_back(wc);
+  }
+  poller.join();
+  ctx.provider.poll_cq = one_completion;
+  ASSERT_FALSE(wrong) << "a completion reached the program unmerged or out of order, after "
+                      << received.load() << " right";
+  EXPECT_EQ(qp.sq.ring.in_flight(), 0u);
+  EXPECT_FALSE(cq_held(qp.sq));
+  EXPECT_EQ(cq.holders.load(), 0u) << "the hold was counted more or less than once";
   EXPECT_FALSE(cq.tracked.load());
 }
 
