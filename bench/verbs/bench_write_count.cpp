@@ -12,6 +12,10 @@
 //
 // The warm-up (uncounted) is 200 writes and at least 4 a QP.
 //
+// --poller=thread: every poll (each pass's and the warm-up's) is made by a thread of its
+// own, as in a program with a completion thread; the posting thread waits for each
+// write's completion there before its next post.
+//
 // --kernel (run without valgrind) counts instead what the writes cost outside the process,
 // over one pass of --writes writes (post and busy-poll each): the system calls this process
 // entered (tracepoint raw_syscalls:sys_enter), its context switches, and the packets the
@@ -20,6 +24,7 @@
 //
 //   bench_write_count --out=FILE [--qps=N] [--writes=N] [--warmup=N] [--bytes=N] [--kernel]
 //                     [--targets=same|random] [--footprint_mib=N] [--device=NAME] [--gid=N]
+//                     [--poller=same|thread]
 #include "verbs_env.hpp"
 
 #include <infiniband/verbs.h>
@@ -32,11 +37,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace uv = unload::verbs;
@@ -50,6 +59,7 @@ struct Options {
   int64_t warmup = -1;  // -1: 200, and at least 4 writes a QP
   bool random_targets = false;
   bool kernel = false;  // count system calls, context switches and packets, not instructions
+  bool poll_thread = false;  // polls made by a thread of their own (--poller=thread)
 };
 
 [[noreturn]] void die(const char* what, int err = errno) {
@@ -91,6 +101,10 @@ Options parse(int argc, char** argv) {
     else if (take(a, "--bytes", &v)) o.bytes = number(a, v, 1, 1u << 20);
     else if (take(a, "--footprint_mib", &v)) o.footprint_mib = number(a, v, 1, 1024);
     else if (!std::strcmp(a, "--kernel")) o.kernel = true;
+    else if (take(a, "--poller", &v) && !std::strcmp(v, "same"))
+      o.poll_thread = false;
+    else if (take(a, "--poller", &v) && !std::strcmp(v, "thread"))
+      o.poll_thread = true;
     else if (take(a, "--targets", &v) && !std::strcmp(v, "same")) o.random_targets = false;
     else if (take(a, "--targets", &v) && !std::strcmp(v, "random")) o.random_targets = true;
     else usage(a);
@@ -163,9 +177,53 @@ class KernelCounters {
   int switches_ = -1;
 };
 
+// Runs work on the polling thread: this one (--poller=same) or a thread of its own, handed
+// each piece and waited for.
+class Poller {
+ public:
+  explicit Poller(bool own_thread) {
+    if (own_thread) thread_ = std::thread([this] { serve(); });
+  }
+  ~Poller() {
+    if (!thread_.joinable()) return;
+    run(nullptr);
+    thread_.join();
+  }
+  // Runs f there (nullptr: the thread ends).
+  void run(std::function<void()> f) {
+    if (!thread_.joinable()) {
+      if (f) f();
+      return;
+    }
+    std::unique_lock<std::mutex> l(mu_);
+    work_ = std::move(f);
+    stop_ = !work_;
+    given_ = true;
+    cv_.notify_all();
+    cv_.wait(l, [this] { return !given_; });
+  }
+
+ private:
+  void serve() {
+    std::unique_lock<std::mutex> l(mu_);
+    for (;;) {
+      cv_.wait(l, [this] { return given_; });
+      if (!stop_) work_();
+      given_ = false;
+      cv_.notify_all();
+      if (stop_) return;
+    }
+  }
+  std::thread thread_;
+  std::mutex mu_;  // guards work_, given_ and stop_
+  std::condition_variable cv_;
+  std::function<void()> work_;
+  bool given_ = false, stop_ = false;
+};
+
 class Run {
  public:
-  explicit Run(const Options& o) : o_(o) {}
+  explicit Run(const Options& o) : o_(o), poller_(o.poll_thread) {}
 
   void setup() {
     if (int rc = uv::open_device(&d_, o_.device.c_str(), o_.gid)) die(uv::open_error(rc), rc);
@@ -221,19 +279,13 @@ class Run {
       if (collect_post) CALLGRIND_TOGGLE_COLLECT;
       if (rc) die("ibv_post_send", rc);
       ++posted_;
-      wait_one(collect_poll);
+      poller_.run([this, collect_poll] { wait_one(collect_poll); });
     }
   }
 
   // n polls of the quiet CQ, collected.
   void empty_polls(uint64_t n) {
-    ibv_wc wc;
-    for (uint64_t i = 0; i < n; ++i) {
-      CALLGRIND_TOGGLE_COLLECT;
-      const int got = ibv_poll_cq(scq_, 1, &wc);
-      CALLGRIND_TOGGLE_COLLECT;
-      if (got != 0) die("a completion on the quiet CQ", EPROTO);
-    }
+    poller_.run([this, n] { empty_polls_here(n); });
   }
 
   uint64_t polls = 0, empty = 0;  // of the collected polls
@@ -248,6 +300,16 @@ class Run {
   }
 
  private:
+  void empty_polls_here(uint64_t n) {
+    ibv_wc wc;
+    for (uint64_t i = 0; i < n; ++i) {
+      CALLGRIND_TOGGLE_COLLECT;
+      const int got = ibv_poll_cq(scq_, 1, &wc);
+      CALLGRIND_TOGGLE_COLLECT;
+      if (got != 0) die("a completion on the quiet CQ", EPROTO);
+    }
+  }
+
   uv::RcPath loopback(uint32_t qpn) const {
     uv::RcPath p;
     p.dest_qpn = qpn;
@@ -296,13 +358,14 @@ class Run {
   size_t src_len_ = 0, dst_len_ = 0;
   std::vector<ibv_qp*> senders_;
   uint64_t posted_ = 0;
+  Poller poller_;
 };
 
 }  // namespace
 
 void write_head(FILE* f, const Options& o) {
-  std::fprintf(f, "writes %u\nqps %u\nbytes %u\ntargets %s\n", o.writes, o.qps, o.bytes,
-               o.random_targets ? "random" : "same");
+  std::fprintf(f, "writes %u\nqps %u\nbytes %u\ntargets %s\npoller %s\n", o.writes, o.qps, o.bytes,
+               o.random_targets ? "random" : "same", o.poll_thread ? "thread" : "same");
 }
 
 // --kernel: one pass of writes, counted from outside the process.
