@@ -65,6 +65,7 @@ void write_block(const char* path, const Totals& t) {
     if (t.why_not[i]) b.line("why_not_", why_name(static_cast<Why>(i)), t.why_not[i]);
   if (t.samples) b.line("samples", "", t.samples);  // timed writes the policies learnt
   if (t.samples_at_wake) b.line("samples_at_wake", "", t.samples_at_wake);  // ... at a wake-up marker
+  if (t.samples_dropped) b.line("samples_dropped", "", t.samples_dropped);  // the poster's inbox full
   if (t.adaptive[0])  // adaptive decided: what it did
     for (unsigned i = 0; i < kAdaptiveCountN; ++i) b.line(kAdaptiveCounts[i].name, "", t.adaptive[i]);
   // Several processes (a server and its client) share one file: each appends its block
@@ -99,6 +100,7 @@ Totals minus(const Totals& a, const Totals& b) {
   for (unsigned i = 0; i < UNLOAD_WHY_COUNT; ++i) d.why_not[i] = a.why_not[i] - b.why_not[i];
   d.samples = a.samples - b.samples;
   d.samples_at_wake = a.samples_at_wake - b.samples_at_wake;
+  d.samples_dropped = a.samples_dropped - b.samples_dropped;
   for (unsigned i = 0; i < kAdaptiveCountN; ++i) d.adaptive[i] = a.adaptive[i] - b.adaptive[i];
   return d;
 }

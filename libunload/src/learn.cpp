@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <new>
 
 namespace unload::rt {
@@ -11,52 +12,75 @@ UNLOAD_TLS_HOT constinit thread_local policy::Policy* t_policy = nullptr;
 
 UNLOAD_TLS_HOT constinit thread_local uint64_t t_spin_since = 0;
 
+namespace {
+
+// A thread's policy and its inbox, made together.
+struct Learner {
+  policy::Policy policy;
+  Inbox inbox;
+  explicit Learner(uint64_t seed) : policy(seed) {}
+};
+
+}  // namespace
+
+UNLOAD_TLS_HOT constinit thread_local Inbox* t_inbox = nullptr;
+
 policy::Policy* thread_policy_slow() {
-  t_policy = new (std::nothrow) policy::Policy(static_cast<uint64_t>(gettid()) * 0x9E3779B97F4A7C15ull + 1);
+  auto* l = new (std::nothrow) Learner(static_cast<uint64_t>(gettid()) * 0x9E3779B97F4A7C15ull + 1);
+  if (!l) return nullptr;
+  t_inbox = &l->inbox;
+  t_policy = &l->policy;
   __atomic_store_n(&thread_stats().adaptive, t_policy, __ATOMIC_RELEASE);  // its statistics, at exit
   return t_policy;
 }
 
-void learn_boxed(QpRec* q, policy::Policy* pol) {
-  SampleBox& b = q->sample;
-  const uint32_t s0 = b.seq.load(std::memory_order_acquire);
-  uint64_t w[6];
-  for (int i = 0; i < 6; ++i) w[i] = b.w[i].load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
-  if ((s0 & 1) || b.seq.load(std::memory_order_relaxed) != s0) return;  // being written: next time
-  b.learnt = s0;
-  const auto p = static_cast<Path>(w[0] & 0xFF);
-  const policy::WriteFeatures f =
-      features_of(q, static_cast<uint32_t>(w[0] >> 32), static_cast<uint32_t>((w[0] >> 8) & 0xFFFFFF),
-                  static_cast<uint32_t>(w[1]), w[2], policy::PathSet::all());
-  pol->observe(p, f, w[3], w[5], w[4]);
+void learn_inbox(policy::Policy* pol) {
+  Inbox& in = *t_inbox;
+  InboxSample got[Inbox::kSize];
+  uint32_t n = 0;
+  if (in.busy.test_and_set(std::memory_order_acquire)) return;  // a poster at it: next time
+  n = in.n;
+  std::copy(in.samples, in.samples + n, got);
+  in.n = 0;
+  in.waiting.store(0, std::memory_order_relaxed);
+  in.busy.clear(std::memory_order_release);
+  for (uint32_t i = 0; i < n; ++i)
+    pol->observe(got[i].path, got[i].f, got[i].cost_ns, got[i].cpu_ns, got[i].wait_ns);
+}
+
+void learn_after_fork() {
+  if (Inbox* in = t_inbox) {
+    in->n = 0;
+    in->waiting.store(0, std::memory_order_relaxed);
+    in->busy.clear(std::memory_order_relaxed);
+  }
 }
 
 namespace {
 
-// The policy of this thread, or for a thread that never posts the next poster's on `q`,
-// learns one finished write.
+// The policy of this thread, or for a thread that never posts the inbox of the thread that
+// sampled q's write, learns one finished write.
 void learn(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey, uint64_t remote_addr,
            uint64_t cost, uint64_t cpu, uint64_t wait) {
-  ++thread_stats().samples;
+  const policy::WriteFeatures f =
+      features_of(q, length, sge_count, rkey, remote_addr, policy::PathSet::all());
   if (t_policy) {
-    const policy::WriteFeatures f = features_of(q, length, sge_count, rkey, remote_addr, policy::PathSet::all());
+    ++thread_stats().samples;
     t_policy->observe(p, f, cost, cpu, wait);
     return;
   }
-  // A completion thread that never posts: the next poster's policy learns it.
-  SampleBox& b = q->sample;
-  const uint32_t s0 = b.seq.load(std::memory_order_relaxed);
-  b.seq.store(s0 + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  b.w[0].store(static_cast<uint64_t>(p) | uint64_t{sge_count & 0xFFFFFF} << 8 | uint64_t{length} << 32,
-               std::memory_order_relaxed);
-  b.w[1].store(rkey, std::memory_order_relaxed);
-  b.w[2].store(remote_addr, std::memory_order_relaxed);
-  b.w[3].store(cost, std::memory_order_relaxed);
-  b.w[4].store(wait, std::memory_order_relaxed);
-  b.w[5].store(cpu, std::memory_order_relaxed);
-  b.seq.store(s0 + 2, std::memory_order_release);
+  Inbox* in = q->learner.load(std::memory_order_acquire);
+  if (!in || in->busy.test_and_set(std::memory_order_acquire)) {
+    ++thread_stats().samples_dropped;
+    return;
+  }
+  const bool room = in->n < Inbox::kSize;
+  if (room) {
+    in->samples[in->n++] = InboxSample{.path = p, .f = f, .cost_ns = cost, .cpu_ns = cpu, .wait_ns = wait};
+    in->waiting.store(in->n, std::memory_order_relaxed);
+  }
+  in->busy.clear(std::memory_order_release);
+  ++(room ? thread_stats().samples : thread_stats().samples_dropped);
 }
 
 }  // namespace

@@ -10,9 +10,29 @@
 
 namespace unload::rt {
 
-// This thread's policy; nullptr before its first routed write (learn() then leaves its
-// samples in the QP's box for the next poster).
+// This thread's policy; nullptr before its first routed write.
 UNLOAD_TLS_HOT extern constinit thread_local policy::Policy* t_policy;
+
+// Samples of writes this thread's policy decided that a thread without a policy merged (a
+// program's completion thread), waiting for this thread's next decision to learn them
+// (learn_inbox), as its own poll's are learnt at once. Else a QP's sample waited for that
+// QP's next post, at 1024 QPs a round of the others, and its class stayed in warm-up that
+// long (1,037 warm-up decisions where the posting thread polling makes 23). A sample that
+// finds the inbox full, or another thread at it, is dropped and counted: the policy learns
+// a little later. Kept for the process's life, as the policy is: a QP may still name it.
+struct InboxSample {
+  Path path;
+  policy::WriteFeatures f;
+  uint64_t cost_ns, cpu_ns, wait_ns;
+};
+struct Inbox {
+  static constexpr uint32_t kSize = 32;
+  std::atomic<uint32_t> waiting{0};  // how many are in it: its owner looks without the lock
+  std::atomic_flag busy;             // guards n and samples; only ever tried, never waited on
+  uint32_t n = 0;
+  InboxSample samples[kSize];
+};
+UNLOAD_TLS_HOT extern constinit thread_local Inbox* t_inbox;  // this thread's, with t_policy
 
 // The thread's policy, made at its first call; nullptr only when it cannot be allocated:
 // the caller then takes the NIC.
@@ -38,11 +58,24 @@ inline policy::WriteFeatures features_of(const QpRec* q, uint32_t length, uint32
                                .nic_outstanding = nic_outstanding(q->sq)};
 }
 
-// A sample a thread without a policy left in q's box (learn()): pol learns it.
-void learn_boxed(QpRec* q, policy::Policy* pol);
+// Whether samples wait in this thread's inbox (t_policy set: so is t_inbox).
+[[gnu::always_inline]] inline bool inbox_waiting() {
+  return t_inbox->waiting.load(std::memory_order_relaxed) != 0;
+}
+// This thread's policy pol learns what waits in its inbox.
+void learn_inbox(policy::Policy* pol);
+// In a forked child: the forking thread's inbox emptied and open (another thread of the
+// parent's may have been at it). The inboxes of the parent's other threads have no owner
+// here; a QP that names one names its own thread's at its next sample.
+void learn_after_fork();
+// q's next sample, merged by a thread without a policy, goes to this thread's inbox.
+inline void learner_is_me(QpRec* q) {
+  if (q->learner.load(std::memory_order_relaxed) != t_inbox)
+    q->learner.store(t_inbox, std::memory_order_release);
+}
 
-// Adaptive mode: the policy of this thread (or, for a thread that never posts, the next
-// poster's on `q`) learns the cost of a path that finished, and
+// Adaptive mode: the policy of this thread (or, for a thread that never posts, the inbox of
+// the thread that sampled q's write) learns the cost of a path that finished, and
 // for an offloaded write how long this thread spent on it in verbs calls: its post
 // (`post_call_ns` of its `t0 .. completion`: a software NIC such as rxe does the NIC's work
 // inside post_send, on the caller's CPU) and its busy-poll for the completion.

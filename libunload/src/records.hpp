@@ -167,12 +167,6 @@ struct PeerLink {
 // completion thread, as rping's), left for the next poster's policy to learn (route.cpp).
 // One writer at a time (the send CQ's gate holder), one reader (the post gate's); a
 // seqlock, odd while written; a sample not yet learnt is overwritten by a newer one.
-struct SampleBox {
-  std::atomic<uint32_t> seq{0};
-  uint32_t learnt = 0;  // reader side: the seq last learnt
-  std::atomic<uint64_t> w[6] = {};  // path | sge_count << 8 | length << 32, rkey, addr, cost, wait, cpu
-};
-
 // The region a memo's source SGE lay in when a route found it valid (its PD, bounds and
 // CPU access): an SGE inside it is valid as found while the memo epoch has not moved (no
 // region deregistered or re-registered since). source_keep and source_holds, registry.hpp.
@@ -309,7 +303,9 @@ struct QpRec {
   SendQueue sq;
   CqRec* rcq_held = nullptr;  // its receive CQ, when another than its send CQ: held for its life
   PeerLink peer;
-  SampleBox sample;
+  // The inbox of the thread whose policy last sampled one of its writes (learn.hpp): where
+  // a thread without a policy of its own that merges the sample leaves it.
+  std::atomic<struct Inbox*> learner{nullptr};
   struct QpxState* qpx = nullptr;  // the wr_* API's state (ibv_qp_ex QPs only)
   struct MappedSet* mapped = nullptr;  // the mapped engine's targets (mapped.cpp), post gate
   // Its remote writes in flight without waiting (remote_ring.cpp): set by its poster at the

@@ -244,20 +244,23 @@ Route route(QpRec* q, const WriteRequest& r, const ibv_sge* sg, const Tunables& 
       policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, eligible);
       if (adaptive) adaptive_pol = pol;
       out.adaptive = adaptive;
-      // A settled write is the policy's one branch: no clock, no sample. A sample a
-      // completion thread left in the box waits for the next full decision (at most
-      // kSteadySampleEvery writes).
+      // Samples a completion thread merged are learnt first, as this thread's own poll's
+      // would have been (an observe ends a reuse). A settled write is then the policy's one
+      // branch: no clock, no sample.
+      if (inbox_waiting()) [[unlikely]]
+        learn_inbox(pol);
       out.reused = adaptive && pol->decide_reused(f, t, out.path);
       if (!out.reused) {
         // Adaptive times only the writes it samples (policy.hpp, kSampleEvery), from the
         // clock its decision read when it asked for one (it does before a periodic
         // sample), else from after the decision: a clock read costs more than a decision
         // under an emulator, and the decision's own tens of ns weigh the same on every path.
-        if (q->sample.seq.load(std::memory_order_acquire) != q->sample.learnt) [[unlikely]]
-          learn_boxed(q, pol);
         if (adaptive && pol->wants_clock()) f.now_ns = now_ns();
         out.path = adaptive ? pol->decide_unreused(f, t) : pol->decide(f, t);
-        if (adaptive && pol->sampled()) out.t0 = f.now_ns ? f.now_ns : now_ns();
+        if (adaptive && pol->sampled()) {
+          out.t0 = f.now_ns ? f.now_ns : now_ns();
+          learner_is_me(q);
+        }
       }
     }
   }
@@ -298,9 +301,7 @@ bool route_reuses_mapped(QpRec* q, uint64_t remote_addr, PathSet eligible, const
     // Another target (another page, or a QP of many, each writing its own region, after
     // another's write): decided as route() decides it when that is certainly mapped, as
     // route_reuses_nic does. Else every write of a program's many QPs took the route.
-    if (q->sample.seq.load(std::memory_order_acquire) != q->sample.learnt ||
-        !pol->decide_elsewhere_as(f, t, Path::unload_mapped))
-      return false;
+    if (inbox_waiting() || !pol->decide_elsewhere_as(f, t, Path::unload_mapped)) return false;
   }
   x.policy = pol;
   x.policy_gen = pol->settled_gen();
@@ -318,10 +319,8 @@ bool route_reuses_nic(QpRec* q, NicLaneMemo& x, const WriteRequest& r, const Tun
   const policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, x.eligible);
   if (!pol->decide_reused_as(f, t, x.path)) {
     // Another target page: decided as route() decides it, when that is certainly x.path (a
-    // sample another thread's completion left in the box is route()'s to learn first).
-    if (q->sample.seq.load(std::memory_order_acquire) != q->sample.learnt ||
-        !pol->decide_elsewhere_as(f, t, x.path))
-      return false;
+    // sample a completion thread left in the inbox is route()'s to learn first).
+    if (inbox_waiting() || !pol->decide_elsewhere_as(f, t, x.path)) return false;
   }
   x.policy = pol;
   x.policy_gen = pol->settled_gen();

@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include "ending.hpp"
+#include "learn.hpp"
 #include "parts.hpp"
 #include "signals.hpp"
 #include "stats.hpp"
@@ -26,6 +27,7 @@ void session_start() {
     tunables_after_fork();
     stats_after_fork();
     ending_after_fork();
+    learn_after_fork();
   });
 }
 

@@ -98,6 +98,7 @@ Totals stats_totals() {
       t.why_not[i] += __atomic_load_n(&s->why_not[i], __ATOMIC_RELAXED);
     t.samples += __atomic_load_n(&s->samples, __ATOMIC_RELAXED);
     t.samples_at_wake += __atomic_load_n(&s->samples_at_wake, __ATOMIC_RELAXED);
+    t.samples_dropped += __atomic_load_n(&s->samples_dropped, __ATOMIC_RELAXED);
     // Another thread's policy, read as its counters are: relaxed, each field whole.
     if (const policy::Policy* p = __atomic_load_n(&s->adaptive, __ATOMIC_ACQUIRE)) {
       const policy::PolicyStats& a = p->stats();
@@ -126,6 +127,7 @@ void stats_after_fork() {
     s->sending.clear();
     s->samples = 0;
     s->samples_at_wake = 0;
+    s->samples_dropped = 0;
     if (s != t_hot.stats) s->adaptive = nullptr;  // a thread of the parent's: no decisions here
   }
 }

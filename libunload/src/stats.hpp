@@ -37,6 +37,7 @@ struct ThreadStats {
   uint64_t sent_why_not[UNLOAD_WHY_COUNT];
   uint64_t samples;                // timed writes the policies learnt (observe())
   uint64_t samples_at_wake;        // ... of them, CPU-placed ones learnt at their wake-up marker
+  uint64_t samples_dropped;        // merged by another thread, its poster's inbox full (learn.hpp)
   const policy::Policy* adaptive;  // this thread's policy, once it has one
   ThreadStats* next;
 };
@@ -147,6 +148,7 @@ struct Totals {
   uint64_t why_not[UNLOAD_WHY_COUNT];
   uint64_t samples;
   uint64_t samples_at_wake;
+  uint64_t samples_dropped;
   uint64_t adaptive[kAdaptiveCountN];  // every thread's policy's, summed (kAdaptiveCounts)
 };
 Totals stats_totals();
