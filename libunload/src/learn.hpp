@@ -95,9 +95,11 @@ void observe_remote(QpRec* q, const WriteRequest& r, uint64_t cost_ns);
 UNLOAD_TLS_HOT extern constinit thread_local uint64_t t_spin_since;
 
 // What the program's ibv_poll_cq returned (after the merge): a run of empty polls is a
-// wait for the NIC, which observe() reports to the policy. Inline: every poll tells it.
+// wait for the NIC, which observe() reports to the policy. Inline: every poll tells it. A
+// completion thread without a policy of its own keeps it too: its samples go to the
+// poster's inbox with the spin, or a NIC write's wait read as its post alone and the
+// budget charged inline's copy in full.
 inline void note_poll(int got) {
-  if (!t_policy) return;
   if (got != 0)
     t_spin_since = 0;
   else if (!t_spin_since)
