@@ -37,9 +37,8 @@ policy::Policy* thread_policy_slow() {
 void learn_inbox(policy::Policy* pol) {
   Inbox& in = *t_inbox;
   InboxSample got[Inbox::kSize];
-  uint32_t n = 0;
   if (in.busy.test_and_set(std::memory_order_acquire)) return;  // a poster at it: next time
-  n = in.n;
+  const uint32_t n = in.n;
   std::copy(in.samples, in.samples + n, got);
   in.n = 0;
   in.waiting.store(0, std::memory_order_relaxed);

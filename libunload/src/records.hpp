@@ -163,10 +163,6 @@ struct PeerLink {
   bool on_this_host() const { return local || (flags & UNLOAD_PEER_LOCAL); }
 };
 
-// The cost of a sampled write measured by a thread with no policy of its own (a program's
-// completion thread, as rping's), left for the next poster's policy to learn (route.cpp).
-// One writer at a time (the send CQ's gate holder), one reader (the post gate's); a
-// seqlock, odd while written; a sample not yet learnt is overwritten by a newer one.
 // The region a memo's source SGE lay in when a route found it valid (its PD, bounds and
 // CPU access): an SGE inside it is valid as found while the memo epoch has not moved (no
 // region deregistered or re-registered since). source_keep and source_holds, registry.hpp.
