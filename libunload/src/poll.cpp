@@ -85,8 +85,7 @@ int poll_merge_more(CqRec* c, int n, ibv_wc* wc, int got, QpRec** drained) {
     return sq.settled.load(std::memory_order_acquire) && sq.ring.in_flight() == 0;
   };
   if (!let_go() || !cq_release(q)) return;
-  if (!let_go() && !(sq.hold.fetch_or(kHeld, std::memory_order_seq_cst) & kHeld))
-    q->scq->holders.fetch_add(1, std::memory_order_seq_cst);
+  if (!let_go()) cq_hold(q);  // its epoch is the one just kept: `untracked` left as it is
 }
 
 // Inside c's gate, after a merge, no QP holding c (each send QP on it settled on the NIC,

@@ -397,14 +397,20 @@ inline bool plain_clear(const QpRec* q) {
 // on its second look or has its clear seen there (poll.cpp, cq_go_through). Polls that
 // passed through while q held nothing may have passed a receive's error of q unmerged (its
 // `failed` unset): its next CPU-path write's fence posts a marker, which would find it.
-// Post gate.
+// Counted before kHeld is set, uncounted if another set it first, so that `holders` is
+// never below the QPs with kHeld set: a poller holding q again (poll.cpp, settled_let_go)
+// that finds kHeld just set by q's post must not see the CQ held by no one and pass q's
+// writes in flight through unmerged. By the post gate, or by that poller in c's gate.
 inline void cq_hold(QpRec* q) {
   SendQueue& sq = q->sq;
   if (cq_held(sq)) return;
-  const uint64_t was = sq.hold.fetch_or(kHeld, std::memory_order_seq_cst);
-  if (was & kHeld) return;
   CqRec* c = q->scq;
   c->holders.fetch_add(1, std::memory_order_seq_cst);
+  const uint64_t was = sq.hold.fetch_or(kHeld, std::memory_order_seq_cst);
+  if (was & kHeld) {
+    c->holders.fetch_sub(1, std::memory_order_release);
+    return;
+  }
   if (c->through_epoch.load(std::memory_order_seq_cst) != static_cast<uint32_t>(was >> 32) &&
       !sq.untracked.load(std::memory_order_relaxed))
     sq.untracked.store(true, std::memory_order_relaxed);
