@@ -38,10 +38,9 @@ void learn_inbox(policy::Policy* pol) {
   Inbox& in = *t_inbox;
   InboxSample got[Inbox::kSize];
   if (in.busy.test_and_set(std::memory_order_acquire)) return;  // a poster at it: next time
-  const uint32_t n = in.n;
+  const uint32_t n = in.n.load(std::memory_order_relaxed);
   std::copy(in.samples, in.samples + n, got);
-  in.n = 0;
-  in.waiting.store(0, std::memory_order_relaxed);
+  in.n.store(0, std::memory_order_relaxed);
   in.busy.clear(std::memory_order_release);
   for (uint32_t i = 0; i < n; ++i)
     pol->observe(got[i].path, got[i].f, got[i].cost_ns, got[i].cpu_ns, got[i].wait_ns);
@@ -49,8 +48,7 @@ void learn_inbox(policy::Policy* pol) {
 
 void learn_after_fork() {
   if (Inbox* in = t_inbox) {
-    in->n = 0;
-    in->waiting.store(0, std::memory_order_relaxed);
+    in->n.store(0, std::memory_order_relaxed);
     in->busy.clear(std::memory_order_relaxed);
   }
 }
@@ -73,10 +71,11 @@ void learn(QpRec* q, Path p, uint32_t length, uint32_t sge_count, uint32_t rkey,
     ++thread_stats().samples_dropped;
     return;
   }
-  const bool room = in->n < Inbox::kSize;
+  const uint32_t k = in->n.load(std::memory_order_relaxed);
+  const bool room = k < Inbox::kSize;
   if (room) {
-    in->samples[in->n++] = InboxSample{.path = p, .f = f, .cost_ns = cost, .cpu_ns = cpu, .wait_ns = wait};
-    in->waiting.store(in->n, std::memory_order_relaxed);
+    in->samples[k] = InboxSample{.path = p, .f = f, .cost_ns = cost, .cpu_ns = cpu, .wait_ns = wait};
+    in->n.store(k + 1, std::memory_order_relaxed);
   }
   in->busy.clear(std::memory_order_release);
   ++(room ? thread_stats().samples : thread_stats().samples_dropped);

@@ -27,9 +27,8 @@ struct InboxSample {
 };
 struct Inbox {
   static constexpr uint32_t kSize = 32;
-  std::atomic<uint32_t> waiting{0};  // how many are in it: its owner looks without the lock
-  std::atomic_flag busy;             // guards n and samples; only ever tried, never waited on
-  uint32_t n = 0;
+  std::atomic<uint32_t> n{0};  // how many are in it: changed under busy, looked at without
+  std::atomic_flag busy;       // guards samples; only ever tried, never waited on
   InboxSample samples[kSize];
 };
 UNLOAD_TLS_HOT extern constinit thread_local Inbox* t_inbox;  // this thread's, with t_policy
@@ -60,7 +59,7 @@ inline policy::WriteFeatures features_of(const QpRec* q, uint32_t length, uint32
 
 // Whether samples wait in this thread's inbox (t_policy set: so is t_inbox).
 [[gnu::always_inline]] inline bool inbox_waiting() {
-  return t_inbox->waiting.load(std::memory_order_relaxed) != 0;
+  return t_inbox->n.load(std::memory_order_relaxed) != 0;
 }
 // This thread's policy pol learns what waits in its inbox.
 void learn_inbox(policy::Policy* pol);
