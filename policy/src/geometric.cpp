@@ -2,7 +2,6 @@
 
 #include <array>
 #include <bit>
-#include <cmath>
 
 namespace unload::policy {
 
@@ -37,14 +36,34 @@ constexpr std::array<uint32_t, (1u << kTableBits) + 1> make_log2_table() {
 constexpr auto kLog2Table = make_log2_table();
 static_assert(kLog2Table[0] == 0 && kLog2Table[1u << kTableBits] == 1u << GeometricGap::kFracBits);
 
+// -ln(1 - x) for x in (0, 1/2]: the series of x^k / k, each term at most half the one
+// before. Written out, with pow2, so that the shim needs no libm: a library the programs it
+// is preloaded into may not load (rping does not), at a cost to every process's start.
+double neg_ln_1_minus(double x) {
+  double sum = 0.0;
+  double term = x;
+  for (int k = 1; k < 80 && term > 0.0; ++k) {
+    sum += term / k;
+    term *= x;
+  }
+  return sum;
+}
+
+// 2^n for n in [0, 127], exactly.
+double pow2(uint32_t n) {
+  double p = 1.0;
+  for (uint32_t i = 0; i < n; ++i) p *= 2.0;
+  return p;
+}
+
 }  // namespace
 
 GeometricGap::GeometricGap(uint32_t shift) {
   if (shift == 0 || shift >= 64) return;
   shift_ = shift;
   // Once per tunable change: the one floating-point step.
-  const double d = -std::log1p(-std::ldexp(1.0, -static_cast<int>(shift))) / kLn2;
-  scaled_denominator_ = static_cast<uint64_t>(std::ldexp(d, static_cast<int>(shift) + kFracBits) + 0.5);
+  const double d = neg_ln_1_minus(1.0 / pow2(shift)) / kLn2;
+  scaled_denominator_ = static_cast<uint64_t>(d * pow2(shift + kFracBits) + 0.5);
 }
 
 uint64_t GeometricGap::neg_log2_of_u(uint64_t r) {
