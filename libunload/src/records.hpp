@@ -453,12 +453,23 @@ inline void passing_end(QpRec* q) {
 // would do against the completion: the provider releases the request after it, and the
 // poller acquires the completion before it looks; seq_cst against a poller's clear,
 // cq_hold), and q's posts stop passing straight through.
-inline void mark_tracked(QpRec* q) {
+[[gnu::noinline]] inline void mark_tracked_work(QpRec* q) {
   passing_end(q);
   if (!q->scq) return;
   cq_hold(q);
   if (!q->scq->tracked.load(std::memory_order_seq_cst))
     q->scq->tracked.store(true, std::memory_order_seq_cst);
+}
+// Its usual case inline, the same loads in the same order finding nothing to do: a post on
+// a QP already tracked (the express lane's every write) calls nothing.
+[[gnu::always_inline]] inline void mark_tracked(QpRec* q) {
+  const SendQueue& sq = q->sq;
+  if (__builtin_expect(!sq.passing.load(std::memory_order_relaxed) &&
+                           !sq.settled.load(std::memory_order_relaxed) && q->scq && cq_held(sq) &&
+                           q->scq->tracked.load(std::memory_order_seq_cst),
+                       1))
+    return;
+  mark_tracked_work(q);
 }
 
 // Whether q's NIC write may be one the lane gives as built: plain (plain_clear), or, on a

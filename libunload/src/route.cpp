@@ -297,12 +297,10 @@ bool route_reuses_mapped(QpRec* q, uint64_t remote_addr, PathSet eligible, const
   if (forced_path(forced)) return forced == Path::unload_mapped;
   if (!pol || t.mode != static_cast<uint32_t>(Mode::adaptive)) return false;
   const policy::WriteFeatures f = features_of(q, x.length, 1, x.rkey, remote_addr, eligible);
-  if (!pol->decide_reused_as(f, t, Path::unload_mapped)) {
-    // Another target (another page, or a QP of many, each writing its own region, after
-    // another's write): decided as route() decides it when that is certainly mapped, as
-    // route_reuses_nic does. Else every write of a program's many QPs took the route.
-    if (inbox_waiting() || !pol->decide_elsewhere_as(f, t, Path::unload_mapped)) return false;
-  }
+  // Another target (another page, or a QP of many, each writing its own region, after
+  // another's write): decided as route() decides it when that is certainly mapped, as
+  // route_reuses_nic does. Else every write of a program's many QPs took the route.
+  if (!pol->decide_reused_or_elsewhere_as(f, t, Path::unload_mapped, !inbox_waiting())) return false;
   x.policy = pol;
   x.policy_gen = pol->settled_gen();
   return true;
@@ -317,11 +315,9 @@ bool route_reuses_nic(QpRec* q, NicLaneMemo& x, const WriteRequest& r, const Tun
   if (x.policy == pol && pol->decide_reused_vouched(x.policy_gen, r.remote_addr >> policy::kTargetPageShift, vouched))
     return true;
   const policy::WriteFeatures f = features_of(q, r.length, r.sge_count, r.rkey, r.remote_addr, x.eligible);
-  if (!pol->decide_reused_as(f, t, x.path)) {
-    // Another target page: decided as route() decides it, when that is certainly x.path (a
-    // sample a completion thread left in the inbox is route()'s to learn first).
-    if (inbox_waiting() || !pol->decide_elsewhere_as(f, t, x.path)) return false;
-  }
+  // Another target page: decided as route() decides it, when that is certainly x.path (a
+  // sample a completion thread left in the inbox is route()'s to learn first).
+  if (!pol->decide_reused_or_elsewhere_as(f, t, x.path, !inbox_waiting())) return false;
   x.policy = pol;
   x.policy_gen = pol->settled_gen();
   return true;

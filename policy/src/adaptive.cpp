@@ -261,6 +261,33 @@ Path Policy::decide_settled_elsewhere(const WriteFeatures& f, const Tunables& t)
   return settled_.path;
 }
 
+// decide_unreused() for a write decide_elsewhere_as() found certain to keep the settled
+// path (its sketch key `key`): the same steps in the same order, each made once, and
+// those its checks ruled out left out. No sample is due (wants_clock() was false, so the
+// countdown is above 1), the page keeps the settled hotness (the touch answers as count()
+// foresaw), and nothing is drawn, charged or asked of a resident set. The runtime's lanes
+// take every write to another page of a random-target stream so: through decide_unreused()
+// it compared the tunables again and touched the sketch's slots twice.
+void Policy::settle_elsewhere(const WriteFeatures& f, const Tunables& t, uint64_t key) {
+  Settled& s = settled_;
+  reuse_left_ = 0;  // end_run(): the run's reuses were counted (pay_run())
+  run_armed_ = 0;
+  const bool voucher_holds = f.rkey == s.rkey;  // and all beside the target, as checked
+  ++stats_.decisions;
+  --sample_countdown_;
+  sampled_ = false;
+  hotness_.touch(HotnessSketch::slots_of_key(key));
+  if (s.explores) {
+    --explore_left_;
+    if (f.now_ns != 0) budget_.refill(f.now_ns, t.cpu_budget_pct);
+  }
+  stats_.budget_waived_ns += s.waived_ns;  // count_unsampled_settled(): no charge
+  ++stats_.reused;
+  retarget(f, s.hot, key);
+  if (!voucher_holds) ++settled_gen_;
+  arm_reuse();
+}
+
 // A write of the hotness `hot` the settled decision does not have: the parked decision
 // becomes the settled one (and the settled one parked) when it is of that hotness and saw
 // f's features and these tunables. What else it depended on is kept true while it is

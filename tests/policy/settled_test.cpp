@@ -392,6 +392,72 @@ TEST(policy_settled, ADecisionElsewhereForTheSettledPathChangesNoDecision) {
   }
 }
 
+// The same question asked step by step against the whole decision: a policy whose lane
+// takes writes to other pages by decide_elsewhere_as() and one that decides every write
+// (both reusing) agree after each write on the path, the sample, the clock wanted, the
+// statistics and the voucher's generation (which the runtime's memos are keyed on), over
+// random targets cold and at the hotness threshold, across rkeys, lengths and a change of
+// the tunables, with exploration on.
+TEST(policy_settled, ADecisionElsewhereIsTheWholeDecisionStepByStep) {
+  // Asked as the NIC lane once asked it (decide_reused(), then decide_elsewhere_as()) and
+  // as the lanes ask it now, both questions in one (decide_reused_or_elsewhere_as()).
+  for (const bool combined : {false, true})
+    for (const uint64_t pages : {16384u, 200u, 24u}) {
+      SCOPED_TRACE(::testing::Message() << pages << " pages, " << (combined ? "one question" : "two"));
+      Policy lane(7), whole(7);
+      Tunables t = tunables_in(Mode::adaptive);
+      t.explore_shift = 4;
+      WriteFeatures f = write_of(64, PathSet::cpu_paths(), true);
+      Prng rng(pages);
+      uint64_t now = 1, taken = 0, gen_moves = 0;
+      Path last = Path::offload;
+      for (int i = 0; i < 20'000; ++i) {
+        const uint64_t r = rng.next();
+        f.remote_addr = (r % pages) << kTargetPageShift;
+        f.rkey = r % 97 == 0 ? 0x1234 : 0x5678;
+        f.length = r % 89 == 0 ? 4096 : 64;  // beside the target: another class now and then
+        if (i == 10'000) t.hysteresis_pct += 5;
+        const bool clock = lane.wants_clock();
+        ASSERT_EQ(clock, whole.wants_clock()) << "write " << i;
+        f.now_ns = clock ? now : 0;
+        const uint64_t gen_before = whole.settled_gen();
+        Path a;
+        if (combined) {
+          if (lane.decide_reused_or_elsewhere_as(f, t, last, true)) {
+            a = last;
+            ++taken;
+          } else {
+            a = lane.decide(f, t);
+          }
+        } else if (!lane.decide_reused(f, t, a)) {
+          if (lane.decide_elsewhere_as(f, t, last)) {
+            a = last;
+            ++taken;
+          } else {
+            a = lane.decide_unreused(f, t);
+          }
+        }
+        const Path b = whole.decide(f, t);
+        ASSERT_EQ(a, b) << "write " << i;
+        ASSERT_EQ(lane.sampled(), whole.sampled()) << "write " << i;
+        ASSERT_EQ(lane.settled_gen(), whole.settled_gen()) << "write " << i;
+        gen_moves += whole.settled_gen() != gen_before;
+        last = a;
+        const uint64_t cost = a == Path::offload ? 10'000 : a == Path::unload_direct ? 3000 : 7000;
+        if (lane.sampled()) {  // a latency-bound program: an offloaded write's cost is its wait
+          const uint64_t cpu = is_cpu_path(a) ? cost : 0, wait = a == Path::offload ? cost : 0;
+          lane.observe(a, f, cost, cpu, wait);
+          whole.observe(b, f, cost, cpu, wait);
+        }
+        now += cost;
+      }
+      expect_same_stats(lane.stats(), whole.stats());
+      EXPECT_EQ(lane.stats().reused, whole.stats().reused);
+      EXPECT_GT(taken, 1'000u) << "the lane's question was asked and answered yes";
+      EXPECT_GT(gen_moves, 100u) << "writes under another rkey moved the voucher";
+    }
+}
+
 // A sample that confirms the choice keeps the reuse, from the very next write: of a class
 // settled on mapped too (a peer on this host), which the check after a sample once
 // rebuilt without the peer's locality and so without mapped.

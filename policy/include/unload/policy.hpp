@@ -202,20 +202,22 @@ class Policy {
   // resident set to ask), and the caller calls decide_unreused(). Random targets then cost
   // the sketch's touch and the countdowns, not a whole decision's lookups.
   bool decide_elsewhere_as(const WriteFeatures& f, const Tunables& t, Path want) {
-    pay_run();
+    return !settled_on_target(f) && settled_differs_beside_target(f, t) == 0 && take_elsewhere_as(f, t, want);
+  }
+  // decide_reused_as(), and when it says false for a write that only its target sets apart
+  // from the settled one, decide_elsewhere_as() if `elsewhere`: the comparison beside the
+  // target (the tunables word by word) made once for both.
+  bool decide_reused_or_elsewhere_as(const WriteFeatures& f, const Tunables& t, Path want, bool elsewhere) {
     const Settled& s = settled_;
-    if (!s.live || s.path != want || reuse_ != Reuse::on || s.charged_ns != 0 || wants_clock() ||
-        (s.explores && explore_left_ == 1) || draws_elsewise(s) || resident_on(f.peer_local) ||
-        settled_on_target(f) || settled_differs_beside_target(f, t) != 0)
-      return false;
-    // The touch decide_settled_elsewhere() makes, foreseen: owed touches first, as it pays
-    // them (paying early changes nothing a later decision sees).
-    pay_touches();
-    const uint64_t key = HotnessSketch::key_of(f.rkey, f.remote_addr >> kTargetPageShift);
-    if ((hotness_.count(HotnessSketch::slots_of_key(key)) + 1 >= HotnessSketch::kHotCount) != s.hot)
-      return false;
-    decide_unreused(f, t);  // decide_settled_elsewhere(), which keeps `want` on all these terms
-    return true;
+    if (s.path != want) return false;
+    const uint64_t beside = settled_differs_beside_target(f, t);
+    const uint64_t target = (f.rkey ^ s.rkey) | ((f.remote_addr >> kTargetPageShift) ^ s.page);
+    if ((beside | target | (reuse_left_ == 0)) == 0) {
+      Path p;
+      take_reuse(p);
+      return true;
+    }
+    return elsewhere && beside == 0 && target != 0 && take_elsewhere_as(f, t, want);
   }
 
   // Whether the next decision needs f.now_ns (a periodic sample, or an empty CPU budget
@@ -495,7 +497,25 @@ class Policy {
   // sketch is touched for its page, and the settled path taken when that page is in the
   // settled write's hotness class, as a full decision would take it; then the settled
   // decision is the new page's.
+  // decide_elsewhere_as() for a write known to be the settled one's beside its target and
+  // on another target: the rest of its checks, and the decision.
+  bool take_elsewhere_as(const WriteFeatures& f, const Tunables& t, Path want) {
+    pay_run();
+    const Settled& s = settled_;
+    if (!s.live || s.path != want || reuse_ != Reuse::on || s.charged_ns != 0 || wants_clock() ||
+        (s.explores && explore_left_ == 1) || draws_elsewise(s) || resident_on(f.peer_local))
+      return false;
+    // The touch decide_settled_elsewhere() makes, foreseen: owed touches first, as it pays
+    // them (paying early changes nothing a later decision sees).
+    pay_touches();
+    const uint64_t key = HotnessSketch::key_of(f.rkey, f.remote_addr >> kTargetPageShift);
+    if ((hotness_.count(HotnessSketch::slots_of_key(key)) + 1 >= HotnessSketch::kHotCount) != s.hot)
+      return false;
+    settle_elsewhere(f, t, key);
+    return true;
+  }
   Path decide_settled_elsewhere(const WriteFeatures& f, const Tunables& t);
+  void settle_elsewhere(const WriteFeatures& f, const Tunables& t, uint64_t key);
   Path decide_settled_draw(const WriteFeatures& f, const Tunables& t);
   Path decide_full(const WriteFeatures& f, const Tunables& t);
   Path decide_adaptive(const WriteFeatures& f, const Tunables& t);
