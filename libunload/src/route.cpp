@@ -289,9 +289,12 @@ bool route_reuses_mapped(QpRec* q, uint64_t remote_addr, PathSet eligible, const
   // The express lane checked the shape, the tunables' sequence and a quiet send queue
   // against its memo: what the policy compared when it reused this shape's last write.
   // (The peer's locality is the QP's from its move to RTR on.)
+  // Another page of such a write: decided there (as decide_reused_or_elsewhere_as() below
+  // would) with nothing compared but the page, the generation standing for the rest.
   Path vouched;
   if (x.policy == pol && pol &&
-      pol->decide_reused_vouched(x.policy_gen, remote_addr >> policy::kTargetPageShift, vouched))
+      (pol->decide_reused_vouched(x.policy_gen, remote_addr >> policy::kTargetPageShift, vouched) ||
+       (!inbox_waiting() && pol->decide_elsewhere_vouched(x.policy_gen, x.rkey, remote_addr))))
     return true;
   Path forced;
   if (forced_path(forced)) return forced == Path::unload_mapped;

@@ -399,18 +399,26 @@ TEST(policy_settled, ADecisionElsewhereForTheSettledPathChangesNoDecision) {
 // random targets cold and at the hotness threshold, across rkeys, lengths and a change of
 // the tunables, with exploration on.
 TEST(policy_settled, ADecisionElsewhereIsTheWholeDecisionStepByStep) {
-  // Asked as the NIC lane once asked it (decide_reused(), then decide_elsewhere_as()) and
-  // as the lanes ask it now, both questions in one (decide_reused_or_elsewhere_as()).
-  for (const bool combined : {false, true})
+  // Asked as the NIC lane once asked it (decide_reused(), then decide_elsewhere_as()), as
+  // the lanes ask it now, both questions in one (decide_reused_or_elsewhere_as()), and as
+  // the express lane asks first with its memo's voucher (decide_reused_vouched(), then
+  // decide_elsewhere_vouched(), for a write the same as the memo's beside its target).
+  enum class Ask { two, one, vouched };
+  for (const Ask ask : {Ask::two, Ask::one, Ask::vouched}) {
     for (const uint64_t pages : {16384u, 200u, 24u}) {
-      SCOPED_TRACE(::testing::Message() << pages << " pages, " << (combined ? "one question" : "two"));
+      SCOPED_TRACE(::testing::Message() << pages << " pages, asked " << static_cast<int>(ask));
       Policy lane(7), whole(7);
       Tunables t = tunables_in(Mode::adaptive);
       t.explore_shift = 4;
       WriteFeatures f = write_of(64, PathSet::cpu_paths(), true);
       Prng rng(pages);
-      uint64_t now = 1, taken = 0, gen_moves = 0;
+      uint64_t now = 1, taken = 0, vouched_taken = 0, gen_moves = 0;
       Path last = Path::offload;
+      struct Memo {
+        uint64_t gen = 0;
+        WriteFeatures f{};
+        Tunables t{};
+      } memo;
       for (int i = 0; i < 20'000; ++i) {
         const uint64_t r = rng.next();
         f.remote_addr = (r % pages) << kTargetPageShift;
@@ -421,13 +429,19 @@ TEST(policy_settled, ADecisionElsewhereIsTheWholeDecisionStepByStep) {
         ASSERT_EQ(clock, whole.wants_clock()) << "write " << i;
         f.now_ns = clock ? now : 0;
         const uint64_t gen_before = whole.settled_gen();
-        Path a;
-        if (combined) {
+        Path a = last;
+        const bool vouch = ask == Ask::vouched && memo.gen != 0 && f.rkey == memo.f.rkey &&
+                           Stream::same_beside_target(memo.f, memo.t, f, t);
+        if (vouch && (lane.decide_reused_vouched(memo.gen, f.remote_addr >> kTargetPageShift, a) ||
+                      lane.decide_elsewhere_vouched(memo.gen, f.rkey, f.remote_addr))) {
+          ++vouched_taken;
+        } else if (ask != Ask::two) {
           if (lane.decide_reused_or_elsewhere_as(f, t, last, true)) {
             a = last;
             ++taken;
+            memo = {lane.settled_gen(), f, t};
           } else {
-            a = lane.decide(f, t);
+            a = lane.decide(f, t);  // the memo stays, as the runtime's: its generation tells
           }
         } else if (!lane.decide_reused(f, t, a)) {
           if (lane.decide_elsewhere_as(f, t, last)) {
@@ -453,9 +467,14 @@ TEST(policy_settled, ADecisionElsewhereIsTheWholeDecisionStepByStep) {
       }
       expect_same_stats(lane.stats(), whole.stats());
       EXPECT_EQ(lane.stats().reused, whole.stats().reused);
-      EXPECT_GT(taken, 1'000u) << "the lane's question was asked and answered yes";
+      EXPECT_GT(taken, ask == Ask::vouched ? 100u : 1'000u)
+          << "the lane's question was asked and answered yes";
+      if (ask == Ask::vouched) {
+        EXPECT_GT(vouched_taken, 1'000u) << "the voucher was taken";
+      }
       EXPECT_GT(gen_moves, 100u) << "writes under another rkey moved the voucher";
     }
+  }
 }
 
 // A sample that confirms the choice keeps the reuse, from the very next write: of a class

@@ -185,6 +185,24 @@ class Policy {
     sampled_ = false;
     return true;
   }
+  // decide_elsewhere_as() for a write the caller vouches is, beside its target page, what
+  // the write decided at settled_gen() == gen was (as for decide_reused_vouched(); the
+  // generation stands for the rkey too): on another page, nothing compared but the page
+  // and the rkey. The write's features beside its target are the settled decision's.
+  bool decide_elsewhere_vouched(uint64_t gen, uint32_t rkey, uint64_t remote_addr) {
+    const Settled& s = settled_;
+    if (((gen ^ settled_gen_) | (rkey ^ s.rkey)) != 0 || remote_addr >> kTargetPageShift == s.page)
+      return false;
+    const WriteFeatures f{.length = s.length,
+                          .sge_count = s.sge_count,
+                          .rkey = rkey,
+                          .remote_addr = remote_addr,
+                          .now_ns = 0,
+                          .eligible = s.eligible,
+                          .peer_local = s.peer_local,
+                          .nic_outstanding = s.nic_outstanding};
+    return take_elsewhere_as(f, s.t, s.path);
+  }
 
   // decide_reused() for a caller that can carry out only `want` (a runtime's shortcut for
   // one path): false, with nothing counted, when the reused decision would be another path.
