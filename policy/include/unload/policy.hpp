@@ -566,9 +566,12 @@ class Policy {
               uint64_t charged_ns, uint16_t sample_every);
   void retarget(const WriteFeatures& f, bool hot, uint64_t key);
   void charge_cpu(WriteClass& wc, Path path, uint64_t cpu_ns);
-  void pay_touches() const {
+  // Inline to its test: most decisions owe nothing, and a call cost more than the test.
+  [[gnu::always_inline]] void pay_touches() const {
     pay_run();
-    if (touches_owed_ == 0) return;
+    if (touches_owed_ != 0) pay_touches_owed();
+  }
+  [[gnu::noinline]] void pay_touches_owed() const {
     if (!resident_on(settled_.peer_local)) {  // the sketch alone: at once (touch_many)
       hotness_.touch_many(settled_.slots, touches_owed_);
       touches_owed_ = 0;
