@@ -511,10 +511,6 @@ class Policy {
     ++stats_.reused;
     return settled_.path;
   }
-  // A write like the settled one but to another target (random targets, a scan): the
-  // sketch is touched for its page, and the settled path taken when that page is in the
-  // settled write's hotness class, as a full decision would take it; then the settled
-  // decision is the new page's.
   // decide_elsewhere_as() for a write known to be the settled one's beside its target and
   // on another target: the rest of its checks, and the decision.
   bool take_elsewhere_as(const WriteFeatures& f, const Tunables& t, Path want) {
@@ -532,6 +528,10 @@ class Policy {
     settle_elsewhere(f, t, key);
     return true;
   }
+  // A write like the settled one but to another target (random targets, a scan): the
+  // sketch is touched for its page, and the settled path taken when that page is in the
+  // settled write's hotness class, as a full decision would take it; then the settled
+  // decision is the new page's.
   Path decide_settled_elsewhere(const WriteFeatures& f, const Tunables& t);
   void settle_elsewhere(const WriteFeatures& f, const Tunables& t, uint64_t key);
   Path decide_settled_draw(const WriteFeatures& f, const Tunables& t);
