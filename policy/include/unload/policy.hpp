@@ -229,7 +229,7 @@ class Policy {
     const Settled& s = settled_;
     if (s.path != want) return false;
     const uint64_t beside = settled_differs_beside_target(f, t);
-    const uint64_t target = (f.rkey ^ s.rkey) | ((f.remote_addr >> kTargetPageShift) ^ s.page);
+    const uint64_t target = settled_target_differs(f);
     if ((beside | target | (reuse_left_ == 0)) == 0) {
       Path p;
       take_reuse(p);
@@ -357,8 +357,11 @@ class Policy {
   // without a branch, where == and && make one each (and GCC turns a memcmp of the
   // tunables into a call).
   uint64_t settled_differs(const WriteFeatures& f, const Tunables& t) const {
-    const Settled& s = settled_;
-    return settled_differs_beside_target(f, t) | (f.rkey ^ s.rkey) | ((f.remote_addr >> kTargetPageShift) ^ s.page);
+    return settled_differs_beside_target(f, t) | settled_target_differs(f);
+  }
+  // Nonzero when f's target (rkey, page) is not the settled decision's.
+  uint64_t settled_target_differs(const WriteFeatures& f) const {
+    return (f.rkey ^ settled_.rkey) | ((f.remote_addr >> kTargetPageShift) ^ settled_.page);
   }
   // The same, but for the target (rkey, page): what a write's class depends on besides
   // the target page's hotness. Nothing else of the policy reads the target.
@@ -372,9 +375,7 @@ class Policy {
                           uint32_t(f.nic_outstanding ^ s.nic_outstanding);
     return diff | tunables_differ(t, s.t);
   }
-  bool settled_on_target(const WriteFeatures& f) const {
-    return f.rkey == settled_.rkey && f.remote_addr >> kTargetPageShift == settled_.page;
-  }
+  bool settled_on_target(const WriteFeatures& f) const { return settled_target_differs(f) == 0; }
   // Nonzero when t != u: word by word, unrolled (a loop over the 4-byte fields cost 100
   // instructions a write, most of a settled decision).
   static uint64_t tunables_differ(const Tunables& t, const Tunables& u) {
