@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The sandbox boots the given kernel, shows an rxe device, returns the guest's status; on the default kernel it also fails a run on a kernel warning and retries a boot fault and a stopped CPU.
+# The sandbox boots the given kernel, shows an rxe device, returns the guest's status; on the default kernel it also fails a run on a kernel warning and retries a boot fault, a stopped CPU and a stopped guest.
 #
 #   boot_rxe_status.sh FLAVOUR [default]
 #
-# The warning, the boot fault and the stopped CPU are the sandbox script's own logic, the same whatever the
+# The warning, the boot fault, the stopped CPU and the silent guest are the sandbox script's own logic, the same whatever the
 # kernel: one kernel checks them (each a boot of about half a minute under TCG).
 set -uo pipefail
 . "$(dirname "$0")/../support/check.sh"
@@ -48,6 +48,19 @@ if [ "$rc" -eq 0 ] && grep -q 'a guest CPU stopped, the emulator.s fault: bootin
 	ok "a stopped guest CPU -> booted again, the command ran once, exit 0"
 else
 	fail "a stopped guest CPU -> booted again, the command ran once, exit 0" "sandbox exit $rc"
+	echo "$out" | tail -n 10 | sed 's/^/    | /'
+fi
+
+# A guest that gives no sign of life once our part has started (every CPU stopped): the
+# sandbox powers it off once it has been silent long enough and boots it again.
+out=$(UNLOAD_SANDBOX_SELFTEST=guest-silent UNLOAD_SANDBOX_SILENT=20 sandbox --kernel "$flavour" -- sh -c 'echo ran' 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q 'the guest gave no sign of life for [0-9]* s' <<<"$out" &&
+	grep -q 'the guest stopped, the emulator.s fault: booting it again (attempt 2 of 3)' <<<"$out" &&
+	[ "$(grep -c '^ran' <<<"$out")" -eq 1 ]; then
+	ok "a silent guest -> booted again, the command ran once, exit 0"
+else
+	fail "a silent guest -> booted again, the command ran once, exit 0" "sandbox exit $rc"
 	echo "$out" | tail -n 10 | sed 's/^/    | /'
 fi
 finish
