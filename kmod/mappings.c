@@ -22,7 +22,7 @@
  * mapping's lock, then the address space's i_mmap_rwsem (unmap_mapping_range). The fault
  * handler runs under the faulting process's mmap_lock and takes only a mapping's lock;
  * nothing here takes an mmap_lock, so a revocation never waits for another process's
- * address space, and a fault never waits for more than one PTE's insertion.
+ * address space, and never for more than a batch of a fault's PTE insertions (64).
  */
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -70,8 +70,9 @@ struct unload_mapping {
 	struct page *busy_page;		/* the responder session's busy page (a reference),
 					 * shown read-only by the view while live */
 	u32 busy_slot;			/* the responder QP's byte in it */
-	struct mutex lock;		/* guards pages; held while a fault inserts a PTE
-					 * and while a revocation clears pages and zaps */
+	struct mutex lock;		/* guards pages; held while a fault inserts PTEs
+					 * (a batch) and while a revocation clears pages
+					 * and zaps */
 	struct page **pages;		/* the region's pinned pages; NULL once revoked */
 };
 
@@ -493,9 +494,57 @@ static void unload_map_vm_close(struct vm_area_struct *vma)
 }
 
 /*
- * Insert the PTE of one page: the region's while the mapping is live, else the sink. The
- * PTE is special (VM_PFNMAP): it holds no reference, which is why a revocation zaps every
- * PTE before the region may be unpinned, and the sink lives as long as the last VMA.
+ * The window a fault maps at once (64 MiB at most, aligned in the region): a mapping
+ * whose pages each faulted on first touch made a workload over many pages pay a trap for
+ * thousands of writes, and the policy's first samples of the mapped path, on fresh pages,
+ * dearer than the path is (adaptive then chose another for good). The pages are pinned
+ * already; their PTEs cost a page-table page per 2 MiB.
+ */
+#define UNLOAD_MAP_WINDOW_PAGES	16384UL
+/* PTEs inserted per hold of a mapping's lock: all a revocation waits for. */
+#define UNLOAD_MAP_BATCH_PAGES	64UL
+
+/*
+ * The rest of the faulting page's window, a batch per hold of m's lock. A revocation
+ * between batches cleared pages and zapped the VMA (linked since its mmap returned, so the
+ * zap finds every PTE inserted before); the next batch sees pages cleared and stops.
+ */
+static void unload_map_fill_window(struct vm_fault *vmf, struct unload_mapping *m, unsigned long idx)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	unsigned long base = unload_map_offset(m->id) >> PAGE_SHIFT;
+	unsigned long lo = vma->vm_pgoff - base, hi = lo + vma_pages(vma);
+	unsigned long i, stop, end;
+
+	i = max(round_down(idx, UNLOAD_MAP_WINDOW_PAGES), lo);
+	end = min3(round_down(idx, UNLOAD_MAP_WINDOW_PAGES) + UNLOAD_MAP_WINDOW_PAGES, hi, m->npages);
+	for (; i < end; i = stop) {
+		stop = min(i + UNLOAD_MAP_BATCH_PAGES, end);
+		if (fatal_signal_pending(current))
+			return;
+		mutex_lock(&m->lock);
+		if (!m->pages) {
+			mutex_unlock(&m->lock);
+			return;
+		}
+		for (; i < stop; i++) {
+			unsigned long addr = vma->vm_start + ((i - lo) << PAGE_SHIFT);
+
+			if (vmf_insert_pfn(vma, addr, page_to_pfn(m->pages[i])) != VM_FAULT_NOPAGE) {
+				mutex_unlock(&m->lock);
+				return;
+			}
+		}
+		mutex_unlock(&m->lock);
+		cond_resched();
+	}
+}
+
+/*
+ * Insert the PTE of one page: the region's while the mapping is live, else the sink; then
+ * the rest of its window. The PTE is special (VM_PFNMAP): it holds no reference, which is
+ * why a revocation zaps every PTE before the region may be unpinned, and the sink lives as
+ * long as the last VMA.
  */
 static vm_fault_t unload_map_fault(struct vm_fault *vmf)
 {
@@ -510,6 +559,8 @@ static vm_fault_t unload_map_fault(struct vm_fault *vmf)
 	page = m->pages ? m->pages[idx] : m->sink;
 	ret = vmf_insert_pfn(vmf->vma, vmf->address, page_to_pfn(page));
 	mutex_unlock(&m->lock);
+	if (ret == VM_FAULT_NOPAGE && page != m->sink)
+		unload_map_fill_window(vmf, m, idx);
 	return ret;
 }
 

@@ -2,7 +2,8 @@
 //   kmod_mapped grant    who gets a mapping and what it is: refused without the peer's
 //                        /proc/<pid>/mem open for writing, for an unknown rkey, a region or
 //                        a responder QP without remote write; granted, it maps the region's
-//                        pages (a write through it is in the responder's buffer), shared,
+//                        pages (a write through it is in the responder's buffer, its first
+//                        fault maps every page), shared,
 //                        never executable, not inherited by a child, not pinnable by an MR.
 //   kmod_mapped revoke   each change a responder NIC would refuse after revokes a mapping
 //                        before the call returns: its word is cleared and a write through it
@@ -170,11 +171,25 @@ int cmd_grant() {
 
   uint8_t* map = map_region(p.fd, m);
   if (!map) die("mmap the mapping");
+  rusage r0{}, r1{}, r2{};
+  getrusage(RUSAGE_THREAD, &r0);
   memset(at(map, m, 4000), 0x5a, 300);  // across a page boundary
+  getrusage(RUSAGE_THREAD, &r1);
   bool placed = true;
   for (int i = 0; i < 300; i++) placed &= p.tgt[4000 + i] == 0x5a;
   expect(placed && p.tgt[3999] == 0 && p.tgt[4300] == 0, "grant.places", "300 bytes written at +4000 through the mapping: %s",
          placed ? "in the responder's buffer, nothing around them" : "not in the responder's buffer");
+  // The first touch maps the whole window (these 16 pages): the other pages fault no more.
+  for (size_t off = 8192; off < p.len; off += 4096) *at(map, m, off) = 0x33;
+  getrusage(RUSAGE_THREAD, &r2);
+  bool landed = true;
+  for (size_t off = 8192; off < p.len; off += 4096) landed &= p.tgt[off] == 0x33;
+  expect(r1.ru_minflt - r0.ru_minflt == 1 && r2.ru_minflt == r1.ru_minflt && landed,
+         "grant.one_fault_maps_it",
+         "faults: %ld writing across pages 0 and 1 (want 1), %ld writing the other %zu pages (want 0), their "
+         "bytes %s",
+         r1.ru_minflt - r0.ru_minflt, r2.ru_minflt - r1.ru_minflt, p.len / 4096 - 2,
+         landed ? "in the responder's buffer" : "not in the responder's buffer");
 
   // The responder QP's busy byte: raised by its registration, and what its owner stores
   // in its busy page the sender's read-only view shows.
