@@ -509,7 +509,8 @@ static void unload_map_vm_close(struct vm_area_struct *vma)
  * between batches cleared pages and zapped the VMA (linked since its mmap returned, so the
  * zap finds every PTE inserted before); the next batch sees pages cleared and stops.
  */
-static void unload_map_fill_window(struct vm_fault *vmf, struct unload_mapping *m, unsigned long idx)
+static void unload_map_fill_window(struct vm_fault *vmf, struct unload_mapping *m,
+				   unsigned long idx)
 {
 	struct vm_area_struct *vma = vmf->vma;
 	unsigned long base = unload_map_offset(m->id) >> PAGE_SHIFT;
