@@ -16,6 +16,10 @@
 // own, as in a program with a completion thread; the posting thread waits for each
 // write's completion there before its next post.
 //
+// --signal_every=N (one QP, N up to its 16 send slots): one write in N signaled, the others
+// not, as a stream (ib_write_bw) has them; a signaled write's completion is waited for,
+// which also frees the unsignaled ones' slots before it.
+//
 // --kernel (run without valgrind) counts instead what the writes cost outside the process,
 // over one pass of --writes writes (post and busy-poll each): the system calls this process
 // entered (tracepoint raw_syscalls:sys_enter), its context switches, and the packets the
@@ -24,7 +28,7 @@
 //
 //   bench_write_count --out=FILE [--qps=N] [--writes=N] [--warmup=N] [--bytes=N] [--kernel]
 //                     [--targets=same|random] [--footprint_mib=N] [--device=NAME] [--gid=N]
-//                     [--poller=same|thread]
+//                     [--poller=same|thread] [--signal_every=N]
 #include "verbs_env.hpp"
 
 #include <infiniband/verbs.h>
@@ -60,6 +64,7 @@ struct Options {
   bool random_targets = false;
   bool kernel = false;  // count system calls, context switches and packets, not instructions
   bool poll_thread = false;  // polls made by a thread of their own (--poller=thread)
+  uint32_t signal_every = 1;
 };
 
 [[noreturn]] void die(const char* what, int err = errno) {
@@ -107,9 +112,13 @@ Options parse(int argc, char** argv) {
       o.poll_thread = true;
     else if (take(a, "--targets", &v) && !std::strcmp(v, "same")) o.random_targets = false;
     else if (take(a, "--targets", &v) && !std::strcmp(v, "random")) o.random_targets = true;
+    else if (take(a, "--signal_every", &v))
+      o.signal_every = number(a, v, 1, 16);
     else usage(a);
   }
   if (o.out.empty()) usage("--out is required");
+  // Over several QPs a QP could take only unsignaled writes and run out of send slots.
+  if (o.signal_every > 1 && o.qps > 1) usage("--signal_every with --qps above 1");
   // Each QP's memos (the route's shape, the lanes) arm at its first writes: a run over
   // many QPs counts their steady writes only once every QP wrote a few.
   if (o.warmup < 0) o.warmup = std::max<int64_t>(200, int64_t{4} * o.qps);
@@ -269,7 +278,8 @@ class Run {
       w.sg_list = &sg;
       w.num_sge = 1;
       w.opcode = IBV_WR_RDMA_WRITE;
-      w.send_flags = IBV_SEND_SIGNALED;
+      const bool signaled = (i + 1) % o_.signal_every == 0;
+      w.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
       w.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(dst_) + target(i);
       w.wr.rdma.rkey = dmr_->rkey;
       ibv_send_wr* bad = nullptr;
@@ -279,7 +289,7 @@ class Run {
       if (collect_post) CALLGRIND_TOGGLE_COLLECT;
       if (rc) die("ibv_post_send", rc);
       ++posted_;
-      poller_.run([this, collect_poll] { wait_one(collect_poll); });
+      if (signaled) poller_.run([this, collect_poll] { wait_one(collect_poll); });
     }
   }
 
@@ -364,8 +374,9 @@ class Run {
 }  // namespace
 
 void write_head(FILE* f, const Options& o) {
-  std::fprintf(f, "writes %u\nqps %u\nbytes %u\ntargets %s\npoller %s\n", o.writes, o.qps, o.bytes,
-               o.random_targets ? "random" : "same", o.poll_thread ? "thread" : "same");
+  std::fprintf(f, "writes %u\nqps %u\nbytes %u\ntargets %s\npoller %s\nsignal_every %u\n", o.writes, o.qps,
+               o.bytes, o.random_targets ? "random" : "same", o.poll_thread ? "thread" : "same",
+               o.signal_every);
 }
 
 // --kernel: one pass of writes, counted from outside the process.
