@@ -344,30 +344,20 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
 
   // Warm-up: every path gets a full window of samples before it is compared. Mapped and
   // direct first: the cheapest by construction, and at a stream's start the ring is still empty,
-  // so its samples fence behind nothing. Each of the two sends a probe (kProbe samples) in
-  // turn, then the one whose probe was the cheaper fills its window first, and the other is
-  // warm from its probe when that was kDearProbe times dearer: mapped at 64 KiB under TCG,
-  // five times the module's copy, took a whole window before the copy was tried, and a
-  // program's first writes, its dearest, all went to one path.
+  // so its samples fence behind nothing.
   // A path with a window's worth of samples in flight waits for them: meanwhile the
   // cheapest warm path takes the write, or, with none warm, the warm-up goes on. Once a
-  // path is warm, the others first send a probe and wait for it: a path the probe finds
-  // kDearProbe times dearer is warm from it (learn(), or here for a probe that came back
-  // before any path was warm).
+  // path is warm, the others first send a probe (kProbe samples) and wait for it: a path
+  // the probe finds kDearProbe times dearer is warm from it (learn()).
   bool waiting = false;
   uint64_t floor_ns = 0;
   bool floor_known = false;
   const auto warm_up = [&](unsigned i) {
-    CostEstimate& e = wc.estimate[i];
+    const CostEstimate& e = wc.estimate[i];
     if (e.warm()) return false;
     if (!floor_known) {
       cheapest_warm(wc, explorable, floor_ns);
       floor_known = true;
-    }
-    if (floor_ns != UINT64_MAX && e.samples() >= CostEstimate::kProbe &&
-        e.least_ns() >= kDearProbe * floor_ns) {
-      e.complete_from_probe();
-      return false;
     }
     const bool probing = floor_ns != UINT64_MAX && e.samples() < CostEstimate::kProbe;
     if (wc.warming[i] >= (probing ? CostEstimate::kProbe - e.samples() : CostEstimate::kWindow)) {
@@ -380,18 +370,7 @@ Path Policy::choose(WriteClass& wc, const WriteFeatures& f, const Tunables& t, P
     sampled_ = true;
     return true;
   };
-  Path cpu[] = {Path::unload_mapped, Path::unload_direct};
-  for (const Path here : cpu) {
-    const unsigned i = index_of(here);
-    if (explorable.contains(here) && wc.estimate[i].samples() + wc.warming[i] < CostEstimate::kProbe &&
-        warm_up(i))
-      return here;
-  }
-  const CostEstimate &mapped = wc.estimate[index_of(cpu[0])], &direct = wc.estimate[index_of(cpu[1])];
-  if (direct.samples() >= CostEstimate::kProbe && mapped.samples() >= CostEstimate::kProbe &&
-      direct.least_ns() < mapped.least_ns())
-    std::swap(cpu[0], cpu[1]);
-  for (const Path here : cpu)
+  for (const Path here : {Path::unload_mapped, Path::unload_direct})
     if (explorable.contains(here) && warm_up(index_of(here))) return here;
   for (unsigned bits = explorable.bits(); bits != 0; bits &= bits - 1) {
     const unsigned i = static_cast<unsigned>(std::countr_zero(bits));

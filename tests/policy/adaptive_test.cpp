@@ -4,8 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <functional>
-#include <string>
-#include <string_view>
 #include <vector>
 
 #include "test_support.hpp"
@@ -241,44 +239,6 @@ TEST(policy_adaptive, APathTheProbeFindsFarDearerWarmsFromItsProbe) {
       EXPECT_TRUE(policy.estimate(f, p).warm()) << index_of(p);
     EXPECT_EQ(policy.estimate(f, Path::offload).settled_ns(), 28'000u);
     EXPECT_EQ(policy.chosen_path(f), Path::unload_mapped);
-  }
-}
-
-// The CPU paths each send their probe before either fills its window, the cheaper probe's
-// path first, and the other is warm from its probe when that was kDearProbe times dearer:
-// at 64 KiB under TCG mapped is five times the module's copy, and its window of eight, sent
-// first, cost more than the copy's whole warm-up.
-TEST(policy_adaptive, EachCpuPathProbesBeforeEitherFillsItsWindow) {
-  struct Case {
-    uint32_t bytes;
-    uint64_t mapped_ns, direct_ns;
-    const char* want;  // the first decisions: M mapped, D direct
-  };
-  for (const Case c :
-       {Case{65536, 107'000, 20'000, "MMDDDDDDDD"}, Case{4096, 1900, 5200, "MMDDMMMMMMDDDDDD"}}) {
-    Policy policy;
-    Tunables t = tunables_in(Mode::adaptive);
-    t.cpu_budget_pct = 100;  // the warm-up alone
-    WriteFeatures f = write_of(c.bytes, PathSet(Path::unload_mapped).with(Path::unload_direct), true);
-    std::string got;
-    for (uint64_t i = 0; got.size() < std::string_view(c.want).size(); ++i) {
-      f.now_ns = i * 1000;
-      f.remote_addr = i << kTargetPageShift;  // no page turns hot: one class
-      const Path p = policy.decide(f, t);
-      ASSERT_TRUE(policy.sampled()) << "decision " << i << " of " << c.bytes << " B";
-      got += p == Path::unload_mapped ? 'M' : p == Path::unload_direct ? 'D' : 'N';
-      policy.observe(p, f,
-                     p == Path::unload_mapped   ? c.mapped_ns
-                     : p == Path::unload_direct ? c.direct_ns
-                                                : 1'250'000);
-    }
-    EXPECT_EQ(got, c.want) << c.bytes << " B";
-    f.now_ns += 1000;
-    f.remote_addr += 1u << kTargetPageShift;
-    policy.decide(f, t);  // the next path's warm-up (a NIC path's probe)
-    EXPECT_TRUE(policy.estimate(f, Path::unload_mapped).warm() &&
-                policy.estimate(f, Path::unload_direct).warm())
-        << c.bytes << " B";
   }
 }
 
