@@ -515,10 +515,10 @@ static void unload_map_fill_window(struct vm_fault *vmf, struct unload_mapping *
 	struct vm_area_struct *vma = vmf->vma;
 	unsigned long base = unload_map_offset(m->id) >> PAGE_SHIFT;
 	unsigned long lo = vma->vm_pgoff - base, hi = lo + vma_pages(vma);
-	unsigned long i, stop, end;
+	unsigned long first = round_down(idx, UNLOAD_MAP_WINDOW_PAGES);
+	unsigned long i = max(first, lo), end = min3(first + UNLOAD_MAP_WINDOW_PAGES, hi, m->npages);
+	unsigned long stop;
 
-	i = max(round_down(idx, UNLOAD_MAP_WINDOW_PAGES), lo);
-	end = min3(round_down(idx, UNLOAD_MAP_WINDOW_PAGES) + UNLOAD_MAP_WINDOW_PAGES, hi, m->npages);
 	for (; i < end; i = stop) {
 		stop = min(i + UNLOAD_MAP_BATCH_PAGES, end);
 		if (fatal_signal_pending(current))
